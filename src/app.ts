@@ -1,0 +1,136 @@
+import { randomUUID } from 'node:crypto'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { LRUCache } from 'lru-cache'
+import type { DestinationStream } from 'pino'
+import { adminRoutes } from './admin/admin.routes.js'
+import { apiKeyResolver } from './api-keys/api-key.credential.js'
+import { createAuditLog } from './audit/audit.store.js'
+import { authRoutes } from './auth/auth.routes.js'
+import { healthRoutes } from './health/health.routes.js'
+import { type Clock, systemClock } from './platform/clock.js'
+import type { Config } from './platform/config.js'
+import { openDatabase } from './platform/db/database.js'
+import { registerErrorHandler } from './platform/error-handler.js'
+import { loggerOptions } from './platform/logging.js'
+import { createDummyHash } from './platform/passwords.js'
+import { registerRateLimit } from './platform/rate-limit.js'
+import { connectRedis, createRedis } from './platform/redis.js'
+import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
+import { createValidatorCompiler } from './platform/validation.js'
+import { JwtCodec } from './tokens/jwt.js'
+import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
+import { resolveSigningSecret } from './tokens/secret.js'
+import { TokenService } from './tokens/token.service.js'
+import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+
+export interface AppDependencies {
+  /** Time source; tests pass a controllable one. */
+  clock?: Clock
+  /** Where log lines go (stdout when absent); tests capture them. */
+  logStream?: DestinationStream
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
+
+/**
+ * Builds the whole service on its dependencies: opens the database (and applies migrations),
+ * connects Redis when configured, and registers every feature. `listen()` is the caller's.
+ */
+export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<FastifyInstance> {
+  const clock = deps.clock ?? systemClock
+  const options: FastifyServerOptions = {
+    logger: loggerOptions(config.LOG_LEVEL, deps.logStream),
+    // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
+    trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    requestIdHeader: false,
+    return503OnClosing: true,
+  }
+  const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(createValidatorCompiler())
+  registerErrorHandler(app)
+  app.decorateRequest('auth', null)
+  app.addSchema(ErrorBody)
+  app.addSchema(HTTPValidationError)
+  app.addSchema(RateLimited)
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+
+  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  const { db } = database
+  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
+  app.addHook('onClose', async () => {
+    revocations.stop()
+    redis?.disconnect()
+    await database.close()
+  })
+  await database.migrate()
+  if (redis) await connectRedis(redis)
+
+  const jwt = new JwtCodec({
+    secret: resolveSigningSecret(config, app.log),
+    previousSecrets: config.JWT_PREVIOUS_SECRETS,
+    audience: config.JWT_AUDIENCE,
+    issuer: config.JWT_ISSUER,
+    clock,
+  })
+  const revocations = redis
+    ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
+    : memoryRevocations({ db, clock })
+  await revocations.start()
+  const audit = createAuditLog(db, clock, app.log)
+  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
+  const apiKeys = apiKeyResolver(db, clock)
+  tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
+  const dummyHash = createDummyHash()
+
+  // One audit record per address and route per minute of excess, however many requests it sends.
+  const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
+  await registerRateLimit(app, {
+    ...(redis ? { redis } : {}),
+    prefix: config.REDIS_PREFIX,
+    onExceeded: (ip, route) => {
+      const key = `${ip} ${route}`
+      if (recentlyLimited.has(key)) return
+      recentlyLimited.set(key, true)
+      void audit.record({ kind: 'rate_limit_hit', ip, outcome: 'denied', detail: { route } })
+    },
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'wristband',
+        version: '0.1.0',
+        description: 'Authentication, token and ticket-partner service of the event platform.',
+      },
+      components: {
+        securitySchemes: {
+          OAuth2PasswordBearer: {
+            type: 'oauth2',
+            flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
+          },
+        },
+      },
+    },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+
+  await app.register(healthRoutes)
+  await app.register(authRoutes, { db, tokens, audit, dummyHash })
+  await app.register(tokenVerifyRoutes, { tokens })
+  await app.register(adminRoutes, { tokens, db })
+
+  return app
+}

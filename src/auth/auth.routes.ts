@@ -1,0 +1,67 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses, Message } from '../platform/schemas.js'
+import { claimsOf, protect } from '../tokens/guard.js'
+import type { TokenService } from '../tokens/token.service.js'
+import { LoginRequest, RefreshRequest, TokenResponse } from './auth.schemas.js'
+import { type LoginDeps, loginStaff } from './login.service.js'
+
+export interface AuthRoutesDeps extends LoginDeps {
+  tokens: TokenService
+}
+
+export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app, deps) => {
+  app.post(
+    '/auth/login',
+    {
+      config: perMinute(10),
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign in an administrator, operator or network manager',
+        body: LoginRequest,
+        response: { 200: TokenResponse, ...errorResponses(401) },
+      },
+    },
+    async (request, reply) => {
+      const { email, password, role = 'admin' } = request.body
+      reply.header('cache-control', 'no-store')
+      return loginStaff(deps, { email, password, role }, request.ip)
+    },
+  )
+
+  app.post(
+    '/auth/refresh',
+    {
+      config: perMinute(30),
+      schema: {
+        tags: ['auth'],
+        summary: 'Rotate a refresh token for a new token pair',
+        body: RefreshRequest,
+        response: { 200: TokenResponse, ...errorResponses(401) },
+      },
+    },
+    async (request, reply) => {
+      reply.header('cache-control', 'no-store')
+      return deps.tokens.refresh(request.body.refresh_token, request.ip)
+    },
+  )
+
+  app.post(
+    '/auth/logout',
+    {
+      config: perMinute(30),
+      ...protect(deps.tokens),
+      schema: {
+        tags: ['auth'],
+        summary: 'End the session of a refresh token',
+        security: [{ OAuth2PasswordBearer: [] }],
+        body: RefreshRequest,
+        response: { 200: Message, ...errorResponses(401) },
+      },
+    },
+    async (request) => {
+      await deps.tokens.logout(request.body.refresh_token, claimsOf(request))
+      return { message: 'Logged out' }
+    },
+  )
+}

@@ -1,0 +1,28 @@
+import { Type } from 'typebox'
+
+export const LoginRequest = Type.Object(
+  {
+    email: Type.String({ maxLength: 254 }),
+    password: Type.String({ maxLength: 256 }),
+    event_id: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+    role: Type.Optional(
+      Type.Union([Type.Literal('admin'), Type.Literal('operator'), Type.Literal('network_manager')]),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const TokenResponse = Type.Object(
+  {
+    access_token: Type.String(),
+    refresh_token: Type.String(),
+    token_type: Type.String({ default: 'bearer' }),
+    expires_in: Type.Integer(),
+  },
+  {},
+)
+
+export const RefreshRequest = Type.Object(
+  { refresh_token: Type.String({ maxLength: 4096 }) },
+  { additionalProperties: false },
+)

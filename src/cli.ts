@@ -1,0 +1,94 @@
+import fs from 'node:fs'
+import { parseArgs } from 'node:util'
+import { systemClock } from './platform/clock.js'
+import { type Config, ConfigError, loadConfig } from './platform/config.js'
+import { openDatabase } from './platform/db/database.js'
+import { applySeed, parseSeed, SeedError } from './seed/seed.js'
+import { serve } from './server.js'
+
+const USAGE = `Usage: wristband <command>
+
+Commands:
+  serve            Run the service (HOST, PORT and the other settings come from the environment)
+  migrate          Apply pending database migrations and exit
+  seed FILE|-      Create or update records from a seed document (- reads standard input);
+                   prints the document back with every id filled in
+
+Settings are environment variables; a .env file in the working directory may supply them.
+See README.md for the full list.`
+
+function readEnvFile(): void {
+  if (fs.existsSync('.env')) process.loadEnvFile('.env')
+}
+
+async function withDatabase<T>(
+  config: Config,
+  fn: (h: Awaited<ReturnType<typeof openDatabase>>) => Promise<T>,
+) {
+  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  try {
+    await handle.migrate()
+    return await fn(handle)
+  } finally {
+    await handle.close()
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h' } },
+    strict: true,
+  })
+  const [command, ...rest] = positionals
+  if (values.help || !command) {
+    console.log(USAGE)
+    return command || values.help ? 0 : 2
+  }
+  readEnvFile()
+  const config = loadConfig()
+  switch (command) {
+    case 'serve':
+      await serve(config)
+      return -1
+    case 'migrate':
+      await withDatabase(config, async () => undefined)
+      console.log('migrations applied')
+      return 0
+    case 'seed': {
+      const file = rest[0]
+      if (!file) {
+        console.error('wristband seed: give a FILE, or - to read standard input')
+        return 2
+      }
+      const raw = fs.readFileSync(file === '-' ? 0 : file, 'utf8')
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(raw)
+      } catch (err) {
+        throw new SeedError(`seed document is not JSON: ${(err as Error).message}`)
+      }
+      const doc = parseSeed(parsed)
+      const out = await withDatabase(config, ({ db }) => applySeed(db, systemClock, doc))
+      console.log(JSON.stringify(out, null, 2))
+      return 0
+    }
+    default:
+      console.error(`wristband: unknown command "${command}"\n\n${USAGE}`)
+      return 2
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code)
+  },
+  (err) => {
+    if (err instanceof ConfigError || err instanceof SeedError) console.error(err.message)
+    else if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
+      console.error(`wristband: ${err.message}`)
+    else console.error(err)
+    process.exit(err instanceof ConfigError || err instanceof SeedError ? 2 : 1)
+  },
+)

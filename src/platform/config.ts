@@ -1,0 +1,217 @@
+import path from 'node:path'
+
+/**
+ * Every setting of the service, declared once: the parser validates it at start and the README's
+ * configuration table is generated from the same list (scripts/config-doc.ts).
+ */
+type Parser<T> = (raw: string) => T
+
+interface Setting<T, D extends string | undefined = string | undefined> {
+  description: string
+  /** The default as a user would write it in the environment; undefined means "unset". */
+  default: D
+  parse: Parser<T>
+}
+
+function setting<T, D extends string | undefined>(
+  description: string,
+  def: D,
+  parse: Parser<T>,
+): Setting<T, D> {
+  return { description, default: def, parse }
+}
+
+const text: Parser<string> = (raw) => raw
+
+function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): Parser<number> {
+  return (raw) => {
+    if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be a whole number, got "${raw}"`)
+    const n = Number(raw)
+    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}, got ${n}`)
+    return n
+  }
+}
+
+const bool: Parser<boolean> = (raw) => {
+  const v = raw.trim().toLowerCase()
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true
+  if (['0', 'false', 'no', 'off'].includes(v)) return false
+  throw new Error(`must be true or false, got "${raw}"`)
+}
+
+function oneOf<T extends string>(...values: T[]): Parser<T> {
+  return (raw) => {
+    if (!values.includes(raw as T)) throw new Error(`must be one of ${values.join(', ')}, got "${raw}"`)
+    return raw as T
+  }
+}
+
+const url: Parser<string> = (raw) => {
+  try {
+    new URL(raw)
+  } catch {
+    throw new Error(`must be a URL, got "${raw}"`)
+  }
+  return raw
+}
+
+/** `true`/`false`, a hop count, or a comma-separated list of addresses/CIDRs: Fastify's trustProxy forms. */
+export type TrustProxy = boolean | number | string[]
+const trustProxy: Parser<TrustProxy> = (raw) => {
+  const v = raw.trim()
+  if (v === 'true' || v === 'false') return v === 'true'
+  if (/^\d+$/.test(v)) return Number(v)
+  const list = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+  if (list.length === 0) throw new Error('must be true, false, a hop count or a list of addresses')
+  return list
+}
+
+const secretList: Parser<string[]> = (raw) =>
+  raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+
+const seconds: Parser<number[]> = (raw) =>
+  raw.split(',').map((s) => {
+    const n = Number(s.trim())
+    if (!Number.isInteger(n) || n < 0)
+      throw new Error(`must be whole seconds separated by commas, got "${raw}"`)
+    return n
+  })
+
+export const settings = {
+  HOST: setting('Address to listen on', '127.0.0.1', text),
+  PORT: setting('Port to listen on', '8000', integer(0, 65535)),
+  NODE_ENV: setting(
+    '`production` refuses to start without JWT_SECRET',
+    'development',
+    oneOf('development', 'production', 'test'),
+  ),
+  LOG_LEVEL: setting(
+    'Log level (fatal, error, warn, info, debug, trace, silent)',
+    'info',
+    oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
+  ),
+  DATA_DIR: setting('Folder for the SQLite file, the generated secret and the outbox', './data', text),
+  DATABASE_URL: setting(
+    '`sqlite:<path>` or `postgres://…`; default `sqlite:<DATA_DIR>/wristband.db`',
+    undefined,
+    text,
+  ),
+  DATABASE_SCHEMA: setting('PostgreSQL schema to use (created if missing)', 'public', text),
+  REDIS_URL: setting(
+    'Redis for rate-limit counters and revocations shared by instances; unset: in-process',
+    undefined,
+    url,
+  ),
+  REDIS_PREFIX: setting('Prefix of every Redis key this deployment writes', 'wb:', text),
+  JWT_SECRET: setting(
+    'HS256 signing secret, at least 32 bytes; unset outside production: generated into DATA_DIR/jwt-secret',
+    undefined,
+    text,
+  ),
+  JWT_PREVIOUS_SECRETS: setting(
+    'Comma-separated earlier secrets that still verify (rotation)',
+    '',
+    secretList,
+  ),
+  JWT_AUDIENCE: setting('`aud` claim issued and required', 'wristband', text),
+  JWT_ISSUER: setting('`iss` claim issued and required', 'wristband', text),
+  ACCESS_TOKEN_EXPIRE_MINUTES: setting('Access-token lifetime', '15', integer(1, 24 * 60)),
+  REFRESH_TOKEN_EXPIRE_DAYS: setting('Refresh-token lifetime', '30', integer(1, 365)),
+  OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, 24 * 30)),
+  MFA_FRESHNESS_WINDOW_HOURS: setting(
+    'How long an MFA verification counts as fresh',
+    '8',
+    integer(1, 24 * 30),
+  ),
+  PUBLIC_BASE_URL: setting('Base address used in links sent by e-mail', 'http://127.0.0.1:8000', url),
+  SMTP_URL: setting(
+    'SMTP server for mail (`smtp://user:pass@host:port`); unset: outbox folder',
+    undefined,
+    url,
+  ),
+  MAIL_FROM: setting('Sender address of outgoing mail', 'wristband <no-reply@wristband.local>', text),
+  PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
+  PASSWORD_RESET_HOURLY_QUOTA: setting('Reset e-mails per administrator per hour', '3', integer(1, 1000)),
+  TRUST_PROXY: setting(
+    'Where the client address comes from: `true` takes X-Forwarded-For as the spec says, `false` ignores it, a hop count or a list of proxy addresses narrows it',
+    'true',
+    trustProxy,
+  ),
+  IDP_ISSUERS: setting(
+    'JSON list of `{issuer, audience, jwks_uri?}` trusted for /auth/login/idp',
+    '[]',
+    text,
+  ),
+  WEBHOOK_ALLOW_PRIVATE: setting('Allow webhook receivers on loopback or private addresses', 'false', bool),
+  WEBHOOK_RETRY_SCHEDULE: setting(
+    'Seconds between webhook attempts',
+    '5,30,120,600,1800,3600,10800,21600,43200,86400,86400',
+    seconds,
+  ),
+  TRANSFER_EMAIL_DELAY_SECONDS: setting(
+    'Delay before the grouped transfer e-mail goes out',
+    '60',
+    integer(0, 86400),
+  ),
+  BODY_LIMIT_BYTES: setting(
+    'Largest accepted request body; larger ones get 413',
+    '65536',
+    integer(1024, 10 * 1024 * 1024),
+  ),
+  CORS_ORIGINS: setting('Comma-separated origins allowed by CORS; empty: CORS closed', '', secretList),
+} as const
+
+type Settings = typeof settings
+export type Config = {
+  readonly [K in keyof Settings]: Settings[K]['default'] extends string
+    ? ReturnType<Settings[K]['parse']>
+    : ReturnType<Settings[K]['parse']> | undefined
+} & { readonly databaseUrl: string }
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+}
+
+/** Parses and validates the environment once; every problem is reported, one line each. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const out: Record<string, unknown> = {}
+  const problems: string[] = []
+  for (const [name, s] of Object.entries(settings) as [string, Setting<unknown>][]) {
+    const raw = env[name] !== undefined && env[name] !== '' ? env[name] : s.default
+    if (raw === undefined) {
+      out[name] = undefined
+      continue
+    }
+    try {
+      out[name] = s.parse(raw)
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`)
+    }
+  }
+  if (typeof out.JWT_SECRET === 'string' && Buffer.byteLength(out.JWT_SECRET) < 32) {
+    problems.push('JWT_SECRET: must be at least 32 bytes')
+  }
+  if (out.NODE_ENV === 'production' && out.JWT_SECRET === undefined) {
+    problems.push(
+      'JWT_SECRET: required when NODE_ENV=production (generate one with `wristband secret generate`)',
+    )
+  }
+  for (const s of (out.JWT_PREVIOUS_SECRETS as string[] | undefined) ?? []) {
+    if (Buffer.byteLength(s) < 32)
+      problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
+  }
+  const dbUrl =
+    (out.DATABASE_URL as string | undefined) ?? `sqlite:${path.join(String(out.DATA_DIR), 'wristband.db')}`
+  if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
+    problems.push('DATABASE_URL: must start with sqlite: or postgres://')
+  if (problems.length > 0) throw new ConfigError(problems)
+  return Object.freeze({ ...out, databaseUrl: dbUrl }) as Config
+}

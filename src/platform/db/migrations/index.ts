@@ -1,0 +1,36 @@
+import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely'
+import type { Dialect } from '../database.js'
+import * as m001 from './001-core.js'
+import * as m002 from './002-api-keys.js'
+
+/** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
+export interface MigrationContext {
+  dialect: Dialect
+  /** Starts a table with an auto-incrementing integer primary key named id. */
+  id<T extends string>(table: CreateTableBuilder<T, never>): CreateTableBuilder<T, 'id'>
+}
+
+type MigrationModule = { up(db: Kysely<unknown>, ctx: MigrationContext): Promise<void> }
+
+/** Every migration in order. A new one is added at the end with the next number, never edited once landed. */
+const migrations: [string, MigrationModule][] = [
+  ['001-core', m001],
+  ['002-api-keys', m002],
+]
+
+export function migrationProvider(dialect: Dialect): MigrationProvider {
+  const ctx: MigrationContext = {
+    dialect,
+    id: (table) =>
+      dialect === 'postgres'
+        ? table.addColumn('id', 'serial', (c) => c.primaryKey())
+        : table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement()),
+  }
+  return {
+    async getMigrations() {
+      const out: Record<string, Migration> = {}
+      for (const [name, mod] of migrations) out[name] = { up: (db) => mod.up(db, ctx) }
+      return out
+    },
+  }
+}

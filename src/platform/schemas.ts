@@ -1,0 +1,48 @@
+import { Type } from 'typebox'
+
+/** Body of every error other than 422. */
+export const ErrorBody = Type.Object(
+  { detail: Type.String() },
+  {
+    additionalProperties: true,
+    $id: 'ErrorBody',
+    description: 'Error: {"detail": "<message>"} plus named fields',
+  },
+)
+
+export const HTTPValidationError = Type.Object(
+  {
+    detail: Type.Array(
+      Type.Object({
+        loc: Type.Array(Type.Union([Type.String(), Type.Integer()])),
+        msg: Type.String(),
+        type: Type.String(),
+        input: Type.Optional(Type.Unknown()),
+        ctx: Type.Optional(Type.Object({}, { additionalProperties: true })),
+      }),
+    ),
+  },
+  { $id: 'HTTPValidationError' },
+)
+
+export const RateLimited = Type.Object(
+  {
+    error: Type.Literal('rate_limit_exceeded'),
+    detail: Type.String(),
+    limit: Type.Integer(),
+    retry_after: Type.Integer(),
+  },
+  { $id: 'RateLimited' },
+)
+
+/** A JSON object whose values are strings (the spec's "object of string values"). */
+export const StringMap = Type.Record(Type.String(), Type.String())
+
+export const Message = Type.Object({ message: Type.String() })
+
+/** The error responses every JSON endpoint can give, to merge into a route's `response`. */
+export function errorResponses(...statuses: number[]) {
+  const out: Record<number, unknown> = { 422: Type.Ref('HTTPValidationError'), 429: Type.Ref('RateLimited') }
+  for (const s of statuses) out[s] = Type.Ref('ErrorBody')
+  return out
+}

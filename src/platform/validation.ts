@@ -1,0 +1,186 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
+import type { ValidationIssue } from './errors.js'
+
+// ajv-formats is CommonJS with a default export property.
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default
+
+function makeAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({
+    allErrors: true,
+    coerceTypes,
+    // Unknown properties are an error (extra_forbidden), never silently dropped.
+    removeAdditional: false,
+    useDefaults: true,
+    strict: false,
+  })
+  addFormats(ajv)
+  return ajv
+}
+
+/**
+ * Bodies are checked strictly (a string "1" is not an integer); path, query and header values are
+ * strings on the wire, so they are coerced.
+ */
+export function createValidatorCompiler() {
+  const strict = makeAjv(false)
+  const coercing = makeAjv(true)
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
+    (httpPart === 'body' ? strict : coercing).compile(schema)
+}
+
+const partNames: Record<string, string> = {
+  body: 'body',
+  params: 'path',
+  querystring: 'query',
+  headers: 'header',
+}
+
+function valueAt(root: unknown, segments: (string | number)[]): unknown {
+  let cur = root
+  for (const seg of segments) {
+    if (cur === null || typeof cur !== 'object') return undefined
+    cur = (cur as Record<string | number, unknown>)[seg]
+  }
+  return cur
+}
+
+function pathSegments(instancePath: string): (string | number)[] {
+  if (!instancePath) return []
+  return instancePath
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map((s) => (/^\d+$/.test(s) ? Number(s) : s))
+}
+
+/** Echoed inputs are kept short so a 422 never mirrors a huge payload back. */
+function shortInput(v: unknown): unknown {
+  if (typeof v === 'string') return v.length > 100 ? `${v.slice(0, 100)}…` : v
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null) return v
+  return undefined
+}
+
+function describe(e: ErrorObject, input: unknown, part: string): { type: string; msg: string; ctx?: object } {
+  const p = e.params as Record<string, unknown>
+  switch (e.keyword) {
+    case 'required':
+      return { type: 'missing', msg: 'Field required' }
+    case 'additionalProperties':
+      return { type: 'extra_forbidden', msg: 'Extra inputs are not permitted' }
+    case 'minLength':
+      return {
+        type: 'string_too_short',
+        msg: `String should have at least ${p.limit} character${p.limit === 1 ? '' : 's'}`,
+        ctx: { min_length: p.limit },
+      }
+    case 'maxLength':
+      return {
+        type: 'string_too_long',
+        msg: `String should have at most ${p.limit} characters`,
+        ctx: { max_length: p.limit },
+      }
+    case 'pattern':
+      return {
+        type: 'string_pattern_mismatch',
+        msg: `String should match pattern '${p.pattern}'`,
+        ctx: { pattern: p.pattern },
+      }
+    case 'enum':
+    case 'const': {
+      const allowed = (p.allowedValues as unknown[] | undefined) ?? [p.allowedValue]
+      const expected = allowed.map((v) => `'${String(v)}'`).join(', ')
+      return { type: 'literal_error', msg: `Input should be ${expected}`, ctx: { expected } }
+    }
+    case 'minimum':
+    case 'exclusiveMinimum':
+      return {
+        type: e.keyword === 'minimum' ? 'greater_than_equal' : 'greater_than',
+        msg: `Input should be ${e.keyword === 'minimum' ? 'greater than or equal to' : 'greater than'} ${p.limit}`,
+        ctx: { limit: p.limit },
+      }
+    case 'maximum':
+    case 'exclusiveMaximum':
+      return {
+        type: e.keyword === 'maximum' ? 'less_than_equal' : 'less_than',
+        msg: `Input should be ${e.keyword === 'maximum' ? 'less than or equal to' : 'less than'} ${p.limit}`,
+        ctx: { limit: p.limit },
+      }
+    case 'minItems':
+      return {
+        type: 'too_short',
+        msg: `List should have at least ${p.limit} items`,
+        ctx: { min_length: p.limit },
+      }
+    case 'maxItems':
+      return {
+        type: 'too_long',
+        msg: `List should have at most ${p.limit} items`,
+        ctx: { max_length: p.limit },
+      }
+    case 'uniqueItems':
+      return { type: 'value_error', msg: 'Value error, items must be unique' }
+    case 'type': {
+      const t = String(p.type).split(',')[0]
+      if (t === 'integer' || t === 'number') {
+        const parsing = typeof input === 'string' || part !== 'body'
+        const kind = t === 'integer' ? 'int' : 'float'
+        return parsing
+          ? {
+              type: `${kind}_parsing`,
+              msg: `Input should be a valid ${t === 'integer' ? 'integer' : 'number'}, unable to parse string as ${t === 'integer' ? 'an integer' : 'a number'}`,
+            }
+          : { type: `${kind}_type`, msg: `Input should be a valid ${t === 'integer' ? 'integer' : 'number'}` }
+      }
+      if (t === 'string') return { type: 'string_type', msg: 'Input should be a valid string' }
+      if (t === 'boolean') return { type: 'bool_type', msg: 'Input should be a valid boolean' }
+      if (t === 'array') return { type: 'list_type', msg: 'Input should be a valid list' }
+      if (t === 'object') return { type: 'model_type', msg: 'Input should be a valid dictionary or object' }
+      return { type: 'value_error', msg: `Input should be of type ${t}` }
+    }
+    default:
+      return { type: 'value_error', msg: `Value error, ${e.message ?? 'invalid value'}` }
+  }
+}
+
+/** Turns ajv's errors into the HTTPValidationError `detail` list, one entry per field problem. */
+export function toValidationIssues(
+  errors: FastifySchemaValidationError[],
+  context: string,
+  data: unknown,
+): ValidationIssue[] {
+  const part = partNames[context] ?? context
+  const all = errors as unknown as ErrorObject[]
+  // For a union (anyOf, e.g. integer|null) ajv reports every branch; keep one message per location.
+  const unionPaths = new Set(all.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath))
+  const seen = new Set<string>()
+  const issues: ValidationIssue[] = []
+  for (const e of all) {
+    if (e.keyword === 'anyOf') continue
+    if (
+      e.keyword === 'type' &&
+      (e.params as { type?: string }).type === 'null' &&
+      unionPaths.has(e.instancePath)
+    )
+      continue
+    const segments = pathSegments(e.instancePath)
+    const p = e.params as Record<string, unknown>
+    if (e.keyword === 'required') segments.push(String(p.missingProperty))
+    if (e.keyword === 'additionalProperties') segments.push(String(p.additionalProperty))
+    const key = `${segments.join('\u0000')}|${unionPaths.has(e.instancePath) ? '' : e.keyword}`
+    if (seen.has(key)) continue
+    seen.add(key)
+    const input = valueAt(data, segments)
+    const d =
+      data === undefined && segments.length === 0
+        ? { type: 'missing', msg: 'Field required' }
+        : describe(e, input, part)
+    const issue: ValidationIssue = { loc: [part, ...segments], msg: d.msg, type: d.type }
+    const shown = e.keyword === 'required' ? undefined : shortInput(input)
+    if (shown !== undefined) issue.input = shown
+    if (d.ctx) issue.ctx = d.ctx as Record<string, unknown>
+    issues.push(issue)
+  }
+  return issues
+}

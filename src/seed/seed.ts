@@ -1,0 +1,297 @@
+import { Type } from 'typebox'
+import { Value } from 'typebox/value'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { hashPassword } from '../platform/passwords.js'
+
+const Email = Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })
+const Password = Type.String({ minLength: 8, maxLength: 128 })
+const EventIds = Type.Array(Type.Integer({ minimum: 1 }))
+const strict = { additionalProperties: false }
+
+export const SeedDocument = Type.Object(
+  {
+    events: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer({ minimum: 1 })),
+            uid: Type.String({ minLength: 1, maxLength: 100 }),
+            name: Type.String({ minLength: 1, maxLength: 200 }),
+            timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+          },
+          strict,
+        ),
+      ),
+    ),
+    administrators: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            email: Email,
+            password: Password,
+            role: Type.Union([Type.Literal('admin'), Type.Literal('superadmin')]),
+            event_ids: Type.Optional(EventIds),
+          },
+          strict,
+        ),
+      ),
+    ),
+    network_managers: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            email: Email,
+            password: Password,
+            event_ids: Type.Optional(EventIds),
+          },
+          strict,
+        ),
+      ),
+    ),
+    operators: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            email: Email,
+            password: Password,
+            event_id: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+            mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 99 })),
+            permissions: Type.Optional(
+              Type.Union([Type.Record(Type.String(), Type.Array(Type.String())), Type.Null()]),
+            ),
+          },
+          strict,
+        ),
+      ),
+    ),
+    customers: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            phone: Type.String({ minLength: 3, maxLength: 32 }),
+            password: Type.Optional(Password),
+            email: Type.Optional(Email),
+            first_name: Type.Optional(Type.String({ maxLength: 100 })),
+            last_name: Type.Optional(Type.String({ maxLength: 100 })),
+          },
+          strict,
+        ),
+      ),
+    ),
+    devices: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            dev_mac: Type.String({ minLength: 1, maxLength: 64 }),
+            event_id: Type.Integer({ minimum: 1 }),
+            operator_email: Type.Optional(Type.Union([Email, Type.Null()])),
+            archived: Type.Optional(Type.Boolean()),
+          },
+          strict,
+        ),
+      ),
+    ),
+    dashboard_users: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.Optional(Type.Integer()),
+            username: Type.String({ minLength: 1, maxLength: 100 }),
+            password: Password,
+            event_ids: Type.Optional(EventIds),
+          },
+          strict,
+        ),
+      ),
+    ),
+  },
+  strict,
+)
+export type SeedDocument = Type.Static<typeof SeedDocument>
+
+export class SeedError extends Error {}
+
+/** Checks a parsed seed document; throws SeedError listing every problem. */
+export function parseSeed(doc: unknown): SeedDocument {
+  if (Value.Check(SeedDocument, doc)) return doc
+  const problems = [...Value.Errors(SeedDocument, doc)]
+    .slice(0, 20)
+    .map((e) => `${e.instancePath || '/'}: ${e.message}`)
+  throw new SeedError(`invalid seed document:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+}
+
+async function upsert<T extends { id: number }>(
+  existing: T | undefined,
+  insert: () => Promise<{ id: number }>,
+  update: (id: number) => Promise<unknown>,
+): Promise<number> {
+  if (existing) {
+    await update(existing.id)
+    return existing.id
+  }
+  return (await insert()).id
+}
+
+/**
+ * Creates or updates the records of a seed document, matched by e-mail, phone, dev_mac, username or
+ * event id/uid, in one transaction. Returns the document with every record's id filled in.
+ */
+export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promise<SeedDocument> {
+  const now = clock.now()
+  // Hash outside the transaction: argon2 is slow and SQLite holds one writer at a time.
+  const hashes = new Map<string, string>()
+  const all = [
+    ...(doc.administrators ?? []),
+    ...(doc.network_managers ?? []),
+    ...(doc.operators ?? []),
+    ...(doc.customers ?? []),
+    ...(doc.dashboard_users ?? []),
+  ]
+  for (const r of all)
+    if (r.password && !hashes.has(r.password)) hashes.set(r.password, await hashPassword(r.password))
+  const h = (p: string) => hashes.get(p)!
+  const out: SeedDocument = structuredClone(doc)
+
+  await db.transaction().execute(async (tx) => {
+    for (const e of out.events ?? []) {
+      const found = await tx
+        .selectFrom('events')
+        .select('id')
+        .where((eb) => (e.id ? eb('id', '=', e.id) : eb('uid', '=', e.uid)))
+        .executeTakeFirst()
+      const values = { uid: e.uid, name: e.name, timezone: e.timezone ?? 'UTC' }
+      if (found) {
+        await tx.updateTable('events').set(values).where('id', '=', found.id).execute()
+        e.id = found.id
+      } else {
+        const max = await tx
+          .selectFrom('events')
+          .select((eb) => eb.fn.max('id').as('m'))
+          .executeTakeFirst()
+        e.id = e.id ?? Number(max?.m ?? 0) + 1
+        await tx
+          .insertInto('events')
+          .values({ id: e.id, ...values, created_at: now })
+          .execute()
+      }
+      e.timezone = values.timezone
+    }
+    for (const a of out.administrators ?? []) {
+      const email = a.email.toLowerCase()
+      const values = {
+        password_hash: h(a.password),
+        role: a.role,
+        event_ids: (a.event_ids ?? []).join(','),
+        updated_at: now,
+      }
+      a.id = await upsert(
+        await tx.selectFrom('administrators').select('id').where('email', '=', email).executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('administrators')
+            .values({ email, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('administrators').set(values).where('id', '=', id).execute(),
+      )
+    }
+    for (const n of out.network_managers ?? []) {
+      const email = n.email.toLowerCase()
+      const values = { password_hash: h(n.password), event_ids: (n.event_ids ?? []).join(',') }
+      n.id = await upsert(
+        await tx.selectFrom('network_managers').select('id').where('email', '=', email).executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('network_managers')
+            .values({ email, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('network_managers').set(values).where('id', '=', id).execute(),
+      )
+    }
+    for (const o of out.operators ?? []) {
+      const email = o.email.toLowerCase()
+      const values = {
+        password_hash: h(o.password),
+        event_id: o.event_id,
+        mode: o.mode ?? 0,
+        permissions: o.permissions ? JSON.stringify(o.permissions) : null,
+      }
+      o.id = await upsert(
+        await tx.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('users')
+            .values({ email, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('users').set(values).where('id', '=', id).execute(),
+      )
+    }
+    for (const c of out.customers ?? []) {
+      const values = {
+        password_hash: c.password ? h(c.password) : null,
+        email: c.email?.toLowerCase() ?? null,
+        first_name: c.first_name ?? null,
+        last_name: c.last_name ?? null,
+      }
+      c.id = await upsert(
+        await tx.selectFrom('customers').select('id').where('phone', '=', c.phone).executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('customers')
+            .values({ phone: c.phone, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('customers').set(values).where('id', '=', id).execute(),
+      )
+    }
+    for (const d of out.devices ?? []) {
+      let operatorId: number | null = null
+      if (d.operator_email) {
+        const op = await tx
+          .selectFrom('users')
+          .select('id')
+          .where('email', '=', d.operator_email.toLowerCase())
+          .executeTakeFirst()
+        if (!op) throw new SeedError(`device ${d.dev_mac}: no operator with e-mail ${d.operator_email}`)
+        operatorId = op.id
+      }
+      const values = { event_id: d.event_id, operator_id: operatorId, archived: d.archived ? 1 : 0 }
+      d.id = await upsert(
+        await tx.selectFrom('devices').select('id').where('dev_mac', '=', d.dev_mac).executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('devices')
+            .values({ dev_mac: d.dev_mac, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('devices').set(values).where('id', '=', id).execute(),
+      )
+    }
+    for (const u of out.dashboard_users ?? []) {
+      const values = { password_hash: h(u.password), event_ids: (u.event_ids ?? []).join(',') }
+      u.id = await upsert(
+        await tx
+          .selectFrom('dashboard_users')
+          .select('id')
+          .where('username', '=', u.username)
+          .executeTakeFirst(),
+        () =>
+          tx
+            .insertInto('dashboard_users')
+            .values({ username: u.username, ...values, created_at: now })
+            .returning('id')
+            .executeTakeFirstOrThrow(),
+        (id) => tx.updateTable('dashboard_users').set(values).where('id', '=', id).execute(),
+      )
+    }
+  })
+  return out
+}

@@ -1,0 +1,103 @@
+import { createHash } from 'node:crypto'
+import { createSigner, createVerifier, TokenError } from 'fast-jwt'
+import type { Clock } from '../platform/clock.js'
+import { randomToken } from '../platform/random.js'
+import type { Claims } from './claims.js'
+
+export interface JwtOptions {
+  secret: string
+  /** Earlier secrets that still verify but never sign (rotation). */
+  previousSecrets: string[]
+  audience: string
+  issuer: string
+  clock: Clock
+}
+
+/** Why a token was refused; never shown to callers beyond "invalid". */
+export class InvalidTokenError extends Error {}
+
+/** A short key id derived from the secret, so a verifier picks the right key without trying each. */
+export function keyId(secret: string): string {
+  return createHash('sha256').update(`wristband-kid:${secret}`).digest('base64url').slice(0, 16)
+}
+
+type VerifyFn = (token: string) => Claims
+
+/**
+ * HS256 JWT encoding with `aud`/`iss` asserted. The algorithm is pinned: `none`, HS384/HS512 and
+ * asymmetric algorithms are refused whatever the header says, and header fields such as `jku` are
+ * ignored. Expiry is checked against the injected clock so tests can move time.
+ */
+export class JwtCodec {
+  private readonly sign: (payload: Record<string, unknown>) => string
+  private readonly verifiers = new Map<string, VerifyFn>()
+  private readonly currentKid: string
+
+  constructor(private readonly opts: JwtOptions) {
+    this.currentKid = keyId(opts.secret)
+    this.sign = createSigner({ key: opts.secret, algorithm: 'HS256', kid: this.currentKid })
+    for (const secret of [opts.secret, ...opts.previousSecrets]) {
+      this.verifiers.set(
+        keyId(secret),
+        createVerifier({
+          key: secret,
+          algorithms: ['HS256'],
+          allowedAud: opts.audience,
+          allowedIss: opts.issuer,
+          requiredClaims: ['type', 'sub', 'jti', 'iat', 'exp'],
+          // Expiry is checked below against the injected clock; the cache keeps a verified signature
+          // for a token, never past its own lifetime (cacheTTL) and never a failure.
+          ignoreExpiration: true,
+          ignoreNotBefore: true,
+          cache: 10_000,
+          cacheTTL: 15 * 60_000,
+        }) as VerifyFn,
+      )
+    }
+  }
+
+  /** Signs claims; adds jti, iat, exp, aud and iss. `lifetimeSeconds` sets exp. */
+  issue<T extends Record<string, unknown>>(
+    claims: T,
+    lifetimeSeconds: number,
+  ): { token: string; claims: Claims } {
+    const iat = Math.floor(this.opts.clock.now() / 1000)
+    const full = {
+      ...claims,
+      jti: randomToken(18),
+      iat,
+      exp: iat + lifetimeSeconds,
+      aud: this.opts.audience,
+      iss: this.opts.issuer,
+    } as unknown as Claims
+    return { token: this.sign(full as unknown as Record<string, unknown>), claims: full }
+  }
+
+  /** Returns the claims of a good token or throws InvalidTokenError. */
+  verify(token: string): Claims {
+    const verify = this.verifierFor(token)
+    let claims: Claims
+    try {
+      claims = verify(token)
+    } catch (err) {
+      throw new InvalidTokenError(err instanceof TokenError ? err.code : 'malformed')
+    }
+    const now = this.opts.clock.now() / 1000
+    if (typeof claims.exp !== 'number' || claims.exp <= now) throw new InvalidTokenError('expired')
+    if (typeof claims.nbf === 'number' && claims.nbf > now) throw new InvalidTokenError('not yet valid')
+    return claims
+  }
+
+  private verifierFor(token: string): VerifyFn {
+    // With a single key there is nothing to choose; skip decoding the header.
+    if (this.verifiers.size === 1) return this.verifiers.get(this.currentKid)!
+    const dot = token.indexOf('.')
+    let kid: unknown
+    try {
+      kid = JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString()).kid
+    } catch {
+      kid = undefined
+    }
+    return (typeof kid === 'string' && this.verifiers.get(kid)) || this.verifiers.get(this.currentKid)!
+  }
+}

@@ -1,0 +1,171 @@
+import type { AuditLog } from '../audit/audit.store.js'
+import { loadGrant } from '../identities/identities.store.js'
+import type { Clock } from '../platform/clock.js'
+import type { Config } from '../platform/config.js'
+import type { Db } from '../platform/db/database.js'
+import { UnauthorizedError } from '../platform/errors.js'
+import { randomToken } from '../platform/random.js'
+import type { Claims, Grant, Role } from './claims.js'
+import { InvalidTokenError, type JwtCodec } from './jwt.js'
+import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
+import type { RevocationStore } from './revocations.js'
+
+export interface TokenResponse {
+  access_token: string
+  refresh_token: string
+  token_type: 'bearer'
+  expires_in: number
+}
+
+/**
+ * Resolves a credential that is not a JWT (an API key, an operator session token) to its claims,
+ * or null when it is unknown or revoked. Features register one per prefix.
+ */
+export type CredentialResolver = (credential: string) => Promise<Claims | null>
+
+export interface TokenServiceDeps {
+  db: Db
+  jwt: JwtCodec
+  revocations: RevocationStore
+  clock: Clock
+  audit: AuditLog
+  config: Pick<
+    Config,
+    'ACCESS_TOKEN_EXPIRE_MINUTES' | 'REFRESH_TOKEN_EXPIRE_DAYS' | 'OFFLINE_TOKEN_EXPIRE_HOURS'
+  >
+}
+
+const INVALID = { valid: false, claims: null } as const
+
+export class TokenService {
+  private readonly resolvers: [string, CredentialResolver][] = []
+  readonly accessLifetime: number
+  readonly refreshLifetime: number
+  readonly offlineLifetime: number
+
+  constructor(private readonly deps: TokenServiceDeps) {
+    this.accessLifetime = deps.config.ACCESS_TOKEN_EXPIRE_MINUTES * 60
+    this.refreshLifetime = deps.config.REFRESH_TOKEN_EXPIRE_DAYS * 86400
+    this.offlineLifetime = deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3600
+  }
+
+  registerCredential(prefix: string, resolver: CredentialResolver): void {
+    this.resolvers.push([prefix, resolver])
+  }
+
+  /** Issues an access token and starts (or continues) a refresh-token family. */
+  async issuePair(
+    grant: Grant,
+    extra: Record<string, unknown> = {},
+    familyId?: string,
+  ): Promise<TokenResponse> {
+    const access = this.deps.jwt.issue({ type: 'access', ...grant, ...extra }, this.accessLifetime)
+    const refresh = this.deps.jwt.issue(
+      { type: 'refresh', sub: grant.sub, role: grant.role },
+      this.refreshLifetime,
+    )
+    await insertRefresh(this.deps.db, {
+      jti: refresh.claims.jti,
+      family_id: familyId ?? randomToken(16),
+      subject_kind: grant.role,
+      subject_id: Number(grant.sub),
+      expires_at: refresh.claims.exp * 1000,
+      created_at: this.deps.clock.now(),
+    })
+    return {
+      access_token: access.token,
+      refresh_token: refresh.token,
+      token_type: 'bearer',
+      expires_in: this.accessLifetime,
+    }
+  }
+
+  issueOffline(grant: Grant, extra: Record<string, unknown>): { token: string; claims: Claims } {
+    return this.deps.jwt.issue({ type: 'offline', ...grant, ...extra }, this.offlineLifetime)
+  }
+
+  /** Verifies a JWT of one of `types` (signature, aud, iss, exp); no revocation check. */
+  verifyJwt(token: string, types: readonly string[]): Claims {
+    let claims: Claims
+    try {
+      claims = this.deps.jwt.verify(token)
+    } catch (err) {
+      if (err instanceof InvalidTokenError) throw new UnauthorizedError()
+      throw err
+    }
+    if (!types.includes(claims.type)) throw new UnauthorizedError()
+    return claims
+  }
+
+  /**
+   * The answer of POST /tokens/verify for any credential the service issues. JWTs are checked for
+   * signature, aud, iss, exp and the revocation list.
+   */
+  async introspect(token: string): Promise<{ valid: boolean; claims: Claims | null }> {
+    for (const [prefix, resolve] of this.resolvers) {
+      if (token.startsWith(prefix)) {
+        const claims = await resolve(token)
+        return claims ? { valid: true, claims } : INVALID
+      }
+    }
+    let claims: Claims
+    try {
+      claims = this.deps.jwt.verify(token)
+    } catch {
+      return INVALID
+    }
+    const revoked = this.deps.revocations.isRevoked(claims.jti)
+    if (revoked === true || (revoked !== false && (await revoked))) return INVALID
+    return { valid: true, claims }
+  }
+
+  /**
+   * Rotates a refresh token. Of two concurrent rotations of one token exactly one wins; presenting a
+   * token that was already rotated is treated as theft and revokes its whole family.
+   */
+  async refresh(token: string, ip: string): Promise<TokenResponse> {
+    const claims = this.verifyJwt(token, ['refresh'])
+    const { db, clock } = this.deps
+    const row = await findRefresh(db, claims.jti)
+    if (!row || row.revoked_at !== null) throw new UnauthorizedError()
+    const now = clock.now()
+    if (row.rotated_at !== null || !(await markRotated(db, claims.jti, now))) {
+      await this.revokeFamily(row.family_id)
+      await this.deps.audit.record({
+        kind: 'refresh_reuse_detected',
+        actor: `${row.subject_kind}:${row.subject_id}`,
+        ip,
+        outcome: 'denied',
+        detail: { family: row.family_id },
+      })
+      throw new UnauthorizedError()
+    }
+    await this.deps.revocations.revoke([{ jti: claims.jti, expiresAt: row.expires_at }])
+    const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
+    if (!grant) {
+      await this.revokeFamily(row.family_id)
+      throw new UnauthorizedError()
+    }
+    return this.issuePair(grant, {}, row.family_id)
+  }
+
+  /** Ends the session of a refresh token that belongs to the caller. */
+  async logout(token: string, caller: Claims): Promise<void> {
+    const claims = this.verifyJwt(token, ['refresh'])
+    if (claims.sub !== caller.sub || claims.role !== caller.role) throw new UnauthorizedError()
+    const row = await findRefresh(this.deps.db, claims.jti)
+    if (!row || row.revoked_at !== null || row.rotated_at !== null) throw new UnauthorizedError()
+    await this.revokeFamily(row.family_id)
+  }
+
+  async revokeFamily(familyId: string): Promise<void> {
+    const rows = await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
+    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+  }
+
+  /** Revokes every live refresh token of a subject, e.g. after a password reset. */
+  async revokeSubject(kind: Role, id: number): Promise<void> {
+    const rows = await revokeSubject(this.deps.db, kind, id, this.deps.clock.now())
+    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+  }
+}

@@ -1,0 +1,146 @@
+import { Writable } from 'node:stream'
+import { after, before, describe } from 'node:test'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { type Config, loadConfig } from '../../src/platform/config.js'
+import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
+import { applySeed, type SeedDocument } from '../../src/seed/seed.js'
+import type { Backend } from './backends.js'
+import { TestClock } from './clock.js'
+
+export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
+
+/** One running instance of the service on a provisioned backend, plus what tests need around it. */
+export interface TestApp {
+  app: FastifyInstance
+  config: Config
+  clock: TestClock
+  /** A second connection to the same database, for seeding and for checking what was stored. */
+  db: DatabaseHandle
+  /** Every log line the instance wrote, as text. */
+  logs: string[]
+  seed(doc: SeedDocument): Promise<SeedDocument>
+  /** `app.inject` with a JSON body and a fresh client address, so rate limits don't leak between tests. */
+  request(opts: InjectOptions & { token?: string }): Promise<LightMyRequestResponse>
+  close(): Promise<void>
+}
+
+let addressCounter = 0
+/** A distinct client address per call (10.x.y.z), used as X-Forwarded-For. */
+export function nextAddress(): string {
+  addressCounter++
+  return `10.${(addressCounter >> 16) & 255}.${(addressCounter >> 8) & 255}.${addressCounter & 255}`
+}
+
+export async function startApp(
+  backend: Backend,
+  env: Record<string, string> = {},
+  provisioned?: { env: Record<string, string>; dispose(): Promise<void> },
+): Promise<TestApp> {
+  const p = provisioned ?? (await backend.provision())
+  const config = loadConfig({
+    JWT_SECRET: TEST_SECRET,
+    LOG_LEVEL: 'info',
+    NODE_ENV: 'test',
+    ...p.env,
+    ...env,
+  })
+  const clock = new TestClock()
+  const logs: string[] = []
+  const logStream = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk))
+      cb()
+    },
+  })
+  const app = await buildApp(config, { clock, logStream })
+  await app.ready()
+  const db = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  return {
+    app,
+    config,
+    clock,
+    db,
+    logs,
+    seed: (doc) => applySeed(db.db, clock, doc),
+    request({ token, headers, ...opts }) {
+      return app.inject({
+        ...opts,
+        headers: {
+          'x-forwarded-for': nextAddress(),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...headers,
+        },
+      })
+    },
+    async close() {
+      await app.close()
+      await db.close()
+      if (!provisioned) await p.dispose()
+    },
+  }
+}
+
+/**
+ * Declares a suite once per backend. Skipped backends show up as skipped with their reason, never
+ * silently. `setup` gets a fresh instance shared by the suite's tests.
+ */
+export function forEachBackend(
+  list: Backend[],
+  title: string,
+  body: (ctx: () => TestApp) => void,
+  env: Record<string, string> = {},
+): void {
+  for (const backend of list) {
+    describe(`${title} [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
+      let t: TestApp | undefined
+      before(async () => {
+        t = await startApp(backend, env)
+      })
+      after(async () => {
+        await t?.close()
+      })
+      body(() => {
+        if (!t) throw new Error('test app not started')
+        return t
+      })
+    })
+  }
+}
+
+export const STANDARD_SEED: SeedDocument = {
+  events: [
+    { id: 1, uid: 'summer-fest-2026', name: 'Summer Fest', timezone: 'Europe/Berlin' },
+    { id: 2, uid: 'winter-fest-2026', name: 'Winter Fest', timezone: 'UTC' },
+  ],
+  administrators: [
+    { email: 'root@example.com', password: 's3cret-pass', role: 'superadmin', event_ids: [] },
+    { email: 'ev1@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
+  ],
+  network_managers: [{ email: 'nm@example.com', password: 's3cret-pass', event_ids: [1] }],
+  operators: [
+    {
+      email: 'op@example.com',
+      password: 's3cret-pass',
+      event_id: 1,
+      mode: 0,
+      permissions: { '1': ['pos:sell', 'ticket:scan'] },
+    },
+    { email: 'op2@example.com', password: 's3cret-pass', event_id: 2, mode: 0, permissions: null },
+  ],
+  customers: [{ phone: '+4915100000001', password: 's3cret-pass', email: 'holder@example.com' }],
+  devices: [{ dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, operator_email: 'op@example.com', archived: false }],
+  dashboard_users: [{ username: 'partner1', password: 's3cret-pass', event_ids: [1] }],
+}
+
+/** Signs in through HTTP and returns the token pair. */
+export async function login(
+  t: TestApp,
+  email: string,
+  role: 'admin' | 'operator' | 'network_manager' = 'admin',
+  password = 's3cret-pass',
+): Promise<{ access_token: string; refresh_token: string }> {
+  const res = await t.request({ method: 'POST', url: '/auth/login', payload: { email, password, role } })
+  if (res.statusCode !== 200) throw new Error(`login of ${email} failed: ${res.statusCode} ${res.body}`)
+  return res.json()
+}
