@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import path from 'node:path'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
@@ -14,7 +15,9 @@ import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
+import { JobRunner } from './platform/jobs/jobs.js'
 import { loggerOptions } from './platform/logging.js'
+import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
 import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
@@ -31,6 +34,8 @@ export interface AppDependencies {
   clock?: Clock
   /** Where log lines go (stdout when absent); tests capture them. */
   logStream?: DestinationStream
+  /** Mail delivery; SMTP_URL or the outbox folder when absent. */
+  mailTransport?: MailTransport
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -69,6 +74,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
   app.addHook('onClose', async () => {
+    await jobs.stop()
     revocations.stop()
     redis?.disconnect()
     await database.close()
@@ -92,6 +98,19 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
+  const jobs = new JobRunner({
+    db,
+    dialect: database.dialect,
+    clock,
+    log: app.log,
+    pollMs: config.JOBS_POLL_MS,
+  })
+  const mail =
+    deps.mailTransport ??
+    (config.SMTP_URL
+      ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
+      : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
+  jobs.register(MAIL_JOB, mailJob(mail))
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -131,6 +150,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(authRoutes, { db, tokens, audit, dummyHash })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+
+  app.addHook('onReady', async () => jobs.start())
 
   return app
 }

@@ -159,6 +159,11 @@ export const settings = {
     '60',
     integer(0, 86400),
   ),
+  JOBS_POLL_MS: setting(
+    'How often background jobs (mail, webhooks) are polled, in milliseconds',
+    '1000',
+    integer(10, 60_000),
+  ),
   BODY_LIMIT_BYTES: setting(
     'Largest accepted request body; larger ones get 413',
     '65536',

@@ -116,7 +116,23 @@ export interface EventClientsTable {
   revoked_at: number | null
 }
 
+export interface JobsTable {
+  id: Generated<number>
+  kind: string
+  /** JSON */
+  payload: string
+  dedupe_key: string | null
+  run_at: number
+  attempts: Generated<number>
+  locked_until: number | null
+  last_error: string | null
+  created_at: number
+  done_at: number | null
+  failed_at: number | null
+}
+
 export interface Database {
+  jobs: JobsTable
   event_clients: EventClientsTable
   events: EventsTable
   administrators: AdministratorsTable

@@ -2,6 +2,7 @@ import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'k
 import type { Dialect } from '../database.js'
 import * as m001 from './001-core.js'
 import * as m002 from './002-api-keys.js'
+import * as m003 from './003-jobs.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -16,6 +17,7 @@ type MigrationModule = { up(db: Kysely<unknown>, ctx: MigrationContext): Promise
 const migrations: [string, MigrationModule][] = [
   ['001-core', m001],
   ['002-api-keys', m002],
+  ['003-jobs', m003],
 ]
 
 export function migrationProvider(dialect: Dialect): MigrationProvider {

@@ -1,0 +1,68 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import nodemailer from 'nodemailer'
+import type { Db } from './db/database.js'
+import { enqueue, type JobHandler } from './jobs/jobs.js'
+import { randomToken } from './random.js'
+
+export interface MailMessage {
+  to: string
+  subject: string
+  text: string
+  html?: string
+}
+
+/** Delivers one message now, or throws. */
+export interface MailTransport {
+  send(message: MailMessage): Promise<void>
+}
+
+/** SMTP through nodemailer. */
+export function smtpTransport(url: string, from: string): MailTransport {
+  const transporter = nodemailer.createTransport(url, { from })
+  // Short timeouts: a failed attempt is retried by the job queue, not by holding a connection open.
+  Object.assign(transporter.options, {
+    connectionTimeout: 5000,
+    greetingTimeout: 5000,
+    socketTimeout: 10_000,
+  })
+  return {
+    async send(m) {
+      await transporter.sendMail({
+        from,
+        to: m.to,
+        subject: m.subject,
+        text: m.text,
+        ...(m.html ? { html: m.html } : {}),
+      })
+    },
+  }
+}
+
+/** Development default: one JSON file per message in DATA_DIR/outbox/mail/. */
+export function outboxTransport(dir: string, from: string): MailTransport {
+  return {
+    async send(m) {
+      await fs.mkdir(dir, { recursive: true })
+      const name = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomToken(6)}.json`
+      await fs.writeFile(path.join(dir, name), JSON.stringify({ from, ...m }, null, 2), { mode: 0o600 })
+    },
+  }
+}
+
+export const MAIL_JOB = 'mail'
+
+/** About a day of retries while the mail server is down. */
+const MAIL_RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
+
+export function mailJob(transport: MailTransport): JobHandler<MailMessage> {
+  return { retrySchedule: MAIL_RETRY_SCHEDULE, run: (m) => transport.send(m) }
+}
+
+/**
+ * Queues a message; it is sent by the job runner and retried while the mail server is unreachable.
+ * Pass the transaction of the change the message reports, so both commit together.
+ */
+export async function queueMail(db: Db, now: number, message: MailMessage): Promise<void> {
+  await enqueue(db, now, { kind: MAIL_JOB, payload: message })
+}
