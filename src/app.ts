@@ -20,6 +20,7 @@ import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
 import { registerRateLimit } from './platform/rate-limit.js'
+import { registerSecurityHeaders } from './platform/security-headers.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { createValidatorCompiler } from './platform/validation.js'
@@ -125,6 +126,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
   })
 
+  await registerSecurityHeaders(app, config.CORS_ORIGINS)
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -143,7 +145,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       },
     },
   })
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  // swagger-ui sets the page's own CSP (its scripts and styles come from the service itself).
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
