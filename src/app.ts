@@ -11,6 +11,7 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -20,9 +21,9 @@ import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
 import { registerRateLimit } from './platform/rate-limit.js'
-import { registerSecurityHeaders } from './platform/security-headers.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
+import { registerSecurityHeaders } from './platform/security-headers.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
@@ -71,15 +72,33 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     reply.header('x-request-id', request.id)
   })
 
+  // Resources are closed in reverse order of opening, when the app closes or fails to build.
+  const closers: (() => unknown)[] = []
+  const closeAll = async () => {
+    for (const close of closers.splice(0).reverse()) await close()
+  }
+  app.addHook('onClose', closeAll)
+  try {
+    await assemble(app, config, clock, deps, closers)
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+  return app
+}
+
+async function assemble(
+  app: FastifyInstance,
+  config: Config,
+  clock: Clock,
+  deps: AppDependencies,
+  closers: (() => unknown)[],
+): Promise<void> {
   const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  closers.push(() => database.close())
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
-  app.addHook('onClose', async () => {
-    await jobs.stop()
-    revocations.stop()
-    redis?.disconnect()
-    await database.close()
-  })
+  if (redis) closers.push(() => redis.disconnect())
   await database.migrate()
   if (redis) await connectRedis(redis)
 
@@ -94,11 +113,13 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
     : memoryRevocations({ db, clock })
   await revocations.start()
+  closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
   const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
+  const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   const jobs = new JobRunner({
     db,
     dialect: database.dialect,
@@ -112,6 +133,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
+  closers.push(() => jobs.stop())
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -150,11 +172,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
-  await app.register(authRoutes, { db, tokens, audit, dummyHash })
+  await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
 
   app.addHook('onReady', async () => jobs.start())
-
-  return app
 }

@@ -12,7 +12,12 @@ export async function registerSecurityHeaders(app: FastifyInstance, corsOrigins:
     global: true,
     contentSecurityPolicy: {
       useDefaults: false,
-      directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
+      directives: {
+        defaultSrc: ["'none'"],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+        formAction: ["'none'"],
+      },
     },
     // HSTS only means something over HTTPS, which a proxy in front terminates; it adds it there.
     strictTransportSecurity: false,
