@@ -4,12 +4,14 @@ import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { applySeed, parseSeed, SeedError } from './seed/seed.js'
-import { serve } from './server.js'
+import { ServeError, serve } from './server.js'
 
 const USAGE = `Usage: wristband <command>
 
 Commands:
-  serve            Run the service (HOST, PORT and the other settings come from the environment)
+  serve [--workers N]
+                   Run the service (HOST, PORT and the other settings come from the environment);
+                   N processes share the port (default: one per core with REDIS_URL, else 1)
   migrate          Apply pending database migrations and exit
   seed FILE|-      Create or update records from a seed document (- reads standard input);
                    prints the document back with every id filled in
@@ -38,7 +40,7 @@ async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h' } },
+    options: { help: { type: 'boolean', short: 'h' }, workers: { type: 'string' } },
     strict: true,
   })
   const [command, ...rest] = positionals
@@ -50,7 +52,7 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig()
   switch (command) {
     case 'serve':
-      await serve(config)
+      await serve(config, values.workers === undefined ? undefined : Number(values.workers))
       return -1
     case 'migrate':
       await withDatabase(config, async () => undefined)
@@ -85,10 +87,11 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code)
   },
   (err) => {
-    if (err instanceof ConfigError || err instanceof SeedError) console.error(err.message)
+    if (err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError)
+      console.error(err.message)
     else if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
       console.error(`wristband: ${err.message}`)
     else console.error(err)
-    process.exit(err instanceof ConfigError || err instanceof SeedError ? 2 : 1)
+    process.exit(err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError ? 2 : 1)
   },
 )
