@@ -10,6 +10,9 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { createMetrics } from './metrics/metrics.js'
+import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { opsRoutes } from './ops/ops.routes.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -55,6 +58,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
+  const metrics = createMetrics()
+  app.decorate('metrics', metrics)
+  instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
@@ -65,9 +71,13 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     reply.header('x-request-id', request.id)
   })
 
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  const database = await openDatabase(config.databaseUrl, {
+    schema: config.DATABASE_SCHEMA,
+    onError: () => metrics.dbErrors.inc(),
+  })
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
+  redis?.on('error', () => metrics.redisErrors.inc())
   app.addHook('onClose', async () => {
     revocations.stop()
     redis?.disconnect()
@@ -88,7 +98,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     : memoryRevocations({ db, clock })
   await revocations.start()
   const audit = createAuditLog(db, clock, app.log)
-  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
+  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
@@ -99,6 +109,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     ...(redis ? { redis } : {}),
     prefix: config.REDIS_PREFIX,
     onExceeded: (ip, route) => {
+      metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)
@@ -131,6 +142,10 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(authRoutes, { db, tokens, audit, dummyHash })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
+  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
+  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
+    await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
 
   return app
 }

@@ -69,6 +69,13 @@ const trustProxy: Parser<TrustProxy> = (raw) => {
   return list
 }
 
+function minLength(min: number): Parser<string> {
+  return (raw) => {
+    if (raw.length < min) throw new Error(`must be at least ${min} characters`)
+    return raw
+  }
+}
+
 const secretList: Parser<string[]> = (raw) =>
   raw
     .split(',')
@@ -165,6 +172,16 @@ export const settings = {
     integer(1024, 10 * 1024 * 1024),
   ),
   CORS_ORIGINS: setting('Comma-separated origins allowed by CORS; empty: CORS closed', '', secretList),
+  METRICS_TOKEN: setting(
+    'Bearer token (at least 16 characters) that GET /metrics requires; with neither this nor METRICS_PORT set, /metrics is not served',
+    undefined,
+    minLength(16),
+  ),
+  METRICS_PORT: setting(
+    'Serve GET /metrics on this port (on HOST) instead of the public one, still requiring METRICS_TOKEN when that is set',
+    undefined,
+    integer(1, 65535),
+  ),
 } as const
 
 type Settings = typeof settings
