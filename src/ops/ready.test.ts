@@ -150,7 +150,7 @@ describe('GET /ready follows Redis going away and coming back', {
  * A TCP proxy in front of the shared PostgreSQL server: closing it (and cutting its connections) is
  * an outage for this app alone, without stopping a server that other suites use.
  */
-class Proxy {
+class TcpProxy {
   private server: net.Server | undefined
   private readonly sockets = new Set<net.Socket>()
   port = 0
@@ -191,14 +191,14 @@ const postgres = httpBackends.find((b) => b.name.startsWith('postgres'))!
 describe('GET /ready follows PostgreSQL going away and coming back', {
   ...(postgres.skip ? { skip: postgres.skip } : {}),
 }, () => {
-  let proxy: Proxy
+  let proxy: TcpProxy
   let provisioned: ProvisionedBackend
   let t: TestApp
 
   before(async () => {
     provisioned = await postgres.provision()
     const direct = new URL(provisioned.env.DATABASE_URL!)
-    proxy = new Proxy(direct.hostname, Number(direct.port || 5432))
+    proxy = new TcpProxy(direct.hostname, Number(direct.port || 5432))
     await proxy.open()
     const proxied = new URL(direct)
     proxied.hostname = '127.0.0.1'
