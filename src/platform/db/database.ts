@@ -76,7 +76,13 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
-  const migrator = new Migrator({ db, provider: migrationProvider(dialect) })
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider(dialect),
+    // Kysely looks for its own tables in every schema unless told which one: another deployment's
+    // (or test's) schema in the same database would make it skip creating them in this one.
+    ...(dialect === 'postgres' ? { migrationTableSchema: options.schema ?? 'public' } : {}),
+  })
   return {
     db,
     dialect,
