@@ -12,7 +12,7 @@ export const secretCommands: CommandGroup = {
 Prints a random secret (URL-safe base64 of N random bytes) for JWT_SECRET or METRICS_TOKEN. The
 generation is recorded in the audit log of the configured database; the secret is not.
 
-To rotate the signing secret without signing anyone out, see "Signing-secret rotation" in README.md.
+To rotate the signing secret without signing anyone out, see "Rotating the signing secret" in docs/operations.md.
 
 Options:
   --bytes N            random bytes, 32 to 512 (default 48)`,
