@@ -17,11 +17,19 @@ function shownDefault(value: string | undefined): string {
   return `\`${cell(value)}\``
 }
 
+/** The table, its columns padded the way the formatter (Biome) lays out Markdown tables. */
 export function configTable(): string {
-  const rows = Object.entries(settings).map(
-    ([name, s]) => `| \`${name}\` | ${shownDefault(s.default)} | ${cell(s.description)} |`,
-  )
-  return ['| Setting | Default | Meaning |', '| --- | --- | --- |', ...rows].join('\n')
+  const rows = [
+    ['Setting', 'Default', 'Meaning'],
+    ...Object.entries(settings).map(([name, s]) => [
+      `\`${name}\``,
+      shownDefault(s.default),
+      cell(s.description),
+    ]),
+  ]
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`
+  return [line(rows[0]!), line(widths.map((w) => '-'.repeat(w))), ...rows.slice(1).map(line)].join('\n')
 }
 
 /** The README with the text between the markers replaced by the generated table. */

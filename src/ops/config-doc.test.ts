@@ -15,7 +15,7 @@ test("README.md's configuration table is the one generated from the settings", (
 
 test('the table lists every setting, and every listed default passes the check run at start', () => {
   const table = configTable()
-  for (const name of Object.keys(settings)) assert.match(table, new RegExp(`^\\| \`${name}\` \\|`, 'm'))
+  for (const name of Object.keys(settings)) assert.match(table, new RegExp(`^\\| \`${name}\` +\\|`, 'm'))
   const defaults = Object.fromEntries(
     Object.entries(settings)
       .filter(([, s]) => s.default !== undefined)
