@@ -73,6 +73,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     })
     // An idle client losing its connection (server restart) must not crash the process.
     pool.on('error', (err) => onError?.(err))
+    // A connection lost while checked out (a query in flight) fails that query and then emits
+    // 'error' on the client, where pg-pool listens only while it is idle: without this the process dies.
+    pool.on('connect', (client) => client.on('error', () => {}))
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
