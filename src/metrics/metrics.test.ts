@@ -10,6 +10,7 @@ import {
   type TestApp,
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { ConfigError, loadConfig } from '../platform/config.js'
 import { buildMetricsServer } from './metrics.routes.js'
 import { sample } from './test-scrape.js'
 
@@ -190,4 +191,18 @@ describe('metrics exposure and isolation', () => {
     assert.ok(sample(await scrapeOf(portOnly), requests, labels) >= 4)
     assert.equal(sample(await scrapeOf(both), requests, labels), otherBefore)
   })
+})
+
+test('metrics settings are checked at start', () => {
+  assert.throws(
+    () => loadConfig({ METRICS_TOKEN: 'short' }),
+    (err: Error) => {
+      assert.ok(err instanceof ConfigError)
+      assert.match(err.message, /METRICS_TOKEN: must be at least 16 characters/)
+      return true
+    },
+  )
+  assert.throws(() => loadConfig({ METRICS_PORT: '8000' }), /METRICS_PORT: must differ from PORT/)
+  assert.throws(() => loadConfig({ METRICS_PORT: '70000' }), /METRICS_PORT: must be between 1 and 65535/)
+  assert.equal(loadConfig({ METRICS_PORT: '9464', METRICS_TOKEN }).METRICS_PORT, 9464)
 })

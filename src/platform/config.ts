@@ -225,6 +225,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
+  if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
+    problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =
     (out.DATABASE_URL as string | undefined) ?? `sqlite:${path.join(String(out.DATA_DIR), 'wristband.db')}`
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
