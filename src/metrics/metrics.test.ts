@@ -118,6 +118,16 @@ forEachBackend(
       assert.ok(sample(await scrape(t), 'wristband_db_errors_total') > before)
     })
 
+    test("a feature's own counter lands in this instance's registry", async () => {
+      const handovers = t.app.metrics.counter({
+        name: 'wristband_test_handovers_total',
+        help: 'Handovers in a test',
+        labelNames: ['outcome'],
+      })
+      handovers.inc({ outcome: 'ok' }, 2)
+      assert.equal(sample(await scrape(t), 'wristband_test_handovers_total', { outcome: 'ok' }), 2)
+    })
+
     test('gauges read at scrape time through onCollect', async () => {
       let depth = 7
       t.app.metrics.onCollect(() => t.app.metrics.outboxDepth.set(depth))

@@ -37,8 +37,18 @@ export interface Metrics {
    * collector leaves its gauge at the last value and does not fail the scrape.
    */
   onCollect(fn: () => void | Promise<void>): void
+  /** A counter of a feature's own, in this instance's registry; its name must start with `wristband_`. */
+  counter<L extends string = never>(config: MetricConfig<L>): Counter<L>
+  /** A gauge of a feature's own; set it from an `onCollect` function when its value lives elsewhere. */
+  gauge<L extends string = never>(config: MetricConfig<L>): Gauge<L>
   /** The exposition text and its content type. */
   scrape(): Promise<{ body: string; contentType: string }>
+}
+
+export interface MetricConfig<L extends string> {
+  name: `wristband_${string}`
+  help: string
+  labelNames?: readonly L[]
 }
 
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
@@ -150,6 +160,8 @@ export function createMetrics(): Metrics {
     onCollect(fn) {
       collectors.push(fn)
     },
+    counter: (config) => new Counter({ ...config, labelNames: config.labelNames ?? [], registers }),
+    gauge: (config) => new Gauge({ ...config, labelNames: config.labelNames ?? [], registers }),
     async scrape() {
       await Promise.allSettled(collectors.map(async (fn) => fn()))
       return { body: await registry.metrics(), contentType: registry.contentType }
