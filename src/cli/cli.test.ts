@@ -72,6 +72,16 @@ describe('wristband CLI: help and bad input', () => {
     assert.match(ok(await wristband(['admin', '--help'], env)), /reset-mfa/)
   })
 
+  test('an unreachable database is named without its password, exit code 1', async () => {
+    const run = await wristband(['apikey', 'list', '--event', '1'], {
+      ...env,
+      DATABASE_URL: 'postgres://postgres:hunter2@127.0.0.1:1/nowhere',
+    })
+    assert.equal(run.code, 1)
+    assert.match(run.stderr, /cannot use the database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/nowhere/)
+    assert.doesNotMatch(run.stderr, /hunter2/)
+  })
+
   test('bad input gets a clear message and exit code 2', async () => {
     const cases: [string[], RegExp][] = [
       [
@@ -87,6 +97,7 @@ describe('wristband CLI: help and bad input', () => {
       [['admin', 'disable'], /give either --email or --id/],
       [['admin', 'disable', '--id', 'x1'], /--id must be a whole number/],
       [['admin', 'frobnicate'], /unknown command "frobnicate"/],
+      [['apikey'], /Usage: wristband apikey <command>/],
       [['admin', 'reset-mfa', '--emial', 'a@example.com'], /Unknown option '--emial'/],
       [['apikey', 'create', '--event', '1', '--name', 'k', '--scopes', 'root'], /unknown: root/],
       [['apikey', 'revoke'], /--id is required/],

@@ -46,9 +46,10 @@ function groupUsage(group: CommandGroup): string {
 /** Runs `wristband <group> <subcommand> [options]`. */
 export async function runGroup(group: CommandGroup, argv: string[], loadConfig: LoadConfig): Promise<number> {
   const [name, ...rest] = argv
-  if (name === undefined || name === '--help' || name === '-h') {
+  if (name === undefined) throw new CliError(groupUsage(group))
+  if (name === '--help' || name === '-h') {
     console.log(groupUsage(group))
-    return name === undefined ? 2 : 0
+    return 0
   }
   const sub = group.subcommands[name]
   if (!sub) throw new CliError(`wristband ${group.name}: unknown command "${name}"\n\n${groupUsage(group)}`)
@@ -119,12 +120,26 @@ export interface CliContext {
   revocations: RevocationStore
 }
 
+/** The database URL without its password, to name it in an error message. */
+function shownUrl(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/, '$1:***@')
+}
+
 export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  let database: DatabaseHandle | undefined
+  try {
+    database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+    await database.migrate()
+  } catch (err) {
+    await database?.close().catch(() => undefined)
+    throw new CliError(
+      `wristband: cannot use the database ${shownUrl(config.databaseUrl)}: ${(err as Error).message}`,
+      1,
+    )
+  }
   const log = pino({ level: 'warn' }, pino.destination(2))
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
   try {
-    await database.migrate()
     if (redis) await connectRedis(redis)
     const deps = { db: database.db, clock: systemClock }
     const revocations = redis
