@@ -47,7 +47,13 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<MetricsRouteDeps> = async 
       schema: {
         tags: ['ops'],
         summary: 'Prometheus metrics (bearer METRICS_TOKEN, or only on METRICS_PORT)',
-        response: { 200: Type.String(), ...errorResponses(401) },
+        response: {
+          200: {
+            description: 'Prometheus text exposition format',
+            content: { 'text/plain': { schema: Type.String() } },
+          },
+          ...errorResponses(401),
+        },
       },
     },
     async (request, reply) => {
