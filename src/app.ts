@@ -11,6 +11,9 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { createMetrics, type Metrics } from './metrics/metrics.js'
+import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { opsRoutes } from './ops/ops.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
@@ -62,6 +65,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
+  const metrics = createMetrics()
+  app.decorate('metrics', metrics)
+  instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
@@ -79,7 +85,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   app.addHook('onClose', closeAll)
   try {
-    await assemble(app, config, clock, deps, closers)
+    await assemble(app, config, clock, deps, metrics, closers)
   } catch (err) {
     await closeAll()
     throw err
@@ -92,13 +98,20 @@ async function assemble(
   config: Config,
   clock: Clock,
   deps: AppDependencies,
+  metrics: Metrics,
   closers: (() => unknown)[],
 ): Promise<void> {
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  const database = await openDatabase(config.databaseUrl, {
+    schema: config.DATABASE_SCHEMA,
+    onError: () => metrics.dbErrors.inc(),
+  })
   closers.push(() => database.close())
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
-  if (redis) closers.push(() => redis.disconnect())
+  if (redis) {
+    redis.on('error', () => metrics.redisErrors.inc())
+    closers.push(() => redis.disconnect())
+  }
   await database.migrate()
   if (redis) await connectRedis(redis)
 
@@ -115,7 +128,7 @@ async function assemble(
   await revocations.start()
   closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
-  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
+  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
@@ -141,6 +154,7 @@ async function assemble(
     ...(redis ? { redis } : {}),
     prefix: config.REDIS_PREFIX,
     onExceeded: (ip, route) => {
+      metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)
@@ -175,6 +189,10 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
+  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
+  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
+    await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
 
   app.addHook('onReady', async () => jobs.start())
 }
