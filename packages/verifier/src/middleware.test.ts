@@ -106,6 +106,34 @@ forEachBackend(httpBackends, 'Fastify and Express guards in front of a backend',
   }
 })
 
+forEachBackend(httpBackends, 'Fastify guard as an onRequest hook', (ctx) => {
+  test('a bad token is 401 before the body is validated; a good one reaches validation', async () => {
+    const t = ctx()
+    await t.seed(STANDARD_SEED)
+    const svc = await serve(t)
+    const backends = await startBackends(createVerifier({ baseUrl: svc.baseUrl, timeoutMs: 2000 }))
+    const fastify = backends.find((b) => b.name === 'fastify')
+    try {
+      const op = (await login(t, 'op@example.com', 'operator')).access_token
+      const post = (token: string, body: unknown) =>
+        fetch(`${fastify!.url}/events/1/scans`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        })
+      await assertRefused(
+        await post('forged.token.value', { bogus: 1 }),
+        401,
+        'Could not validate credentials',
+      )
+      assert.equal((await post(op, { bogus: 1 })).status, 400)
+      assert.equal((await post(op, { ticket: 'T-1' })).status, 200)
+    } finally {
+      for (const b of backends) await b.close()
+    }
+  })
+})
+
 forEachBackend(httpBackends, 'guards with the auth service stopped', (ctx) => {
   test('the backend answers 503 with a JSON body, not 500; answers already cached still pass', async () => {
     const t = ctx()

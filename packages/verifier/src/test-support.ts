@@ -34,7 +34,8 @@ export interface Backend {
 /**
  * The same small ticketing backend in both frameworks:
  * GET /me (any valid token), GET /events/:eventId/scan (ticket:scan there), GET /events/:eventId/refund
- * (pos:refund there), GET /reports (reports:read for every event).
+ * (pos:refund there), GET /reports (reports:read for every event); the Fastify one also has
+ * POST /events/:eventId/scans (ticket:scan there, checked before the body is validated).
  */
 export async function startBackends(verifier: Verifier): Promise<Backend[]> {
   return [await fastifyBackend(verifier), await expressBackend(verifier)]
@@ -60,6 +61,22 @@ async function fastifyBackend(verifier: Verifier): Promise<Backend> {
     }),
   )
   app.get('/reports', { preHandler: guard.requireScopes('reports:read') }, async () => ({ reports: [] }))
+  // As an onRequest hook the guard answers before the body is read or validated.
+  app.post(
+    '/events/:eventId/scans',
+    {
+      onRequest: guard.requireScopes('ticket:scan', byEvent),
+      schema: {
+        body: {
+          type: 'object',
+          required: ['ticket'],
+          properties: { ticket: { type: 'string' } },
+          additionalProperties: false,
+        },
+      },
+    },
+    async (req) => ({ scanned_by: guard.claimsOf(req).sub }),
+  )
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as AddressInfo
   return { name: 'fastify', url: `http://127.0.0.1:${port}`, close: () => app.close() }

@@ -58,6 +58,17 @@ forEachBackend(httpBackends, 'verifier client against the running service', (ctx
     await refused(v.verify(access_token), 'invalid')
   })
 
+  test('the claims handed out are frozen, so one request cannot change what the next one is granted', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'op@example.com', 'operator')
+    const claims = await v.verify(access_token)
+    assert.throws(() => claims.permissions!['1']!.push('pos:refund'), TypeError)
+    assert.throws(() => {
+      claims.role = 'admin'
+    }, TypeError)
+    assert.deepEqual((await v.verify(access_token)).permissions, { '1': ['pos:sell', 'ticket:scan'] })
+  })
+
   test('an invalid token is refused as 401 and asked about every time', async () => {
     const v = verifier()
     const { access_token } = await login(t, 'ev1@example.com')

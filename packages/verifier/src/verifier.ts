@@ -55,7 +55,10 @@ export interface VerifierOptions {
 }
 
 export interface Verifier {
-  /** The claims of a valid token; otherwise throws a VerifierError. Never throws anything else. */
+  /**
+   * The claims of a valid token, frozen (they are shared with every caller presenting the same token);
+   * otherwise throws a VerifierError. Never throws anything else.
+   */
   verify(token: string): Promise<VerifiedClaims>
 }
 
@@ -106,7 +109,9 @@ export function createVerifier(options: VerifierOptions): Verifier {
     }
     const body = await readAnswer(res)
     if (!body.valid) throw new VerifierError('invalid', 'token is not valid')
-    const claims = body.claims
+    // One object serves every request that presents this token within the window, so no handler may
+    // change what the next one sees (a pushed scope would otherwise be granted to later requests).
+    const claims = deepFreeze(body.claims)
     const lifeMs = Math.min(ttlMs, claims.exp * 1000 - now())
     if (lifeMs > 0) cache.set(key, claims, { ttl: lifeMs })
     return claims
@@ -179,4 +184,12 @@ async function readAnswer(res: Response): Promise<Answer> {
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const inner of Object.values(value)) deepFreeze(inner)
+  }
+  return value
 }
