@@ -79,6 +79,12 @@ forEachBackend(httpBackends, 'verifier client against the running service', (ctx
     assert.equal(svc.verifyCalls(), before + 4)
   })
 
+  test('a token the service refuses to read (longer than it accepts: 422) is invalid, not unavailable', async () => {
+    const before = svc.verifyCalls()
+    await refused(verifier().verify('a'.repeat(9000)), 'invalid')
+    assert.equal(svc.verifyCalls(), before + 1)
+  })
+
   test('an empty token is refused without asking', async () => {
     const before = svc.verifyCalls()
     await refused(verifier().verify(''), 'invalid')

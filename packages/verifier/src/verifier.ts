@@ -145,7 +145,12 @@ export function createVerifier(options: VerifierOptions): Verifier {
       if (pending) return pending
       if (now() < quietUntil)
         throw new VerifierError('unavailable', 'verification service asked to wait', secondsLeft())
-      const request = ask(token, key).finally(() => inFlight.delete(key))
+      const request = ask(token, key)
+        .catch((err: unknown) => {
+          if (err instanceof VerifierError) throw err
+          throw new VerifierError('unavailable', 'verification failed', undefined, { cause: err })
+        })
+        .finally(() => inFlight.delete(key))
       inFlight.set(key, request)
       return request
     },
