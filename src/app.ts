@@ -10,13 +10,21 @@ import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
+import { consumerRoutes } from './consumers/consumers.routes.js'
+import { ConsumerService } from './consumers/consumers.service.js'
+import { PhoneCodes } from './consumers/phone-codes.js'
+import { deviceRoutes } from './devices/devices.routes.js'
+import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { healthRoutes } from './health/health.routes.js'
+import { idpRoutes } from './idp/idp.routes.js'
+import { IdpVerifier } from './idp/idp.verifier.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
 import { JobRunner } from './platform/jobs/jobs.js'
+import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
@@ -24,6 +32,7 @@ import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
+import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
@@ -38,6 +47,8 @@ export interface AppDependencies {
   logStream?: DestinationStream
   /** Mail delivery; SMTP_URL or the outbox folder when absent. */
   mailTransport?: MailTransport
+  /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
+  sms?: SmsSender
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -175,6 +186,50 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+
+  // Read again for the keys derived from it; the warning about a generated secret was logged above.
+  const secrets = [resolveSigningSecret(config, { warn: () => {} }), ...config.JWT_PREVIOUS_SECRETS]
+  // SMS bypass the job queue on purpose: a queued message would keep a live one-time code in plain text.
+  let sms = deps.sms
+  if (!sms) {
+    const configured = createSmsSender(config, clock)
+    closers.push(() => configured.close())
+    sms = configured
+  }
+  const consumers = new ConsumerService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    log: app.log,
+    sms,
+    codes: new PhoneCodes({ db, clock, key: deriveKey(secrets[0]!, 'phone-codes') }),
+  })
+  closers.push(() => consumers.drain())
+  await app.register(consumerRoutes, { consumers, tokens })
+  const verifier = new IdpVerifier({
+    issuers: config.IDP_ISSUERS,
+    clock,
+    cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
+    timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
+  })
+  await app.register(idpRoutes, { db, clock, tokens, audit, verifier })
+  const devices = new DeviceService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    sealer: createSealer(secrets, 'operator-session'),
+  })
+  tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
+  tokens.onLogout(async (caller) => {
+    if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
+  })
+  await app.register(deviceRoutes, { devices, tokens })
 
   app.addHook('onReady', async () => jobs.start())
 }
