@@ -18,6 +18,7 @@ forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
         ...STANDARD_SEED.customers!,
         // A consumer created without a password (as by a provider sign-in) cannot use this route.
         { phone: '+4915100000009' },
+        { phone: '+4915100000008', password: 's3cret-pass' },
       ],
     })
   })
@@ -73,20 +74,23 @@ forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
   })
 
   test('repeated wrong passwords for one phone are slowed down whatever the address', async () => {
-    const payload = { phone: '+4915100000001', password: 'wrong-password' }
-    for (let i = 0; i < 5; i++)
-      assert.equal((await t.request({ method: 'POST', url: '/auth/login/customer', payload })).statusCode, 401)
+    const payload = { phone: '+4915100000008', password: 'wrong-password' }
+    for (let i = 0; i < 6; i++)
+      assert.equal(
+        (await t.request({ method: 'POST', url: '/auth/login/customer', payload })).statusCode,
+        401,
+      )
     const locked = await t.request({
       method: 'POST',
       url: '/auth/login/customer',
-      payload: { phone: '+4915100000001', password: 's3cret-pass' },
+      payload: { phone: '+4915100000008', password: 's3cret-pass' },
     })
     assert.equal(locked.statusCode, 429)
     t.clock.advance(16 * 60_000)
     const after = await t.request({
       method: 'POST',
       url: '/auth/login/customer',
-      payload: { phone: '+4915100000001', password: 's3cret-pass' },
+      payload: { phone: '+4915100000008', password: 's3cret-pass' },
     })
     assert.equal(after.statusCode, 200)
   })
@@ -127,10 +131,20 @@ forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
     // A different unknown phone each time, so the per-account back-off does not answer first.
     const payload = (i: number) => ({ phone: `+491510000010${i}`, password: 'wrong-password' })
     for (let i = 0; i < 10; i++) {
-      const res = await t.request({ method: 'POST', url: '/auth/login/customer', payload: payload(i), headers })
+      const res = await t.request({
+        method: 'POST',
+        url: '/auth/login/customer',
+        payload: payload(i),
+        headers,
+      })
       assert.equal(res.statusCode, 401)
     }
-    const limited = await t.request({ method: 'POST', url: '/auth/login/customer', payload: payload(0), headers })
+    const limited = await t.request({
+      method: 'POST',
+      url: '/auth/login/customer',
+      payload: payload(0),
+      headers,
+    })
     assert.equal(limited.statusCode, 429)
     assert.equal(limited.json().limit, 10)
   })
