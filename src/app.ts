@@ -10,7 +10,14 @@ import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
+import { consumerRoutes } from './consumers/consumers.routes.js'
+import { ConsumerService } from './consumers/consumers.service.js'
+import { PhoneCodes } from './consumers/phone-codes.js'
+import { deviceRoutes } from './devices/devices.routes.js'
+import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { healthRoutes } from './health/health.routes.js'
+import { idpRoutes } from './idp/idp.routes.js'
+import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
@@ -20,6 +27,7 @@ import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
 import { JobRunner } from './platform/jobs/jobs.js'
+import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
@@ -27,6 +35,7 @@ import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
+import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
@@ -41,6 +50,8 @@ export interface AppDependencies {
   logStream?: DestinationStream
   /** Mail delivery; SMTP_URL or the outbox folder when absent. */
   mailTransport?: MailTransport
+  /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
+  sms?: SmsSender
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -115,8 +126,10 @@ async function assemble(
   await database.migrate()
   if (redis) await connectRedis(redis)
 
+  // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
+  const secrets = [resolveSigningSecret(config, app.log), ...config.JWT_PREVIOUS_SECRETS]
   const jwt = new JwtCodec({
-    secret: resolveSigningSecret(config, app.log),
+    secret: secrets[0]!,
     previousSecrets: config.JWT_PREVIOUS_SECRETS,
     audience: config.JWT_AUDIENCE,
     issuer: config.JWT_ISSUER,
@@ -193,6 +206,48 @@ async function assemble(
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
     await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
+
+  // SMS bypass the job queue on purpose: a queued message would keep a live one-time code in plain text.
+  let sms = deps.sms
+  if (!sms) {
+    const configured = createSmsSender(config, clock)
+    closers.push(() => configured.close())
+    sms = configured
+  }
+  const consumers = new ConsumerService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    log: app.log,
+    sms,
+    codes: new PhoneCodes({ db, clock, key: deriveKey(secrets[0]!, 'phone-codes') }),
+  })
+  closers.push(() => consumers.drain())
+  await app.register(consumerRoutes, { consumers, tokens })
+  const verifier = new IdpVerifier({
+    issuers: config.IDP_ISSUERS,
+    clock,
+    cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
+    timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
+  })
+  await app.register(idpRoutes, { db, clock, tokens, audit, verifier })
+  const devices = new DeviceService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    sealer: createSealer(secrets, 'operator-session'),
+  })
+  tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
+  tokens.onLogout(async (caller) => {
+    if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
+  })
+  await app.register(deviceRoutes, { devices, tokens })
 
   app.addHook('onReady', async () => jobs.start())
 }

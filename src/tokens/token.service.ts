@@ -41,6 +41,7 @@ const INVALID = { valid: false, claims: null } as const
 
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
+  private readonly logoutListeners: ((caller: Claims) => Promise<void>)[] = []
   readonly accessLifetime: number
   readonly refreshLifetime: number
   readonly offlineLifetime: number
@@ -53,6 +54,11 @@ export class TokenService {
 
   registerCredential(prefix: string, resolver: CredentialResolver): void {
     this.resolvers.push([prefix, resolver])
+  }
+
+  /** Features with sessions of their own (operator session tokens) end them when the subject logs out. */
+  onLogout(listener: (caller: Claims) => Promise<void>): void {
+    this.logoutListeners.push(listener)
   }
 
   /** Issues an access token and starts (or continues) a refresh-token family. */
@@ -167,6 +173,7 @@ export class TokenService {
     const row = await findRefresh(this.deps.db, claims.jti)
     if (!row || row.revoked_at !== null || row.rotated_at !== null) throw new UnauthorizedError()
     await this.revokeFamily(row.family_id)
+    for (const listener of this.logoutListeners) await listener(caller)
   }
 
   async revokeFamily(familyId: string): Promise<void> {

@@ -54,6 +54,8 @@ export interface CustomersTable {
   first_name: string | null
   last_name: string | null
   created_at: number
+  /** 1 when the consumer typed the e-mail address in (not proven); 0 when an administrator or a verified provider set it */
+  email_self_asserted: Generated<number>
 }
 
 export interface DevicesTable {
@@ -131,6 +133,50 @@ export interface JobsTable {
   failed_at: number | null
 }
 
+/** One-time codes sent by SMS: phone login (`login`) and phone-ownership checks (`verify`). */
+export interface PhoneCodesTable {
+  id: Generated<number>
+  purpose: string
+  phone: string
+  /** HMAC-SHA256 (hex) of purpose, phone and code */
+  code_hash: string
+  attempts: Generated<number>
+  expires_at: number
+  consumed_at: number | null
+  created_at: number
+}
+
+/** Proofs of phone ownership (the `verification_token` of /verify/messaging/check), single use. */
+export interface PhoneVerificationsTable {
+  /** SHA-256 (hex) of the token */
+  token_hash: string
+  phone: string
+  expires_at: number
+  used_at: number | null
+  created_at: number
+}
+
+/** Links of a consumer to an identity-provider account. */
+export interface CustomerIdentitiesTable {
+  id: Generated<number>
+  customer_id: number
+  issuer: string
+  subject: string
+  email: string | null
+  created_at: number
+  last_login_at: number
+}
+
+/** The operator session token of /devices/operator-token, one per operator until logout. */
+export interface OperatorSessionsTable {
+  user_id: number
+  /** SHA-256 (hex) of the token, for look-up */
+  token_hash: string
+  /** The token encrypted with a key derived from the signing secret, to hand the same one out again */
+  token_sealed: string
+  created_at: number
+}
+
 export interface Database {
   jobs: JobsTable
   event_clients: EventClientsTable
@@ -144,4 +190,8 @@ export interface Database {
   refresh_tokens: RefreshTokensTable
   revoked_tokens: RevokedTokensTable
   audit_log: AuditLogTable
+  phone_codes: PhoneCodesTable
+  phone_verifications: PhoneVerificationsTable
+  customer_identities: CustomerIdentitiesTable
+  operator_sessions: OperatorSessionsTable
 }
