@@ -56,6 +56,21 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(createValidatorCompiler())
+  // Every body is JSON: any other content type is 415, including text/plain, which Fastify parses by
+  // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
+  app.removeContentTypeParser(['text/plain', 'application/json'])
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  const utf8 = new TextDecoder('utf-8', { fatal: true })
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string
+    try {
+      text = utf8.decode(body as Buffer)
+    } catch {
+      done(new SyntaxError('request body is not valid UTF-8'), undefined)
+      return
+    }
+    parseJson(request, text, done)
+  })
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
   app.addSchema(ErrorBody)
