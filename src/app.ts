@@ -88,7 +88,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     redis?.disconnect()
     await database.close()
   })
-  await database.migrate()
+  try {
+    await database.migrate()
+  } catch (err) {
+    // Nothing else is open yet; a pool left open would keep the process alive after the failure.
+    redis?.disconnect()
+    await database.close()
+    throw err
+  }
   if (redis) await connectRedis(redis)
 
   const jwt = new JwtCodec({

@@ -25,6 +25,7 @@ const INT8_OID = 20
 export async function openDatabase(url: string, options: { schema?: string } = {}): Promise<DatabaseHandle> {
   const dialect: Dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
   let db: Db
+  let migrationTableSchema: string | undefined
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
     if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
@@ -36,6 +37,9 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) })
   } else {
     const schema = options.schema ?? 'public'
+    // Without it Kysely looks for its migration tables in every schema of the database, and skips
+    // creating them when another schema (another deployment, a parallel test run) already has them.
+    migrationTableSchema = schema
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
       connectionString: url,
@@ -56,7 +60,11 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
-  const migrator = new Migrator({ db, provider: migrationProvider(dialect) })
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider(dialect),
+    ...(migrationTableSchema ? { migrationTableSchema } : {}),
+  })
   return {
     db,
     dialect,
