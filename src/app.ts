@@ -129,6 +129,8 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   })
 
   await app.register(swagger, {
+    // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: {
