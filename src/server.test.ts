@@ -42,7 +42,9 @@ class Service {
         line = { msg: raw }
       }
       this.lines.push(line)
-      this.waiters = this.waiters.filter((w) => (w.match(line) ? (w.resolve(), false) : true))
+      const met = this.waiters.filter((w) => w.match(line))
+      this.waiters = this.waiters.filter((w) => !met.includes(w))
+      for (const w of met) w.resolve()
     })
     this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)))
   }
