@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import { type DatabaseIntrospector, Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
 import pg from 'pg'
 import { migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
@@ -25,7 +25,7 @@ const INT8_OID = 20
 export async function openDatabase(url: string, options: { schema?: string } = {}): Promise<DatabaseHandle> {
   const dialect: Dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
   let db: Db
-  let migrationTableSchema: string | undefined
+  let migrationDb: Db
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
     if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
@@ -35,11 +35,9 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     sqlite.pragma('foreign_keys = ON')
     sqlite.pragma('synchronous = NORMAL')
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) })
+    migrationDb = db
   } else {
     const schema = options.schema ?? 'public'
-    // Without it Kysely looks for its migration tables in every schema of the database, and skips
-    // creating them when another schema (another deployment, a parallel test run) already has them.
-    migrationTableSchema = schema
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
       connectionString: url,
@@ -59,12 +57,9 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     pool.on('error', () => {})
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+    migrationDb = seeingOnly(db, schema)
   }
-  const migrator = new Migrator({
-    db,
-    provider: migrationProvider(dialect),
-    ...(migrationTableSchema ? { migrationTableSchema } : {}),
-  })
+  const migrator = new Migrator({ db: migrationDb, provider: migrationProvider(dialect) })
   return {
     db,
     dialect,
@@ -81,6 +76,38 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     },
     close: () => db.destroy(),
   }
+}
+
+/**
+ * The database as Kysely's Migrator should see it on PostgreSQL: only our schema. Its own look-up of
+ * the migration tables introspects every schema of the database, which finds another deployment's
+ * tables (and then skips creating ours) and fails outright when another schema is dropped meanwhile.
+ */
+function seeingOnly(db: Db, schema: string): Db {
+  const introspection: DatabaseIntrospector = {
+    async getSchemas() {
+      const r = await sql<{
+        name: string
+      }>`select nspname as name from pg_namespace where nspname = ${schema}`.execute(db)
+      return r.rows
+    },
+    async getTables() {
+      const r = await sql<{ name: string }>`
+        select table_name as name from information_schema.tables where table_schema = ${schema}`.execute(db)
+      return r.rows.map((t) => ({ name: t.name, schema, isView: false, columns: [] }))
+    },
+    async getMetadata() {
+      return { tables: await this.getTables() }
+    },
+  }
+  // Kysely keeps its state in private fields, so every other member is read from (and bound to) db.
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'introspection') return introspection
+      const value = Reflect.get(target, prop, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
 }
 
 /** Whether an error is a unique-constraint violation, on either dialect. */
