@@ -52,7 +52,8 @@ const SEED = {
   devices: [{ dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, operator_email: 'op@example.com' }],
 }
 
-describe('wristband command line', () => {
+// Each case runs its own processes on its own data: they run side by side.
+describe('wristband command line', { concurrency: true }, () => {
   before(() => {
     // `npm run build`, so the binary runs the code under test rather than an older build.
     execFileSync(path.join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], {
