@@ -53,8 +53,11 @@ export async function openDatabase(url: string, options: { schema?: string } = {
       },
       options: `-c search_path=${schema}`,
     })
-    // An idle client losing its connection (server restart) must not crash the process.
+    // A client losing its connection (server restart, network cut) must not crash the process: idle
+    // ones report to the pool, and one checked out would emit an unhandled 'error' while its query is
+    // already rejected (and answered 503).
     pool.on('error', () => {})
+    pool.on('connect', (client) => client.on('error', () => {}))
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
     migrationDb = seeingOnly(db, schema)
