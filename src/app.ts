@@ -3,7 +3,7 @@ import path from 'node:path'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import { LRUCache } from 'lru-cache'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
@@ -73,6 +73,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // Errors the router raises before any route runs get the documented body too: an undecodable
+    // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
+    frameworkErrors: (err, _request, reply) => {
+      const r = reply as unknown as FastifyReply
+      return err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? r.code(404).send({ detail: 'Not Found' })
+        : r.code(400).send({ detail: 'Malformed request URL' })
+    },
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -80,6 +88,21 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.decorate('metrics', metrics)
   instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
+  // Every body is JSON: any other content type is 415, including text/plain, which Fastify parses by
+  // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
+  app.removeContentTypeParser(['text/plain', 'application/json'])
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  const utf8 = new TextDecoder('utf-8', { fatal: true })
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string
+    try {
+      text = utf8.decode(body as Buffer)
+    } catch {
+      done(new SyntaxError('request body is not valid UTF-8'), undefined)
+      return
+    }
+    parseJson(request, text, done)
+  })
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
   app.addSchema(ErrorBody)
@@ -177,6 +200,8 @@ async function assemble(
 
   await registerSecurityHeaders(app, config.CORS_ORIGINS)
   await app.register(swagger, {
+    // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: {

@@ -44,7 +44,8 @@ export class JwtCodec {
           algorithms: ['HS256'],
           allowedAud: opts.audience,
           allowedIss: opts.issuer,
-          requiredClaims: ['type', 'sub', 'jti', 'iat', 'exp'],
+          // fast-jwt checks allowedAud/allowedIss only when the claim is present: require both.
+          requiredClaims: ['type', 'sub', 'jti', 'iat', 'exp', 'aud', 'iss'],
           // Expiry is checked below against the injected clock; the cache keeps a verified signature
           // for a token, never past its own lifetime (cacheTTL) and never a failure.
           ignoreExpiration: true,

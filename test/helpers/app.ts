@@ -57,8 +57,15 @@ export async function startApp(
       cb()
     },
   })
-  const app = await buildApp(config, { ...deps, clock, logStream })
-  await app.ready()
+  let app: FastifyInstance
+  try {
+    app = await buildApp(config, { ...deps, clock, logStream })
+    await app.ready()
+  } catch (err) {
+    // A failed start must not leave the backend's connections open, or the test process never exits.
+    if (!provisioned) await p.dispose()
+    throw err
+  }
   const db = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
   return {
     app,
