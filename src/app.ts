@@ -11,6 +11,8 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { mfaRoutes } from './mfa/mfa.routes.js'
+import { SecretBox } from './mfa/secret-box.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -82,8 +84,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await database.migrate()
   if (redis) await connectRedis(redis)
 
+  const signingSecret = resolveSigningSecret(config, app.log)
   const jwt = new JwtCodec({
-    secret: resolveSigningSecret(config, app.log),
+    secret: signingSecret,
     previousSecrets: config.JWT_PREVIOUS_SECRETS,
     audience: config.JWT_AUDIENCE,
     issuer: config.JWT_ISSUER,
@@ -150,6 +153,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(authRoutes, { db, tokens, audit, dummyHash })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(mfaRoutes, {
+    db,
+    clock,
+    tokens,
+    audit,
+    box: new SecretBox(signingSecret, config.JWT_PREVIOUS_SECRETS),
+    freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
+  })
 
   app.addHook('onReady', async () => jobs.start())
 

@@ -131,7 +131,30 @@ export interface JobsTable {
   failed_at: number | null
 }
 
+export interface AdminMfaTable {
+  admin_id: number
+  /** TOTP secret sealed with the MFA key (mfa/secret-box.ts); null until a first verify */
+  active_secret: string | null
+  active_last_step: number | null
+  /** Secret from the latest setup, not yet confirmed by a code */
+  pending_secret: string | null
+  pending_created_at: number | null
+  updated_at: number
+}
+
+export interface PasswordResetTokensTable {
+  id: Generated<number>
+  admin_id: number
+  /** SHA-256 (hex) of the token; the token itself exists only in the e-mail */
+  token_hash: string
+  expires_at: number
+  created_at: number
+  used_at: number | null
+}
+
 export interface Database {
+  admin_mfa: AdminMfaTable
+  password_reset_tokens: PasswordResetTokensTable
   jobs: JobsTable
   event_clients: EventClientsTable
   events: EventsTable
