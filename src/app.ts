@@ -13,6 +13,7 @@ import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { SecretBox } from './mfa/secret-box.js'
+import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -161,6 +162,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     box: new SecretBox(signingSecret, config.JWT_PREVIOUS_SECRETS),
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
+  await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
 
   app.addHook('onReady', async () => jobs.start())
 
