@@ -11,9 +11,13 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { createMetrics, type Metrics } from './metrics/metrics.js'
+import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { SecretBox } from './mfa/secret-box.js'
+import { opsRoutes } from './ops/ops.routes.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
+import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -25,6 +29,7 @@ import { createDummyHash } from './platform/passwords.js'
 import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
+import { registerSecurityHeaders } from './platform/security-headers.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
@@ -63,6 +68,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
+  const metrics = createMetrics()
+  app.decorate('metrics', metrics)
+  instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
@@ -73,15 +81,40 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     reply.header('x-request-id', request.id)
   })
 
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  // Resources are closed in reverse order of opening, when the app closes or fails to build.
+  const closers: (() => unknown)[] = []
+  const closeAll = async () => {
+    for (const close of closers.splice(0).reverse()) await close()
+  }
+  app.addHook('onClose', closeAll)
+  try {
+    await assemble(app, config, clock, deps, metrics, closers)
+  } catch (err) {
+    await closeAll()
+    throw err
+  }
+  return app
+}
+
+async function assemble(
+  app: FastifyInstance,
+  config: Config,
+  clock: Clock,
+  deps: AppDependencies,
+  metrics: Metrics,
+  closers: (() => unknown)[],
+): Promise<void> {
+  const database = await openDatabase(config.databaseUrl, {
+    schema: config.DATABASE_SCHEMA,
+    onError: () => metrics.dbErrors.inc(),
+  })
+  closers.push(() => database.close())
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
-  app.addHook('onClose', async () => {
-    await jobs.stop()
-    revocations.stop()
-    redis?.disconnect()
-    await database.close()
-  })
+  if (redis) {
+    redis.on('error', () => metrics.redisErrors.inc())
+    closers.push(() => redis.disconnect())
+  }
   await database.migrate()
   if (redis) await connectRedis(redis)
 
@@ -97,11 +130,13 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
     : memoryRevocations({ db, clock })
   await revocations.start()
+  closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
-  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
+  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
+  const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   const jobs = new JobRunner({
     db,
     dialect: database.dialect,
@@ -115,6 +150,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
+  closers.push(() => jobs.stop())
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -122,6 +158,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     ...(redis ? { redis } : {}),
     prefix: config.REDIS_PREFIX,
     onExceeded: (ip, route) => {
+      metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)
@@ -129,6 +166,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
   })
 
+  await registerSecurityHeaders(app, config.CORS_ORIGINS)
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -147,11 +185,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       },
     },
   })
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  // swagger-ui sets the page's own CSP (its scripts and styles come from the service itself).
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
-  await app.register(authRoutes, { db, tokens, audit, dummyHash })
+  await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
   await app.register(mfaRoutes, {
@@ -163,8 +202,10 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
   await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
+  await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
+  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
+  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
+    await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
 
   app.addHook('onReady', async () => jobs.start())
-
-  return app
 }

@@ -1,5 +1,6 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { findStaffByEmail, type StaffRole, updatePasswordHash } from '../identities/identities.store.js'
+import type { Backoff } from '../platform/backoff.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
@@ -9,6 +10,7 @@ export interface LoginDeps {
   db: Db
   tokens: TokenService
   audit: AuditLog
+  backoff: Backoff
   /** A hash checked for unknown accounts, so every failure costs the same time. */
   dummyHash: Promise<string>
 }
@@ -24,9 +26,12 @@ export async function loginStaff(
   input: { email: string; password: string; role: StaffRole },
   ip: string,
 ): Promise<TokenResponse> {
+  const backoffKey = `login:${input.role}:${input.email.trim().toLowerCase()}`
+  await deps.backoff.assertAllowed(backoffKey)
   const account = await findStaffByEmail(deps.db, input.role, input.email)
   const check = await checkPassword(account?.password_hash ?? (await deps.dummyHash), input.password)
   if (!account || !check.ok) {
+    await deps.backoff.recordFailure(backoffKey)
     await deps.audit.record({
       kind: 'login',
       actor: `${input.role}:${input.email.slice(0, 254)}`,
@@ -35,6 +40,7 @@ export async function loginStaff(
     })
     throw new UnauthorizedError(INVALID)
   }
+  await deps.backoff.recordSuccess(backoffKey)
   if (check.needsRehash)
     await updatePasswordHash(deps.db, input.role, account.id, await hashPassword(input.password))
   await deps.audit.record({ kind: 'login', actor: `${input.role}:${account.id}`, ip, outcome: 'success' })
