@@ -6,14 +6,7 @@ import type { Db } from '../platform/db/database.js'
 import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
-import {
-  acceptActiveStep,
-  findActiveAdmin,
-  getMfa,
-  markTwoFactorEnabled,
-  promotePending,
-  savePending,
-} from './mfa.store.js'
+import { acceptActiveStep, findMfaAdmin, promotePending, savePending } from './mfa.store.js'
 import type { SecretBox } from './secret-box.js'
 
 export interface MfaDeps {
@@ -34,7 +27,7 @@ const WINDOW = 1
 
 const WRONG_CODE = 'Invalid MFA code'
 
-const context = (adminId: number) => `admin_mfa:${adminId}`
+const context = (adminId: number) => `administrators.mfa_secret:${adminId}`
 
 export interface MfaSetup {
   secret: string
@@ -46,7 +39,7 @@ export interface MfaSetup {
  * pending secret is dropped; the active one keeps working until then.
  */
 export async function setupMfa(deps: MfaDeps, adminId: number, ip: string): Promise<MfaSetup> {
-  const admin = await findActiveAdmin(deps.db, adminId)
+  const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
   const secret = new Secret({ size: SECRET_BYTES })
   const totp = new TOTP({ ...TOTP_PARAMS, label: admin.email, secret })
@@ -79,31 +72,29 @@ export async function verifyMfa(
   ip: string,
 ): Promise<TokenResponse> {
   const { db, clock, box, audit } = deps
-  const admin = await findActiveAdmin(db, adminId)
+  const admin = await findMfaAdmin(db, adminId)
   if (!admin) throw new UnauthorizedError()
   const actor = `admin:${admin.id}`
-  const row = await getMfa(db, admin.id)
   const now = clock.now()
 
   let accepted = false
   let replayed = false
-  const pending = row?.pending_secret ? box.open(row.pending_secret, context(admin.id)) : null
+  const pending = admin.mfa_pending_secret ? box.open(admin.mfa_pending_secret, context(admin.id)) : null
   const pendingStep = pending === null ? null : matchStep(pending, code, now)
-  if (row?.pending_secret && pendingStep !== null) {
-    const sealed = row.pending_secret
-    const replaced = row.active_secret !== null
+  if (admin.mfa_pending_secret && pendingStep !== null) {
+    const sealed = admin.mfa_pending_secret
+    const replaced = admin.mfa_secret !== null
     accepted = await db.transaction().execute(async (tx) => {
       if (!(await promotePending(tx, admin.id, sealed, pendingStep, now))) return false
-      await markTwoFactorEnabled(tx, admin.id, now)
       await queueMail(tx, now, mfaNotice(admin.email, replaced))
       return true
     })
     if (accepted)
       await audit.record({ kind: 'mfa_enabled', actor, ip, outcome: 'success', detail: { replaced } })
-  } else if (row?.active_secret) {
-    const active = box.open(row.active_secret, context(admin.id))
+  } else if (admin.mfa_secret) {
+    const active = box.open(admin.mfa_secret, context(admin.id))
     const step = active === null ? null : matchStep(active, code, now)
-    accepted = step !== null && (await acceptActiveStep(db, admin.id, row.active_secret, step, now))
+    accepted = step !== null && (await acceptActiveStep(db, admin.id, admin.mfa_secret, step))
     replayed = step !== null && !accepted
   }
   if (!accepted) {

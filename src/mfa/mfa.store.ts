@@ -1,48 +1,36 @@
 import type { Db } from '../platform/db/database.js'
 
-export interface MfaRow {
-  admin_id: number
-  active_secret: string | null
-  active_last_step: number | null
-  pending_secret: string | null
-}
-
 export interface MfaAdmin {
   id: number
   email: string
+  /** Sealed active secret, null while MFA is off */
+  mfa_secret: string | null
+  mfa_last_step: number | null
+  /** Sealed secret from the latest setup, waiting for a code */
+  mfa_pending_secret: string | null
 }
 
-export async function findActiveAdmin(db: Db, id: number): Promise<MfaAdmin | undefined> {
+export async function findMfaAdmin(db: Db, id: number): Promise<MfaAdmin | undefined> {
   return db
     .selectFrom('administrators')
-    .select(['id', 'email'])
+    .select(['id', 'email', 'mfa_secret', 'mfa_last_step', 'mfa_pending_secret'])
     .where('id', '=', id)
     .where('disabled', '=', 0)
-    .executeTakeFirst()
-}
-
-export async function getMfa(db: Db, adminId: number): Promise<MfaRow | undefined> {
-  return db
-    .selectFrom('admin_mfa')
-    .select(['admin_id', 'active_secret', 'active_last_step', 'pending_secret'])
-    .where('admin_id', '=', adminId)
     .executeTakeFirst()
 }
 
 /** Stores a new pending secret, replacing any earlier pending one; the active secret is untouched. */
 export async function savePending(db: Db, adminId: number, sealed: string, now: number): Promise<void> {
   await db
-    .insertInto('admin_mfa')
-    .values({ admin_id: adminId, pending_secret: sealed, pending_created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.column('admin_id').doUpdateSet({ pending_secret: sealed, pending_created_at: now, updated_at: now }),
-    )
+    .updateTable('administrators')
+    .set({ mfa_pending_secret: sealed, mfa_pending_at: now })
+    .where('id', '=', adminId)
     .execute()
 }
 
 /**
- * Makes the pending secret active with `step` as its last accepted step. False when the pending secret
- * changed since it was read (a concurrent setup or verify won).
+ * Makes the pending secret active with `step` as its last accepted step and switches MFA on. False
+ * when the pending secret changed since it was read (a concurrent setup or verify won).
  */
 export async function promotePending(
   db: Db,
@@ -52,16 +40,17 @@ export async function promotePending(
   now: number,
 ): Promise<boolean> {
   const r = await db
-    .updateTable('admin_mfa')
+    .updateTable('administrators')
     .set({
-      active_secret: sealed,
-      active_last_step: step,
-      pending_secret: null,
-      pending_created_at: null,
+      mfa_secret: sealed,
+      mfa_last_step: step,
+      mfa_pending_secret: null,
+      mfa_pending_at: null,
+      is_two_factor_authentication_enabled: 1,
       updated_at: now,
     })
-    .where('admin_id', '=', adminId)
-    .where('pending_secret', '=', sealed)
+    .where('id', '=', adminId)
+    .where('mfa_pending_secret', '=', sealed)
     .executeTakeFirst()
   return Number(r.numUpdatedRows) === 1
 }
@@ -75,22 +64,13 @@ export async function acceptActiveStep(
   adminId: number,
   sealed: string,
   step: number,
-  now: number,
 ): Promise<boolean> {
   const r = await db
-    .updateTable('admin_mfa')
-    .set({ active_last_step: step, updated_at: now })
-    .where('admin_id', '=', adminId)
-    .where('active_secret', '=', sealed)
-    .where((eb) => eb.or([eb('active_last_step', 'is', null), eb('active_last_step', '<', step)]))
+    .updateTable('administrators')
+    .set({ mfa_last_step: step })
+    .where('id', '=', adminId)
+    .where('mfa_secret', '=', sealed)
+    .where((eb) => eb.or([eb('mfa_last_step', 'is', null), eb('mfa_last_step', '<', step)]))
     .executeTakeFirst()
   return Number(r.numUpdatedRows) === 1
-}
-
-export async function markTwoFactorEnabled(db: Db, adminId: number, now: number): Promise<void> {
-  await db
-    .updateTable('administrators')
-    .set({ is_two_factor_authentication_enabled: 1, updated_at: now })
-    .where('id', '=', adminId)
-    .execute()
 }

@@ -40,7 +40,7 @@ for (const backend of httpBackends) {
   describe(`admin password reset [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
     let t: TestApp
     let sink: SmtpSink
-    let close: () => Promise<void>
+    let close = async () => {}
     before(async () => {
       ;({ t, sink, close } = await startAppWithMail(backend))
       await t.seed(SEED)

@@ -89,7 +89,14 @@ export async function startAppWithMail(
 ): Promise<{ t: TestApp; sink: SmtpSink; close(): Promise<void> }> {
   const sink = new SmtpSink()
   await sink.start()
-  const t = await startApp(backend, { SMTP_URL: sink.url, JOBS_POLL_MS: '50', ...env })
+  let t: TestApp
+  try {
+    t = await startApp(backend, { SMTP_URL: sink.url, JOBS_POLL_MS: '50', ...env })
+  } catch (err) {
+    // A listening sink would keep the test process alive after the failure.
+    await sink.stop()
+    throw err
+  }
   return {
     t,
     sink,

@@ -24,6 +24,13 @@ export interface AdministratorsTable {
   disabled: Generated<number>
   created_at: number
   updated_at: number
+  /** Active TOTP secret, sealed (mfa/secret-box.ts); null until a first verify */
+  mfa_secret: string | null
+  /** Last time step accepted for the active secret */
+  mfa_last_step: number | null
+  /** Secret from the latest setup, not yet confirmed by a code */
+  mfa_pending_secret: string | null
+  mfa_pending_at: number | null
 }
 
 export interface NetworkManagersTable {
@@ -131,17 +138,6 @@ export interface JobsTable {
   failed_at: number | null
 }
 
-export interface AdminMfaTable {
-  admin_id: number
-  /** TOTP secret sealed with the MFA key (mfa/secret-box.ts); null until a first verify */
-  active_secret: string | null
-  active_last_step: number | null
-  /** Secret from the latest setup, not yet confirmed by a code */
-  pending_secret: string | null
-  pending_created_at: number | null
-  updated_at: number
-}
-
 export interface PasswordResetTokensTable {
   id: Generated<number>
   admin_id: number
@@ -153,7 +149,6 @@ export interface PasswordResetTokensTable {
 }
 
 export interface Database {
-  admin_mfa: AdminMfaTable
   password_reset_tokens: PasswordResetTokensTable
   jobs: JobsTable
   event_clients: EventClientsTable

@@ -1,20 +1,21 @@
 import type { Kysely } from 'kysely'
 import type { MigrationContext } from './index.js'
 
-/** Administrator MFA secrets (sealed) and password-reset tokens (hashed). */
+/**
+ * Administrator MFA secrets (sealed) and password-reset tokens (hashed). The MFA columns live on the
+ * administrator row with an `mfa_` prefix and are nullable, so `wristband admin reset-mfa` clears them all.
+ */
 export async function up(db: Kysely<unknown>, { id }: MigrationContext): Promise<void> {
-  await db.schema
-    .createTable('admin_mfa')
-    .addColumn('admin_id', 'integer', (c) =>
-      c.primaryKey().references('administrators.id').onDelete('cascade'),
-    )
-    .addColumn('active_secret', 'text')
+  // One column per statement: SQLite adds a single column per ALTER TABLE.
+  for (const [name, type] of [
+    ['mfa_secret', 'text'],
     // The last time step accepted for the active secret: a code of that step or earlier is a replay.
-    .addColumn('active_last_step', 'bigint')
-    .addColumn('pending_secret', 'text')
-    .addColumn('pending_created_at', 'bigint')
-    .addColumn('updated_at', 'bigint', (c) => c.notNull())
-    .execute()
+    ['mfa_last_step', 'bigint'],
+    ['mfa_pending_secret', 'text'],
+    ['mfa_pending_at', 'bigint'],
+  ] as const) {
+    await db.schema.alterTable('administrators').addColumn(name, type).execute()
+  }
 
   await id(db.schema.createTable('password_reset_tokens'))
     .addColumn('admin_id', 'integer', (c) => c.notNull().references('administrators.id').onDelete('cascade'))
