@@ -9,6 +9,7 @@ import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
+import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
@@ -206,6 +207,7 @@ async function assemble(
   await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
   await app.register(apiKeyRoutes, { db, clock, tokens, audit })
   await app.register(offlineRoutes, { db, tokens, audit })
+  await app.register(auditRoutes, { db, tokens })
   await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
