@@ -5,6 +5,7 @@ import { login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
+import { until } from '../../test/helpers/until.js'
 
 interface Entry {
   id: number
@@ -125,13 +126,26 @@ for (const backend of httpBackends) {
           headers: as(),
         })
 
-        for (let i = 0; i < 6; i++)
-          await t.request({
+        const statuses: number[] = []
+        for (let i = 0; i < 6; i++) {
+          const res = await t.request({
             method: 'POST',
             url: '/admin/password-reset/email-send',
             headers: as({ 'x-forwarded-for': '198.51.100.9' }),
             payload: { email: 'nobody@example.com' },
           })
+          statuses.push(res.statusCode)
+        }
+        assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429])
+        // The rate limiter writes its record without holding up the 429.
+        await until('the rate_limit_hit record', async () => {
+          const hit = await t.db.db
+            .selectFrom('audit_log')
+            .select('id')
+            .where('kind', '=', 'rate_limit_hit')
+            .executeTakeFirst()
+          return hit !== undefined
+        })
       })
       after(async () => close())
 

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { ParsedMail } from 'mailparser'
 import { login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
+import { until } from '../../test/helpers/until.js'
 import { sha256Hex } from '../platform/random.js'
 
 const SEED = {
@@ -25,15 +25,6 @@ function tokenOf(mail: ParsedMail): string {
   const m = /\/admin\/password-reset\/([A-Za-z0-9_-]+)/.exec(mail.text ?? '')
   assert.ok(m, `no reset link in: ${mail.text}`)
   return m[1]!
-}
-
-/** Polls until `check` holds: for state another process (the job runner) moves on its own. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await sleep(20)
-  }
 }
 
 for (const backend of httpBackends) {
