@@ -23,7 +23,7 @@ forEachBackend(
     const ping = (token?: string) =>
       t.request({ method: 'GET', url: '/admin/sensitive/ping', ...(token ? { token } : {}) })
 
-    async function verifiedToken(): Promise<string> {
+    async function verifiedPair(): Promise<{ access_token: string; refresh_token: string }> {
       const setup = await t.request({ method: 'POST', url: '/admin/mfa/setup', token: plain })
       const { secret } = setup.json()
       // Just after a step boundary, so the code cannot age out before the server checks it.
@@ -36,7 +36,13 @@ forEachBackend(
         payload: { code },
       })
       assert.equal(res.statusCode, 200, res.body)
-      return res.json().access_token
+      return res.json()
+    }
+    const verifiedToken = async () => (await verifiedPair()).access_token
+    const refresh = async (refresh_token: string) => {
+      const res = await t.request({ method: 'POST', url: '/auth/refresh', payload: { refresh_token } })
+      assert.equal(res.statusCode, 200, res.body)
+      return res.json() as { access_token: string; refresh_token: string }
     }
 
     test('a token that never went through MFA: 403 require_mfa / mfa_never', async () => {
@@ -60,6 +66,20 @@ forEachBackend(
       assert.equal(stale.statusCode, 403)
       assert.equal(stale.json().action, 'require_mfa')
       assert.equal(stale.json().reason, 'mfa_stale')
+    })
+
+    test('a refresh keeps the time of the MFA verification: fresh stays fresh, stale stays stale', async () => {
+      const pair = await verifiedPair()
+      t.clock.advance(20 * 60_000)
+      const next = await refresh(pair.refresh_token)
+      assert.equal((await ping(next.access_token)).statusCode, 200)
+      t.clock.advance(3600_000)
+      const later = await refresh(next.refresh_token)
+      const res = await ping(later.access_token)
+      assert.equal(res.statusCode, 403)
+      assert.equal(res.json().reason, 'mfa_stale', 'a refresh renewed the MFA time')
+      const plain = await refresh((await login(t, 'ev1@example.com')).refresh_token)
+      assert.equal((await ping(plain.access_token)).json().reason, 'mfa_never')
     })
 
     test('no token: 401; an operator: 403 without require_mfa', async () => {

@@ -89,6 +89,8 @@ export interface RefreshTokensTable {
   created_at: number
   rotated_at: number | null
   revoked_at: number | null
+  /** mfa_verified_at (epoch seconds) of the access tokens this family issues; null without MFA */
+  mfa_verified_at: number | null
 }
 
 export interface RevokedTokensTable {

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Administrator MFA secrets (sealed) and password-reset tokens (hashed). The MFA columns live on the
+ * Administrator MFA secrets (sealed), the MFA time of refresh-token families, and password-reset
+ * tokens (hashed). The MFA columns live on the
  * administrator row with an `mfa_` prefix and are nullable, so `wristband admin reset-mfa` clears them all.
  */
 export async function up(db: Kysely<unknown>, { id }: MigrationContext): Promise<void> {
@@ -16,6 +17,9 @@ export async function up(db: Kysely<unknown>, { id }: MigrationContext): Promise
   ] as const) {
     await db.schema.alterTable('administrators').addColumn(name, type).execute()
   }
+
+  // When the family's MFA verification happened, so a rotated access token still carries it.
+  await db.schema.alterTable('refresh_tokens').addColumn('mfa_verified_at', 'bigint').execute()
 
   await id(db.schema.createTable('password_reset_tokens'))
     .addColumn('admin_id', 'integer', (c) => c.notNull().references('administrators.id').onDelete('cascade'))
