@@ -202,6 +202,7 @@ async function assemble(
     tokens,
     audit,
     box: new SecretBox(signingSecret, config.JWT_PREVIOUS_SECRETS),
+    backoff,
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
   await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })

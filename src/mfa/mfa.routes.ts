@@ -57,7 +57,8 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         summary: 'Verify a TOTP code; switches MFA on and issues tokens carrying mfa_verified_at',
         description:
           'Accepts a code of the pending secret (which then becomes active) or of the active one, one 30-second ' +
-          'step either side of now, never the same code twice. A wrong or replayed code is 400.',
+          'step either side of now, never the same code twice. A wrong or replayed code is 400; after 5 wrong ' +
+          'codes the administrator is locked out for a doubling time (429), whatever the client address.',
         security: [{ OAuth2PasswordBearer: [] }],
         body: MFAVerifyRequest,
         response: { 200: TokenResponse, ...errorResponses(400, 401, 403) },

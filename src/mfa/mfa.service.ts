@@ -1,6 +1,7 @@
 import { Secret, TOTP } from 'otpauth'
 import type { AuditLog } from '../audit/audit.store.js'
 import { loadGrant } from '../identities/identities.store.js'
+import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
@@ -15,6 +16,8 @@ export interface MfaDeps {
   tokens: TokenService
   audit: AuditLog
   box: SecretBox
+  /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
+  backoff: Backoff
 }
 
 /** What authenticator apps expect: RFC 6238 with SHA-1, 6 digits, 30-second steps. */
@@ -75,6 +78,8 @@ export async function verifyMfa(
   const admin = await findMfaAdmin(db, adminId)
   if (!admin) throw new UnauthorizedError()
   const actor = `admin:${admin.id}`
+  const backoffKey = `mfa:admin:${admin.id}`
+  await deps.backoff.assertAllowed(backoffKey)
   const now = clock.now()
 
   let accepted = false
@@ -100,8 +105,10 @@ export async function verifyMfa(
   if (!accepted) {
     const reason = replayed ? 'replay' : 'wrong_code'
     await audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason } })
+    await deps.backoff.recordFailure(backoffKey)
     throw new BadRequestError(WRONG_CODE)
   }
+  await deps.backoff.recordSuccess(backoffKey)
   await audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'success' })
   const grant = await loadGrant(db, 'admin', admin.id)
   if (!grant) throw new UnauthorizedError()

@@ -193,6 +193,22 @@ for (const backend of httpBackends) {
       assert.equal((await verify(codeAt(active, t.clock.now()))).statusCode, 200)
     })
 
+    test('wrong codes beyond five lock the administrator out for a while, from any address', async () => {
+      t.clock.advance(STEP_MS)
+      alignToStep(t.clock)
+      assert.equal((await verify(codeAt(active, t.clock.now()))).statusCode, 200, 'starts from a success')
+      t.clock.advance(STEP_MS)
+      const now = t.clock.now()
+      const valid = new Set([-1, 0, 1].map((d) => codeAt(active, now + d * STEP_MS)))
+      const wrong = ['000000', '111111', '222222', '333333'].find((c) => !valid.has(c))!
+      for (let i = 1; i <= 6; i++) assert.equal((await verify(wrong)).statusCode, 400, `wrong code ${i}`)
+      const locked = await verify(codeAt(active, now))
+      assert.equal(locked.statusCode, 429, 'the right code while locked')
+      assert.ok(Number(locked.headers['retry-after']) >= 1)
+      t.clock.advance(1_500)
+      assert.equal((await verify(codeAt(active, now))).statusCode, 200, 'after the lock lapsed')
+    })
+
     test('an administrator who never set up MFA gets 400 for any code', async () => {
       const root = (await login(t, 'root@example.com')).access_token
       const res = await verify('123456', root)
@@ -220,7 +236,7 @@ for (const backend of httpBackends) {
         method: 'POST',
         url: '/admin/mfa/verify',
         token: access,
-        payload: { code: '000000' },
+        payload: { code: 'short' },
       }))
     })
   })
