@@ -86,11 +86,12 @@ export async function verifyMfa(
   let replayed = false
   const pending = admin.mfa_pending_secret ? box.open(admin.mfa_pending_secret, context(admin.id)) : null
   const pendingStep = pending === null ? null : matchStep(pending, code, now)
-  if (admin.mfa_pending_secret && pendingStep !== null) {
+  if (pending !== null && admin.mfa_pending_secret && pendingStep !== null) {
     const sealed = admin.mfa_pending_secret
     const replaced = admin.mfa_secret !== null
+    const active = box.seal(pending, context(admin.id))
     accepted = await db.transaction().execute(async (tx) => {
-      if (!(await promotePending(tx, admin.id, sealed, pendingStep, now))) return false
+      if (!(await promotePending(tx, admin.id, sealed, active, pendingStep, now))) return false
       await queueMail(tx, now, mfaNotice(admin.email, replaced))
       return true
     })
@@ -99,7 +100,10 @@ export async function verifyMfa(
   } else if (admin.mfa_secret) {
     const active = box.open(admin.mfa_secret, context(admin.id))
     const step = active === null ? null : matchStep(active, code, now)
-    accepted = step !== null && (await acceptActiveStep(db, admin.id, admin.mfa_secret, step))
+    // A secret sealed under a signing secret being rotated out is sealed again under the current one.
+    const resealed =
+      active !== null && box.isStale(admin.mfa_secret) ? box.seal(active, context(admin.id)) : undefined
+    accepted = step !== null && (await acceptActiveStep(db, admin.id, admin.mfa_secret, step, resealed))
     replayed = step !== null && !accepted
   }
   if (!accepted) {

@@ -29,20 +29,22 @@ export async function savePending(db: Db, adminId: number, sealed: string, now: 
 }
 
 /**
- * Makes the pending secret active with `step` as its last accepted step and switches MFA on. False
- * when the pending secret changed since it was read (a concurrent setup or verify won).
+ * Makes the pending secret active (as `active`, the same secret sealed afresh) with `step` as its last
+ * accepted step, and switches MFA on. False when the pending secret changed since it was read (a
+ * concurrent setup or verify won).
  */
 export async function promotePending(
   db: Db,
   adminId: number,
-  sealed: string,
+  pending: string,
+  active: string,
   step: number,
   now: number,
 ): Promise<boolean> {
   const r = await db
     .updateTable('administrators')
     .set({
-      mfa_secret: sealed,
+      mfa_secret: active,
       mfa_last_step: step,
       mfa_pending_secret: null,
       mfa_pending_at: null,
@@ -50,7 +52,7 @@ export async function promotePending(
       updated_at: now,
     })
     .where('id', '=', adminId)
-    .where('mfa_pending_secret', '=', sealed)
+    .where('mfa_pending_secret', '=', pending)
     .executeTakeFirst()
   return Number(r.numUpdatedRows) === 1
 }
@@ -58,16 +60,18 @@ export async function promotePending(
 /**
  * Records `step` as used for the active secret, only if it is later than every step used before:
  * the single conditional write is what refuses a replayed code, even from two requests at once.
+ * `resealed`, when given, replaces the stored secret (sealed again under the current key).
  */
 export async function acceptActiveStep(
   db: Db,
   adminId: number,
   sealed: string,
   step: number,
+  resealed?: string,
 ): Promise<boolean> {
   const r = await db
     .updateTable('administrators')
-    .set({ mfa_last_step: step })
+    .set({ mfa_last_step: step, ...(resealed ? { mfa_secret: resealed } : {}) })
     .where('id', '=', adminId)
     .where('mfa_secret', '=', sealed)
     .where((eb) => eb.or([eb('mfa_last_step', 'is', null), eb('mfa_last_step', '<', step)]))

@@ -39,6 +39,11 @@ export class SecretBox {
     return [VERSION, this.current.id, ...parts].join('.')
   }
 
+  /** Whether a sealed value was sealed under a previous secret and should be sealed again. */
+  isStale(sealed: string): boolean {
+    return sealed.split('.')[1] !== this.current.id
+  }
+
   /** The plaintext, or null when the value was tampered with or its key is no longer configured. */
   open(sealed: string, context: string): string | null {
     const [version, keyId, iv, body, tag] = sealed.split('.')
