@@ -7,7 +7,7 @@ import type { Db } from '../platform/db/database.js'
 import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
-import { acceptActiveStep, findMfaAdmin, promotePending, savePending } from './mfa.store.js'
+import { acceptActiveStep, findMfaAdmin, type MfaAdmin, promotePending, savePending } from './mfa.store.js'
 import type { SecretBox } from './secret-box.js'
 
 export interface MfaDeps {
@@ -63,10 +63,53 @@ function matchStep(base32: string, code: string, now: number): number | null {
   return delta === null ? null : Math.floor(now / PERIOD_MS) + delta
 }
 
+type CodeCheck = 'accepted' | 'wrong' | 'replayed'
+
+/** A code of the pending secret makes it the active one and switches MFA on, with a notice e-mail. */
+async function tryPending(
+  deps: MfaDeps,
+  admin: MfaAdmin,
+  code: string,
+  now: number,
+  ip: string,
+): Promise<CodeCheck> {
+  const sealed = admin.mfa_pending_secret
+  const pending = sealed ? deps.box.open(sealed, context(admin.id)) : null
+  const step = pending === null ? null : matchStep(pending, code, now)
+  if (sealed === null || pending === null || step === null) return 'wrong'
+  const replaced = admin.mfa_secret !== null
+  const active = deps.box.seal(pending, context(admin.id))
+  const promoted = await deps.db.transaction().execute(async (tx) => {
+    if (!(await promotePending(tx, admin.id, sealed, active, step, now))) return false
+    await queueMail(tx, now, mfaNotice(admin.email, replaced))
+    return true
+  })
+  if (!promoted) return 'wrong'
+  await deps.audit.record({
+    kind: 'mfa_enabled',
+    actor: `admin:${admin.id}`,
+    ip,
+    outcome: 'success',
+    detail: { replaced },
+  })
+  return 'accepted'
+}
+
+/** A code of the active secret is accepted once: its step must be later than the last one used. */
+async function tryActive(deps: MfaDeps, admin: MfaAdmin, code: string, now: number): Promise<CodeCheck> {
+  const sealed = admin.mfa_secret
+  const active = sealed ? deps.box.open(sealed, context(admin.id)) : null
+  const step = active === null ? null : matchStep(active, code, now)
+  if (sealed === null || active === null || step === null) return 'wrong'
+  // A secret sealed under a signing secret being rotated out is sealed again under the current one.
+  const resealed = deps.box.isStale(sealed) ? deps.box.seal(active, context(admin.id)) : undefined
+  return (await acceptActiveStep(deps.db, admin.id, sealed, step, resealed)) ? 'accepted' : 'replayed'
+}
+
 /**
- * Checks a code against the pending secret (which then becomes active and switches MFA on), else
- * against the active one. A code is accepted once: its step must be later than the last one used.
- * Success issues a token pair whose access token carries `mfa_verified_at`.
+ * Checks a code against the pending secret, else against the active one. Success issues a token pair
+ * whose access token carries `mfa_verified_at`; a wrong or replayed code is 400 and counts towards
+ * the administrator's back-off.
  */
 export async function verifyMfa(
   deps: MfaDeps,
@@ -74,47 +117,23 @@ export async function verifyMfa(
   code: string,
   ip: string,
 ): Promise<TokenResponse> {
-  const { db, clock, box, audit } = deps
-  const admin = await findMfaAdmin(db, adminId)
+  const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
   const actor = `admin:${admin.id}`
   const backoffKey = `mfa:admin:${admin.id}`
   await deps.backoff.assertAllowed(backoffKey)
-  const now = clock.now()
+  const now = deps.clock.now()
 
-  let accepted = false
-  let replayed = false
-  const pending = admin.mfa_pending_secret ? box.open(admin.mfa_pending_secret, context(admin.id)) : null
-  const pendingStep = pending === null ? null : matchStep(pending, code, now)
-  if (pending !== null && admin.mfa_pending_secret && pendingStep !== null) {
-    const sealed = admin.mfa_pending_secret
-    const replaced = admin.mfa_secret !== null
-    const active = box.seal(pending, context(admin.id))
-    accepted = await db.transaction().execute(async (tx) => {
-      if (!(await promotePending(tx, admin.id, sealed, active, pendingStep, now))) return false
-      await queueMail(tx, now, mfaNotice(admin.email, replaced))
-      return true
-    })
-    if (accepted)
-      await audit.record({ kind: 'mfa_enabled', actor, ip, outcome: 'success', detail: { replaced } })
-  } else if (admin.mfa_secret) {
-    const active = box.open(admin.mfa_secret, context(admin.id))
-    const step = active === null ? null : matchStep(active, code, now)
-    // A secret sealed under a signing secret being rotated out is sealed again under the current one.
-    const resealed =
-      active !== null && box.isStale(admin.mfa_secret) ? box.seal(active, context(admin.id)) : undefined
-    accepted = step !== null && (await acceptActiveStep(db, admin.id, admin.mfa_secret, step, resealed))
-    replayed = step !== null && !accepted
-  }
-  if (!accepted) {
-    const reason = replayed ? 'replay' : 'wrong_code'
-    await audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason } })
+  let check = await tryPending(deps, admin, code, now, ip)
+  if (check === 'wrong') check = await tryActive(deps, admin, code, now)
+  if (check !== 'accepted') {
+    await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason: check } })
     await deps.backoff.recordFailure(backoffKey)
     throw new BadRequestError(WRONG_CODE)
   }
   await deps.backoff.recordSuccess(backoffKey)
-  await audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'success' })
-  const grant = await loadGrant(db, 'admin', admin.id)
+  await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'success' })
+  const grant = await loadGrant(deps.db, 'admin', admin.id)
   if (!grant) throw new UnauthorizedError()
   return deps.tokens.issuePair(grant, { mfa_verified_at: Math.floor(now / 1000) })
 }

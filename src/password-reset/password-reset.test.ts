@@ -159,6 +159,15 @@ for (const backend of httpBackends) {
       assert.equal((await confirm(token, 'x'.repeat(128))).statusCode, 200)
     })
 
+    test('one link used twice at once sets the password once', async () => {
+      t.clock.advance(HOUR_MS)
+      const token = await requestToken('ev1@example.com')
+      const answers = await Promise.all([confirm(token, 'race-pass-one'), confirm(token, 'race-pass-two')])
+      assert.deepEqual(answers.map((r) => r.statusCode).sort(), [200, 410])
+      const winner = answers[0]!.statusCode === 200 ? 'race-pass-one' : 'race-pass-two'
+      await login(t, 'ev1@example.com', 'admin', winner)
+    })
+
     test('a known administrator over the hourly quota gets 429 until the hour has passed', async () => {
       for (let i = 0; i < 3; i++) assert.equal((await send('quota@example.com')).statusCode, 200)
       const res = await send('quota@example.com')
