@@ -3,6 +3,7 @@ import { Type } from 'typebox'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { confirmReset, type PasswordResetDeps, requestReset } from './password-reset.service.js'
+import { RESET_PAGE, RESET_PAGE_CSP } from './reset-page.js'
 
 export const PasswordResetRequestBody = Type.Object(
   { email: Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' }) },
@@ -57,5 +58,23 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetDeps> =
       await confirmReset(deps, request.params.token, request.body.new_password, request.ip)
       return { message: 'Password changed' }
     },
+  )
+
+  app.get(
+    '/admin/password-reset/:token',
+    {
+      config: perMinute(30),
+      schema: {
+        // A page for people following the e-mailed link, not part of the JSON interface.
+        hide: true,
+        params: Type.Object({ token: Type.String() }),
+      },
+    },
+    async (_request, reply) =>
+      reply
+        .header('content-security-policy', RESET_PAGE_CSP)
+        .header('cache-control', 'no-store')
+        .type('text/html; charset=utf-8')
+        .send(RESET_PAGE),
   )
 }
