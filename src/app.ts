@@ -8,6 +8,8 @@ import { LRUCache } from 'lru-cache'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
+import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
+import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
@@ -20,7 +22,11 @@ import { idpRoutes } from './idp/idp.routes.js'
 import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { mfaRoutes } from './mfa/mfa.routes.js'
+import { SecretBox } from './mfa/secret-box.js'
+import { offlineRoutes } from './offline/offline.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
+import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
@@ -227,6 +233,19 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(mfaRoutes, {
+    db,
+    clock,
+    tokens,
+    audit,
+    box: new SecretBox(secrets[0]!, config.JWT_PREVIOUS_SECRETS),
+    backoff,
+    freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
+  })
+  await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
+  await app.register(apiKeyRoutes, { db, clock, tokens, audit })
+  await app.register(offlineRoutes, { db, tokens, audit })
+  await app.register(auditRoutes, { db, tokens })
   await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)

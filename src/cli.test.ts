@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -54,14 +54,6 @@ const SEED = {
 
 // Each case runs its own processes on its own data: they run side by side.
 describe('wristband command line', { concurrency: true }, () => {
-  before(() => {
-    // `npm run build`, so the binary runs the code under test rather than an older build.
-    execFileSync(path.join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], {
-      cwd: ROOT,
-      stdio: 'inherit',
-    })
-  })
-
   test('--help prints the usage and exits 0; no command exits non-zero', async () => {
     const [help, none, unknown] = await Promise.all([
       wristband(['--help'], {}),

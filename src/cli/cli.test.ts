@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -41,11 +41,6 @@ function ok(run: Run): string {
   assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
   return run.stdout
 }
-
-before(() => {
-  // The test runs what users run: the compiled program behind the package's bin entry.
-  execFileSync('npm', ['run', '-s', 'build'], { cwd: root, stdio: 'inherit' })
-})
 
 describe('wristband CLI: help and bad input', () => {
   const env = { DATABASE_URL: 'sqlite::memory:', JWT_SECRET: TEST_SECRET, NODE_ENV: 'test' }

@@ -61,7 +61,10 @@ export class TokenService {
     this.logoutListeners.push(listener)
   }
 
-  /** Issues an access token and starts (or continues) a refresh-token family. */
+  /**
+   * Issues an access token and starts (or continues) a refresh-token family. An `mfa_verified_at` in
+   * `extra` is kept with the family, so the access tokens of later refreshes carry it too.
+   */
   async issuePair(
     grant: Grant,
     extra: Record<string, unknown> = {},
@@ -79,6 +82,7 @@ export class TokenService {
       subject_id: Number(grant.sub),
       expires_at: refresh.claims.exp * 1000,
       created_at: this.deps.clock.now(),
+      mfa_verified_at: typeof extra.mfa_verified_at === 'number' ? extra.mfa_verified_at : null,
     })
     this.deps.metrics?.tokenIssued('access')
     this.deps.metrics?.tokenIssued('refresh')
@@ -163,7 +167,8 @@ export class TokenService {
       await this.revokeFamily(row.family_id)
       throw new UnauthorizedError()
     }
-    return this.issuePair(grant, {}, row.family_id)
+    const mfa = row.mfa_verified_at === null ? {} : { mfa_verified_at: row.mfa_verified_at }
+    return this.issuePair(grant, mfa, row.family_id)
   }
 
   /** Ends the session of a refresh token that belongs to the caller. */

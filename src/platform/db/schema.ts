@@ -24,6 +24,13 @@ export interface AdministratorsTable {
   disabled: Generated<number>
   created_at: number
   updated_at: number
+  /** Active TOTP secret, sealed (mfa/secret-box.ts); null until a first verify */
+  mfa_secret: string | null
+  /** Last time step accepted for the active secret */
+  mfa_last_step: number | null
+  /** Secret from the latest setup, not yet confirmed by a code */
+  mfa_pending_secret: string | null
+  mfa_pending_at: number | null
 }
 
 export interface NetworkManagersTable {
@@ -84,6 +91,8 @@ export interface RefreshTokensTable {
   created_at: number
   rotated_at: number | null
   revoked_at: number | null
+  /** mfa_verified_at (epoch seconds) of the access tokens this family issues; null without MFA */
+  mfa_verified_at: number | null
 }
 
 export interface RevokedTokensTable {
@@ -177,7 +186,18 @@ export interface OperatorSessionsTable {
   created_at: number
 }
 
+export interface PasswordResetTokensTable {
+  id: Generated<number>
+  admin_id: number
+  /** SHA-256 (hex) of the token; the token itself exists only in the e-mail */
+  token_hash: string
+  expires_at: number
+  created_at: number
+  used_at: number | null
+}
+
 export interface Database {
+  password_reset_tokens: PasswordResetTokensTable
   jobs: JobsTable
   event_clients: EventClientsTable
   events: EventsTable
