@@ -11,10 +11,14 @@ import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { holderRoutes } from './holder/holder.routes.js'
+import { partnerRoutes } from './partner/partner.routes.js'
+import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
+import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
@@ -23,11 +27,16 @@ import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { createValidatorCompiler } from './platform/validation.js'
+import { ticketRoutes } from './tickets/tickets.routes.js'
+import { TicketsService } from './tickets/tickets.service.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
+import { webhookRoutes } from './webhooks/webhooks.routes.js'
+import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -111,6 +120,21 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
+  jobs.register(
+    TRANSFER_MAIL_JOB,
+    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL }),
+  )
+  // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
+  const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
+  app.addHook('onClose', async () => http.close())
+  jobs.register(
+    WEBHOOK_JOB,
+    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+  )
+  // A committed notification goes out at once instead of at the next poll.
+  const kickJobs = () => {
+    jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
+  }
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -139,6 +163,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
             type: 'oauth2',
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
           },
+          APIKeyHeader: { type: 'apiKey', in: 'header', name: 'api_key' },
         },
       },
     },
@@ -150,6 +175,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   await app.register(authRoutes, { db, tokens, audit, dummyHash })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
+  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
+  await app.register(ticketRoutes, {
+    tokens,
+    clock,
+    tickets: new TicketsService({ db, clock, kick: kickJobs }),
+  })
+  await app.register(holderRoutes, { db, clock, tokens })
 
   app.addHook('onReady', async () => jobs.start())
 

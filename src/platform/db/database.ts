@@ -56,7 +56,13 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
-  const migrator = new Migrator({ db, provider: migrationProvider(dialect) })
+  // Kysely looks for its migration tables in every schema unless told which one: with several
+  // instances (or test runs) in one database, another schema's tables would be taken for ours.
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider(dialect),
+    ...(dialect === 'postgres' ? { migrationTableSchema: options.schema ?? 'public' } : {}),
+  })
   return {
     db,
     dialect,

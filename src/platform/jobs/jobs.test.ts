@@ -71,7 +71,11 @@ for (const backend of httpBackends) {
       clock.advance(3_600_000)
       await r.runDue()
       assert.equal(runs, 3, 'ran after the schedule was exhausted')
-      const row = await handle.db.selectFrom('jobs').selectAll().where('kind', '=', 't3').executeTakeFirstOrThrow()
+      const row = await handle.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('kind', '=', 't3')
+        .executeTakeFirstOrThrow()
       assert.notEqual(row.failed_at, null)
       assert.equal(row.last_error, 'receiver down')
     })
