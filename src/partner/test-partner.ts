@@ -1,4 +1,6 @@
 // Shared by the partner, holder, ticket and webhook tests (excluded from the build).
+import fs from 'node:fs'
+import path from 'node:path'
 import type { LightMyRequestResponse } from 'fastify'
 import { STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
@@ -145,4 +147,28 @@ export async function waitFor<T>(
     if (Date.now() > end) throw new Error('condition not met in time')
     await new Promise((r) => setTimeout(r, 15))
   }
+}
+
+/** Messages the outbox transport wrote (the default transport when SMTP_URL is unset). */
+export function outboxMail(t: TestApp): { to: string; subject: string; text: string; html?: string }[] {
+  const dir = path.join(t.config.DATA_DIR, 'outbox', 'mail')
+  if (!fs.existsSync(dir)) return []
+  return fs
+    .readdirSync(dir)
+    .sort()
+    .flatMap((f) => {
+      // A file still being written is read on a later poll.
+      try {
+        return [JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))]
+      } catch {
+        return []
+      }
+    })
+}
+
+/** The claim token in a transfer e-mail. */
+export function claimTokenOf(text: string): string {
+  const m = /\/holder\/links\/([A-Za-z0-9_-]{43})/.exec(text)
+  if (!m) throw new Error(`no claim link in ${text}`)
+  return m[1]!
 }

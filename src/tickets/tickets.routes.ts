@@ -69,6 +69,10 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
     {
       config: perMinute(TICKET_USE_RATE_LIMIT),
       ...guard,
+      // The body is optional: a bare POST is a use without a gate.
+      preValidation: async (request) => {
+        request.body ??= {}
+      },
       schema: {
         tags: ['tickets'],
         summary: 'Use (scan) a ticket; the first use wins',
@@ -76,7 +80,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
           "Needs `ticket:scan` for the ticket's event. A second use answers 409 with the first `used_timestamp`.",
         security,
         params: Type.Object({ transfer_uid: TransferUid }, { additionalProperties: false }),
-        body: Type.Optional(UseRequest),
+        body: UseRequest,
         response: {
           200: Type.Object({ status: Type.Literal('USED'), used_timestamp: LocalTimestamp }),
           ...errorResponses(401, 403, 404, 409),
@@ -87,7 +91,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       const claims = claimsOf(request)
       const r = await deps.tickets.use(claims, ['ticket:scan'], request.params.transfer_uid, {
         usedAt: deps.clock.now(),
-        gate: request.body?.access_gate ?? null,
+        gate: request.body.access_gate ?? null,
       })
       switch (r.status) {
         case 'USED':
