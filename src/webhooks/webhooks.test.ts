@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
@@ -215,6 +216,51 @@ forEachBackend(
         (await partnerPost(t, '/companies/webhook/deliveries/999999/retry', keys.write, {})).statusCode,
         404,
       )
+    })
+
+    test('the USED transition and its notification commit together (transactional outbox)', async () => {
+      await register(t, keys.write, receiver.url)
+      const ticketUid = await newTicketType(t, keys.write)
+      const transfer = await newTransfer(t, keys.write, ticketUid)
+      // Make writing the notification fail: the use must then not happen either.
+      if (t.db.dialect === 'sqlite')
+        await sql`create trigger fail_outbox before insert on webhook_deliveries begin select raise(abort, 'outbox down'); end`.execute(
+          t.db.db,
+        )
+      else {
+        await sql`create function fail_outbox() returns trigger language plpgsql as $$ begin raise exception 'outbox down'; end $$`.execute(
+          t.db.db,
+        )
+        await sql`create trigger fail_outbox before insert on webhook_deliveries for each row execute function fail_outbox()`.execute(
+          t.db.db,
+        )
+      }
+      try {
+        const failed = await t.request({
+          method: 'POST',
+          url: `/tickets/${transfer.transfer_uid}/use`,
+          token: scanner,
+        })
+        assert.equal(failed.statusCode, 500)
+        const row = (
+          await partnerGet(t, `/companies/transfer/${transfer.company_ticket_id}`, keys.read)
+        ).json()
+        assert.equal(row.status, 'TRANSFERRED', 'the ticket was used without its notification')
+      } finally {
+        await sql`drop trigger fail_outbox${t.db.dialect === 'postgres' ? sql` on webhook_deliveries` : sql``}`.execute(
+          t.db.db,
+        )
+      }
+      const before = (await deliveries(t, keys.read)).length
+      const ok = await t.request({
+        method: 'POST',
+        url: `/tickets/${transfer.transfer_uid}/use`,
+        token: scanner,
+      })
+      assert.equal(ok.statusCode, 200)
+      const list = await deliveries(t, keys.read)
+      assert.equal(list.length, before + 1)
+      assert.equal(list[0]!.payload.transfer_uid, transfer.transfer_uid)
     })
 
     test('DELETE removes the receiver; uses then queue nothing', async () => {
