@@ -11,7 +11,6 @@ export interface Partner {
   keyId: number
   eventId: number
   eventUid: string
-  timezone: string
 }
 
 /** How often last_used_at is refreshed; a write per request would make every call a write. */
@@ -40,14 +39,14 @@ export function partnerAuth(
       if (!key) throw new UnauthorizedError('Invalid API key')
       const event = await deps.db
         .selectFrom('events')
-        .select(['uid', 'timezone'])
+        .select('uid')
         .where('id', '=', key.event_id)
         .executeTakeFirst()
       if (!event) throw new UnauthorizedError('Invalid API key')
       const now = deps.clock.now()
       if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
         await touchApiKey(deps.db, key.id, now)
-      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid, event_timezone: event.timezone }
+      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid }
       return payload
     },
     async preHandler(request) {
@@ -74,6 +73,5 @@ export function partnerOf(request: FastifyRequest): Partner {
     keyId: Number(c.sub),
     eventId: c.event_ids![0]!,
     eventUid: String(c.event_uid),
-    timezone: String(c.event_timezone),
   }
 }

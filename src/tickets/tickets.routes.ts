@@ -89,6 +89,9 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
     },
     async (request) => {
       const claims = claimsOf(request)
+      // A token that may scan nowhere is refused before the ticket is looked up (403 before 404).
+      if (!Object.values(claims.permissions ?? {}).some((scopes) => scopes.includes('ticket:scan')))
+        throw new ForbiddenError('This token lacks ticket:scan')
       const r = await deps.tickets.use(claims, ['ticket:scan'], request.params.transfer_uid, {
         usedAt: deps.clock.now(),
         gate: request.body.access_gate ?? null,

@@ -86,6 +86,7 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
       'device tokens carry no ticket:scan',
     )
     assert.equal((await use('0'.repeat(32), scanner)).statusCode, 404)
+    assert.equal((await use('0'.repeat(32), deviceToken(t, 1, 1))).statusCode, 403, '403 comes before 404')
     const other = await newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026')
     assert.equal((await use(other.transfer_uid, otherScanner)).statusCode, 200, 'baseline operator scopes')
     assert.equal((await use(transfer_uid, scanner)).statusCode, 200)
