@@ -28,6 +28,17 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
     assert.equal(missing.statusCode, 401)
     assert.equal(missing.headers['www-authenticate'], 'Bearer')
     assert.ok(missing.json().detail)
+    for (const [method, url] of [
+      ['GET', '/companies/tickets'],
+      ['GET', '/companies/transfer/x'],
+      ['GET', '/companies/webhook'],
+      ['PUT', '/companies/webhook'],
+      ['DELETE', '/companies/webhook'],
+      ['GET', '/companies/webhook/deliveries'],
+      ['POST', '/companies/webhook/deliveries/1/retry'],
+      ['POST', '/companies/transfer'],
+    ] as const)
+      assert.equal((await t.request({ method, url })).statusCode, 401, `${method} ${url}`)
     const unknown = await partnerPost(t, '/companies/ticket', 'wb_not-a-key', ticket())
     assert.equal(unknown.statusCode, 401)
     const row = await t.db.db
