@@ -63,7 +63,10 @@ export async function idempotent<T>(
     .values({ api_key_id: apiKeyId, key: header, request_hash: hash, created_at: now })
     .onConflict((oc) => oc.columns(['api_key_id', 'key']).doNothing())
     .executeTakeFirst()
-  if (Number(reserved.numInsertedOrUpdatedRows ?? 0) === 0) {
+  if (
+    Number(reserved.numInsertedOrUpdatedRows ?? 0) === 0 &&
+    !(await takeOverAbandoned(db, apiKeyId, header, hash, now))
+  ) {
     const first = await where.select(['request_hash', 'status_code', 'response']).executeTakeFirst()
     if (!first)
       throw new ConflictError('Idempotency-Key is being reused; retry', { error: 'idempotency_key_in_use' })
@@ -107,6 +110,23 @@ export async function idempotent<T>(
   }
   await store(answer.status, answer.body)
   return send(reply, answer)
+}
+
+/** A reservation left unanswered this long belongs to a request that died (a crash, a restart). */
+const ABANDONED_MS = 60_000
+
+/** Takes over an abandoned reservation of the same request; true when this request now owns it. */
+async function takeOverAbandoned(db: Db, apiKeyId: number, key: string, hash: string, now: number) {
+  const r = await db
+    .updateTable('idempotency_keys')
+    .set({ created_at: now })
+    .where('api_key_id', '=', apiKeyId)
+    .where('key', '=', key)
+    .where('request_hash', '=', hash)
+    .where('status_code', 'is', null)
+    .where('created_at', '<', now - ABANDONED_MS)
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
 }
 
 function send<T>(reply: FastifyReply, answer: Answer<T>): T {

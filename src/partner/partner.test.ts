@@ -169,6 +169,31 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
     )
     assert.equal(other.statusCode, 201)
     assert.notEqual(other.json().ticket_uid, first.json().ticket_uid)
+    // A reservation whose request died (no answer stored) is taken over after a minute.
+    const keyId = (
+      await t.db.db
+        .selectFrom('event_clients')
+        .select('id')
+        .where('token_hash', '=', sha256Hex(keys.write))
+        .executeTakeFirstOrThrow()
+    ).id
+    const body = ticket({ name: 'After crash' })
+    const h = { 'idempotency-key': 'crashed-2' }
+    const firstTry = await partnerPost(t, '/companies/ticket', keys.write, body, h)
+    assert.equal(firstTry.statusCode, 201)
+    await t.db.db
+      .updateTable('idempotency_keys')
+      .set({ status_code: null, response: null })
+      .where('api_key_id', '=', keyId)
+      .where('key', '=', 'crashed-2')
+      .execute()
+    const inFlight = await partnerPost(t, '/companies/ticket', keys.write, body, h)
+    assert.equal(inFlight.statusCode, 409)
+    assert.equal(inFlight.json().error, 'idempotency_key_in_use')
+    t.clock.advance(61_000)
+    const takenOver = await partnerPost(t, '/companies/ticket', keys.write, body, h)
+    assert.equal(takenOver.statusCode, 201)
+    assert.equal(takenOver.headers['idempotent-replayed'], undefined)
     // Kept 24 hours: afterwards the key starts afresh.
     t.clock.advance(24 * 3600_000 + 1000)
     const later = await partnerPost(t, '/companies/ticket', keys.write, ticket({ name: 'Idem 2' }), headers)
