@@ -1,19 +1,23 @@
 /**
  * Partner API benchmark (standalone: `node --import tsx bench/partner-bench.ts`). Everything runs on
- * loopback in one process: the service on a fresh SQLite file (or BENCH_DATABASE_URL), a bare
- * node:http server as the baseline of the same run, and a local webhook receiver.
+ * loopback. A child process serves wristband (fresh SQLite file, or BENCH_DATABASE_URL) and, beside it
+ * in the same process, a bare node:http server as the baseline of the same run; this process drives
+ * both with autocannon (so the load generator does not share the server's event loop) and runs the
+ * webhook receiver.
  *
- * Measures transfers per second and ticket uses per second (autocannon, beside the baseline), and the
- * time from a ticket use to the receiver getting its notification (p50/p99). Bounded: a few seconds
+ * Measures transfers per second and ticket uses per second (each beside the baseline), and the time
+ * from sending a ticket use to the receiver reading its notification (p50/p99). Bounded: a few seconds
  * per phase (BENCH_SECONDS, default 5) and BENCH_WEBHOOK_SAMPLES notifications (default 200).
  */
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import { createRequire } from 'node:module'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { pathToFileURL } from 'node:url'
+import readline from 'node:readline'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { createApiKey } from '../src/api-keys/api-keys.store.js'
 import { buildApp } from '../src/app.js'
 import { systemClock } from '../src/platform/clock.js'
@@ -61,6 +65,15 @@ export interface PartnerBenchResult {
   webhook_latency_ms: { samples: number; p50: number; p99: number }
 }
 
+/** What the serving child reports once it is ready. */
+interface Target {
+  baseUrl: string
+  bareUrl: string
+  apiKey: string
+}
+
+const PASSWORD = 'bench-pass-1234'
+
 const summary = (r: CannonResult): Throughput => ({
   rps: Math.round(r.requests.average),
   p99_ms: r.latency.p99,
@@ -77,6 +90,78 @@ async function listen(server: http.Server): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
+/** The serving side (child process): wristband and the bare baseline, until SIGTERM. */
+async function serve(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-bench-'))
+  const config = loadConfig({
+    DATA_DIR: dir,
+    DATABASE_URL: process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dir, 'bench.db')}`,
+    JWT_SECRET: 'bench-secret-that-is-at-least-32-bytes-long',
+    LOG_LEVEL: 'silent',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    TRANSFER_EMAIL_DELAY_SECONDS: '3600',
+    JOBS_POLL_MS: '50',
+  })
+  const app = await buildApp(config)
+  const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 })
+  const bare = http.createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      res.writeHead(201, { 'content-type': 'application/json' })
+      res.end('{"status":"TRANSFERRED"}')
+    })
+  })
+  const bareUrl = await listen(bare)
+  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  await applySeed(handle.db, systemClock, {
+    events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
+    operators: [
+      {
+        email: 'scanner@example.com',
+        password: PASSWORD,
+        event_id: 1,
+        mode: 0,
+        permissions: { '1': ['ticket:scan'] },
+      },
+    ],
+  })
+  const { plaintext } = await createApiKey(handle.db, {
+    event_id: 1,
+    name: 'bench',
+    scopes: ['api:read', 'api:write'],
+    created_by: null,
+    now: Date.now(),
+  })
+  await handle.close()
+  process.on('SIGTERM', async () => {
+    bare.close()
+    await app.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+    process.exit(0)
+  })
+  console.log(JSON.stringify({ baseUrl, bareUrl, apiKey: plaintext } satisfies Target))
+}
+
+/** Starts the serving child and waits for its address line. */
+async function startTarget(): Promise<{ target: Target; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: process.env,
+  })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const line = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout! }).once('line', resolve)
+    child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)))
+  })
+  return {
+    target: JSON.parse(line) as Target,
+    async stop() {
+      child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
+
 let address = 0
 /** A fresh client address per request, so the per-address rate limits measure nothing here. */
 function nextIp(): string {
@@ -90,26 +175,6 @@ export async function runPartnerBench(
   const seconds = opts.seconds ?? Number(process.env.BENCH_SECONDS ?? 5)
   const connections = opts.connections ?? 10
   const samples = opts.webhookSamples ?? Number(process.env.BENCH_WEBHOOK_SAMPLES ?? 200)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-bench-'))
-  const config = loadConfig({
-    DATA_DIR: dir,
-    DATABASE_URL: process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dir, 'bench.db')}`,
-    JWT_SECRET: 'bench-secret-that-is-at-least-32-bytes-long',
-    LOG_LEVEL: 'silent',
-    WEBHOOK_ALLOW_PRIVATE: 'true',
-    TRANSFER_EMAIL_DELAY_SECONDS: '3600',
-    JOBS_POLL_MS: '50',
-  })
-  const app = await buildApp(config)
-  const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 })
-  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
-  const bare = http.createServer((req, res) => {
-    req.resume()
-    req.on('end', () => {
-      res.writeHead(201, { 'content-type': 'application/json' })
-      res.end('{"status":"TRANSFERRED"}')
-    })
-  })
   const arrivals = new Map<string, number>()
   const receiver = http.createServer((req, res) => {
     const chunks: Buffer[] = []
@@ -121,30 +186,10 @@ export async function runPartnerBench(
       res.end()
     })
   })
+  const receiverUrl = await listen(receiver)
+  const { target, stop } = await startTarget()
+  const { baseUrl, bareUrl, apiKey } = target
   try {
-    const bareUrl = await listen(bare)
-    const receiverUrl = await listen(receiver)
-    await applySeed(handle.db, systemClock, {
-      events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
-      operators: [
-        {
-          email: 'scanner@example.com',
-          password: 'bench-pass-1234',
-          event_id: 1,
-          mode: 0,
-          permissions: { '1': ['ticket:scan'] },
-        },
-      ],
-    })
-    const key = (
-      await createApiKey(handle.db, {
-        event_id: 1,
-        name: 'bench',
-        scopes: ['api:read', 'api:write'],
-        created_by: null,
-        now: Date.now(),
-      })
-    ).plaintext
     const call = async (method: string, url: string, body: unknown, headers: Record<string, string>) => {
       const res = await fetch(`${baseUrl}${url}`, {
         method,
@@ -155,23 +200,15 @@ export async function runPartnerBench(
       if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${JSON.stringify(json)}`)
       return json
     }
-    const scanner = String(
-      (
-        await call(
-          'POST',
-          '/auth/login',
-          { email: 'scanner@example.com', password: 'bench-pass-1234', role: 'operator' },
-          {},
-        )
-      ).access_token,
-    )
+    const login = { email: 'scanner@example.com', password: PASSWORD, role: 'operator' }
+    const scanner = String((await call('POST', '/auth/login', login, {})).access_token)
     const ticketUid = String(
       (
         await call(
           'POST',
           '/companies/ticket',
           { event_uid: 'bench-fest', name: 'Day pass', price: 59.9, ticket_date: '2026-07-18T12:00:00.000' },
-          { api_key: key },
+          { api_key: apiKey },
         )
       ).ticket_uid,
     )
@@ -197,7 +234,7 @@ export async function runPartnerBench(
             n++
             return {
               ...req,
-              headers: { 'content-type': 'application/json', api_key: key, 'x-forwarded-for': nextIp() },
+              headers: { 'content-type': 'application/json', api_key: apiKey, 'x-forwarded-for': nextIp() },
               body: JSON.stringify({
                 event_uid: 'bench-fest',
                 // 500 holders: transfers group onto shared links, as in a real sale.
@@ -216,7 +253,7 @@ export async function runPartnerBench(
       ],
     })
 
-    // Every request is a first use of a different ticket (no 409s in the figure).
+    // Every request is the first use of a different ticket (no 409s in the figure).
     let next = 0
     const uses = await autocannon({
       url: baseUrl,
@@ -241,7 +278,7 @@ export async function runPartnerBench(
     })
 
     // Webhook latency: one use at a time, from sending the use to the receiver reading the notification.
-    await call('PUT', '/companies/webhook', { url: receiverUrl }, { api_key: key })
+    await call('PUT', '/companies/webhook', { url: receiverUrl }, { api_key: apiKey })
     const latencies: number[] = []
     for (let i = 0; i < samples; i++) {
       const t = await call(
@@ -253,7 +290,7 @@ export async function runPartnerBench(
           ticket_uid: ticketUid,
           company_ticket_id: `hook-${i}`,
         },
-        { api_key: key },
+        { api_key: apiKey },
       )
       const uid = String(t.transfer_uid)
       const started = performance.now()
@@ -278,24 +315,23 @@ export async function runPartnerBench(
       },
     }
   } finally {
-    await app.close()
-    await handle.close()
-    bare.close()
+    await stop()
     receiver.closeAllConnections()
     receiver.close()
-    fs.rmSync(dir, { recursive: true, force: true })
   }
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const r = await runPartnerBench()
-  const row = (name: string, x: Throughput) =>
-    `${name.padEnd(28)} ${String(x.rps).padStart(8)} req/s   p99 ${String(x.p99_ms).padStart(5)} ms   ok ${x.ok}  failed ${x.failed}`
-  console.log(row('node:http baseline', r.baseline))
-  console.log(row('POST /companies/transfer', r.transfers))
-  console.log(row('POST /tickets/{uid}/use', r.ticket_uses))
-  console.log(
-    `USED -> receiver (webhook)   p50 ${r.webhook_latency_ms.p50} ms   p99 ${r.webhook_latency_ms.p99} ms   (${r.webhook_latency_ms.samples} samples)`,
-  )
-  console.log(JSON.stringify(r))
+  if (process.argv.includes('--serve')) await serve()
+  else {
+    const r = await runPartnerBench()
+    const row = (name: string, x: Throughput) =>
+      `${name.padEnd(28)} ${String(x.rps).padStart(8)} req/s   p99 ${String(x.p99_ms).padStart(5)} ms   ok ${x.ok}  failed ${x.failed}`
+    console.log(row('node:http baseline', r.baseline))
+    console.log(row('POST /companies/transfer', r.transfers))
+    console.log(row('POST /tickets/{uid}/use', r.ticket_uses))
+    const w = r.webhook_latency_ms
+    console.log(`USED -> receiver (webhook)   p50 ${w.p50} ms   p99 ${w.p99} ms   (${w.samples} samples)`)
+    console.log(JSON.stringify(r))
+  }
 }
