@@ -18,6 +18,7 @@ import { PhoneCodes } from './consumers/phone-codes.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { healthRoutes } from './health/health.routes.js'
+import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
 import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
@@ -26,12 +27,15 @@ import { mfaRoutes } from './mfa/mfa.routes.js'
 import { SecretBox } from './mfa/secret-box.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
+import { partnerRoutes } from './partner/partner.routes.js'
+import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
+import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
 import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
@@ -43,11 +47,16 @@ import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.
 import { registerSecurityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
+import { ticketRoutes } from './tickets/tickets.routes.js'
+import { TicketsService } from './tickets/tickets.service.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
+import { webhookRoutes } from './webhooks/webhooks.routes.js'
+import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -189,6 +198,21 @@ async function assemble(
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
   closers.push(() => jobs.stop())
+  jobs.register(
+    TRANSFER_MAIL_JOB,
+    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL }),
+  )
+  // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
+  const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
+  closers.push(() => http.close())
+  jobs.register(
+    WEBHOOK_JOB,
+    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+  )
+  // A committed notification goes out at once instead of at the next poll.
+  const kickJobs = () => {
+    jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
+  }
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -221,6 +245,7 @@ async function assemble(
             type: 'oauth2',
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
           },
+          APIKeyHeader: { type: 'apiKey', in: 'header', name: 'api_key' },
         },
       },
     },
@@ -292,6 +317,14 @@ async function assemble(
     if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
   })
   await app.register(deviceRoutes, { devices, tokens })
+  await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
+  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
+  await app.register(ticketRoutes, {
+    tokens,
+    clock,
+    tickets: new TicketsService({ db, clock, kick: kickJobs }),
+  })
+  await app.register(holderRoutes, { db, clock, tokens })
 
   app.addHook('onReady', async () => jobs.start())
 }

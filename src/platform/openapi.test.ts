@@ -55,7 +55,7 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       assert.ok(op, `${method} ${url} is missing from /openapi.json`)
       assert.ok(op.summary && op.tags?.length, `${method} ${url} has a summary and tags`)
       assert.ok(
-        op.responses?.['200'] ?? op.responses?.['201'] ?? op.responses?.['204'],
+        op.responses?.['200'] ?? op.responses?.['201'] ?? op.responses?.['202'] ?? op.responses?.['204'],
         `${method} ${url} success`,
       )
       if (['POST', 'PUT', 'PATCH'].includes(method)) {
@@ -76,7 +76,7 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     for (const d of documented) assert.ok(served.has(d), `${d} is documented but not served`)
   })
 
-  test('bearer routes declare the OAuth2 scheme, and exactly they answer 401 without a token', async () => {
+  test('routes that need a credential declare their scheme, and exactly they answer 401 without one', async () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(ops)) {
         const url = path.replace(/\{[^}]+\}/g, '1')
@@ -85,8 +85,9 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
           url,
           ...(op.requestBody ? { payload: {} } : {}),
         })
-        const bearer = (op.security ?? []).some((s) => 'OAuth2PasswordBearer' in s)
-        if (bearer) assert.equal(res.statusCode, 401, `${method} ${path} without a token`)
+        // Bearer routes (OAuth2 scheme) and partner routes (api_key header) both declare their credential.
+        const bearer = (op.security ?? []).some((s) => 'OAuth2PasswordBearer' in s || 'APIKeyHeader' in s)
+        if (bearer) assert.equal(res.statusCode, 401, `${method} ${path} without a credential`)
         else assert.notEqual(res.statusCode, 401, `${method} ${path} answers 401 but declares no security`)
       }
     }

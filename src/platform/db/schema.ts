@@ -196,8 +196,132 @@ export interface PasswordResetTokensTable {
   used_at: number | null
 }
 
+export interface TicketTypesTable {
+  id: Generated<number>
+  uid: string
+  event_id: number
+  name: string
+  /** minor units */
+  price: number
+  ticket_date: string
+  created_at: number
+}
+
+/** Transfers to one address in one event, claimed together by one consumer. */
+export interface HolderLinksTable {
+  id: Generated<number>
+  event_id: number
+  /** lower-cased */
+  email: string
+  claimed_by: number | null
+  claimed_at: number | null
+  created_at: number
+  updated_at: number
+}
+
+/** SHA-256 (hex) of each claim token sent for a link; the plaintext exists only in the e-mail. */
+export interface HolderLinkTokensTable {
+  token_hash: string
+  link_id: number
+  created_at: number
+}
+
+export interface TransfersTable {
+  id: Generated<number>
+  uid: string
+  event_id: number
+  ticket_type_id: number
+  company_ticket_id: string
+  email: string
+  /** minor units */
+  balance: number
+  /** minor units */
+  promo_balance: number
+  access_gate: string | null
+  seat_number: string | null
+  link_id: number
+  customer_id: number | null
+  /** TRANSFERRED, CLAIMED or USED */
+  status: string
+  mailed_at: number | null
+  claimed_at: number | null
+  used_at: number | null
+  /** local time of the event, YYYY-MM-DDThh:mm:ss.SSS */
+  used_timestamp: string | null
+  used_gate: string | null
+  created_at: number
+}
+
+export interface WalletsTable {
+  customer_id: number
+  event_id: number
+  /** minor units */
+  balance: number
+  /** minor units */
+  promo_balance: number
+  updated_at: number
+}
+
+export interface IdempotencyKeysTable {
+  api_key_id: number
+  key: string
+  request_hash: string
+  /** null while the first request is still being answered */
+  status_code: number | null
+  /** JSON of the first answer */
+  response: string | null
+  created_at: number
+}
+
+export interface WebhooksTable {
+  id: Generated<number>
+  event_id: number
+  url: string
+  secret: string
+  disabled_at: number | null
+  disabled_reason: string | null
+  created_at: number
+  updated_at: number
+}
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>
+  /** the webhook-id header, the same on every attempt */
+  uid: string
+  event_id: number
+  transfer_id: number | null
+  /** the exact body that is signed and sent */
+  payload: string
+  /** pending, delivered or failed */
+  status: string
+  attempts: Generated<number>
+  next_attempt_at: number | null
+  delivered_at: number | null
+  created_at: number
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<number>
+  delivery_id: number
+  attempted_at: number
+  url: string
+  status_code: number | null
+  duration_ms: number
+  error: string | null
+  response_body: string | null
+}
+
 export interface Database {
   password_reset_tokens: PasswordResetTokensTable
+  ticket_types: TicketTypesTable
+  holder_links: HolderLinksTable
+  holder_link_tokens: HolderLinkTokensTable
+  transfers: TransfersTable
+  wallets: WalletsTable
+  idempotency_keys: IdempotencyKeysTable
+  webhooks: WebhooksTable
+  webhook_deliveries: WebhookDeliveriesTable
+  webhook_attempts: WebhookAttemptsTable
   jobs: JobsTable
   event_clients: EventClientsTable
   events: EventsTable
