@@ -123,8 +123,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.addSchema(ErrorBody)
   app.addSchema(HTTPValidationError)
   app.addSchema(RateLimited)
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 
   // Resources are closed in reverse order of opening, when the app closes or fails to build.
@@ -256,7 +257,7 @@ async function assemble(
 
   await app.register(healthRoutes)
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
-  await app.register(tokenVerifyRoutes, { tokens })
+  await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(mfaRoutes, {
     db,
