@@ -24,7 +24,6 @@ import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
-import { SecretBox } from './mfa/secret-box.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
@@ -264,7 +263,7 @@ async function assemble(
     clock,
     tokens,
     audit,
-    box: new SecretBox(secrets[0]!, config.JWT_PREVIOUS_SECRETS),
+    box: createSealer(secrets, 'mfa-secret'),
     backoff,
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
