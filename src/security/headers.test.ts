@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
 import type { AddressInfo } from 'node:net'
+import path from 'node:path'
 import { before, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { generateSync } from 'otplib'
@@ -8,7 +10,16 @@ import { httpBackends } from '../../test/helpers/backends.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 
-type Operation = { method: string; url: string }
+type Operation = { method: string; path: string; url: string }
+
+/** The rate-limit table of docs/security.md: `METHOD /path` → requests per minute. */
+function documentedLimits(): Record<string, number> {
+  const doc = fs.readFileSync(path.join(import.meta.dirname, '../../docs/security.md'), 'utf8')
+  const section = doc.slice(doc.indexOf('## Rate limits'), doc.indexOf('## Token rules'))
+  return Object.fromEntries(
+    [...section.matchAll(/^\| `([A-Z]+ \S+)` \| (\d+) \|$/gm)].map((m) => [m[1]!, Number(m[2])]),
+  )
+}
 
 /** Every operation of the OpenAPI document, with placeholder path parameters. */
 async function operations(t: TestApp): Promise<Operation[]> {
@@ -19,6 +30,7 @@ async function operations(t: TestApp): Promise<Operation[]> {
   return Object.entries(doc.paths).flatMap(([path, ops]) =>
     Object.keys(ops).map((method) => ({
       method: method.toUpperCase(),
+      path,
       url: path.replace(/\{(\w+)\}/g, (_m, name: string) => sample[name] ?? '1'),
     })),
   )
@@ -63,7 +75,8 @@ forEachBackend(
     test('every documented operation answers with the security headers and no-store, from any Origin', async () => {
       const ops = await operations(t)
       assert.ok(ops.length >= 40, `the document lists the routes (${ops.length})`)
-      for (const { method, url } of ops) {
+      const limits: Record<string, number> = {}
+      for (const { method, path: route, url } of ops) {
         const res = await t.request({
           method: method as 'GET',
           url,
@@ -72,7 +85,10 @@ forEachBackend(
         })
         assertSecurityHeaders(res, `${method} ${url} (${res.statusCode})`)
         assert.equal(res.headers['cache-control'], 'no-store', `${method} ${url}: no-store`)
+        const limit = res.headers['x-ratelimit-limit']
+        if (limit !== undefined) limits[`${method} ${route}`] = Number(limit)
       }
+      assert.deepEqual(limits, documentedLimits(), 'the rate-limit table of docs/security.md')
     })
 
     test('errors outside any route, the document and the docs page carry them too', async () => {
