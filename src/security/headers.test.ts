@@ -168,6 +168,22 @@ forEachBackend(
         verification_token: checked.verification_token,
       })
       await post('device login', '/auth/login/device', { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1 })
+      const device = await t.db.db
+        .selectFrom('devices')
+        .select('id')
+        .where('dev_mac', '=', 'AA:BB:CC:DD:EE:01')
+        .executeTakeFirstOrThrow()
+      const operator = await t.db.db
+        .selectFrom('users')
+        .select('id')
+        .where('email', '=', 'op@example.com')
+        .executeTakeFirstOrThrow()
+      await post(
+        'device token',
+        `/devices/${device.id}/token`,
+        { operator_id: operator.id },
+        { token: access_token },
+      )
       await post('operator token', '/devices/operator-token', {
         email: 'pos@example.com',
         password: 's3cret-pass',
