@@ -32,6 +32,10 @@ forEachBackend(
           ...(STANDARD_SEED.administrators ?? []),
           { email: 'mfa-target@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
         ],
+        operators: [
+          ...(STANDARD_SEED.operators ?? []),
+          { email: 'gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
+        ],
         customers: [
           { phone: '+4915100000101', password: 's3cret-pass' },
           { phone: '+4915100000102', password: 's3cret-pass' },
@@ -87,6 +91,21 @@ forEachBackend(
       t.clock.advance(60 * 60_000 + 1000)
       assert.equal((await start()).statusCode, 200)
       assert.equal((await verify(sms.codeFor(phone))).statusCode, 200)
+    })
+
+    test('operator token: failures from many addresses lock the operator; the lock lapses', async () => {
+      const attempt = (password: string) =>
+        t.request({
+          method: 'POST',
+          url: '/devices/operator-token',
+          payload: { email: 'gate@example.com', password, dev_type: 'POS', dev_mac: 'AA:BB:CC:DD:EE:01' },
+          headers: rotating(),
+        })
+      for (let i = 0; i <= BACKOFF_POLICY.FREE_FAILURES; i++)
+        assert.equal((await attempt('wrong-password')).statusCode, 401)
+      assert.equal((await attempt('s3cret-pass')).statusCode, 429)
+      t.clock.advance(BACKOFF_POLICY.MAX_LOCK_MS + 1)
+      assert.equal((await attempt('s3cret-pass')).statusCode, 200)
     })
 
     test('TOTP verify: wrong codes from many addresses lock the account; the lock lapses', async () => {

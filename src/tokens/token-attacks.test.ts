@@ -12,6 +12,7 @@ import {
   seedPartner,
   waitFor,
 } from '../partner/test-partner.js'
+import { keyId } from './jwt.js'
 
 /**
  * RFC 8725 (JWT best current practice) attacks against the real routes: every forged token must be
@@ -239,3 +240,53 @@ forEachBackend(httpBackends, 'token attacks (RFC 8725)', (ctx) => {
     })
   })
 })
+
+const PREVIOUS = 'previous-secret-still-verifying-32-bytes!'
+
+forEachBackend(
+  httpBackends,
+  'token attacks during a key rotation: kid selects among the service keys only',
+  (ctx) => {
+    let t: TestApp
+    let real: JWTPayload
+    const now = () => Math.floor(t.clock.now() / 1000)
+    const fresh = (): JWTPayload => ({ ...real, iat: now(), exp: now() + 600 })
+    before(async () => {
+      t = ctx()
+      await t.seed({
+        administrators: [
+          { email: 'root@example.com', password: 's3cret-pass', role: 'superadmin', event_ids: [] },
+        ],
+      })
+      real = decodeJwt((await login(t, 'root@example.com')).access_token)
+    })
+    const verdict = async (token: string) => {
+      const verified = (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
+      const me = await t.request({ method: 'GET', url: '/admin/me', token })
+      return { valid: verified.valid as boolean, me: me.statusCode }
+    }
+
+    test('control: a token of the previous secret, named by its kid, still verifies', async () => {
+      assert.deepEqual(await verdict(await hs(PREVIOUS, fresh(), { kid: keyId(PREVIOUS) })), {
+        valid: true,
+        me: 200,
+      })
+    })
+
+    test("another key, alg none or HS512 under the previous secret's kid are refused", async () => {
+      const kid = keyId(PREVIOUS)
+      const refused = { valid: false, me: 401 }
+      assert.deepEqual(
+        await verdict(await hs('attacker-secret-of-at-least-32-bytes!!', fresh(), { kid })),
+        refused,
+      )
+      assert.deepEqual(await verdict(`${b64({ alg: 'none', kid })}.${b64(fresh())}.`), refused)
+      assert.deepEqual(await verdict(await hs(PREVIOUS, fresh(), { kid }, 'HS512')), refused)
+      // A retired secret (neither current nor previous) is refused whatever kid it claims.
+      const retired = 'retired-secret-no-longer-listed-32-bytes'
+      assert.deepEqual(await verdict(await hs(retired, fresh(), { kid: keyId(retired) })), refused)
+      assert.deepEqual(await verdict(await hs(retired, fresh(), { kid })), refused)
+    })
+  },
+  { JWT_PREVIOUS_SECRETS: PREVIOUS },
+)
