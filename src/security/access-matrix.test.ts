@@ -56,12 +56,27 @@ function expectation(cell: string, event: Event): { status: number; result?: str
   return { status: Number(status), ...(result ? { result } : {}) }
 }
 
+/** Markdown with table cells trimmed, so Biome's column alignment does not count as a difference. */
+function normalized(markdown: string): string {
+  return markdown
+    .split('\n')
+    .map((line) =>
+      line.startsWith('|')
+        ? line
+            .split('|')
+            .map((cell) => cell.trim().replace(/^-+$/, '-'))
+            .join('|')
+        : line,
+    )
+    .join('\n')
+}
+
 test('docs/access-matrix.md is generated from the table', () => {
   const current = fs.existsSync(DOC) ? fs.readFileSync(DOC, 'utf8') : ''
   assert.equal(
-    current,
-    renderMarkdown(),
-    'regenerate: npx tsx src/security/access-matrix.ts > docs/access-matrix.md',
+    normalized(current),
+    normalized(renderMarkdown()),
+    'regenerate: npm run --silent access-matrix',
   )
 })
 

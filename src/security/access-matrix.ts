@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url'
 /**
  * Who may call which protected route: the one table that src/security/access-matrix.test.ts runs
  * against the service and docs/access-matrix.md is generated from
- * (`npx tsx src/security/access-matrix.ts > docs/access-matrix.md`).
+ * (`npm run --silent access-matrix`, which also lets Biome align the Markdown table).
  *
  * A cell is the expected HTTP status of a minimal valid call. On routes that concern an event the
  * cell is `own|other`: the call about event 1 (every event-bound role below belongs to event 1),
@@ -103,9 +103,9 @@ export function renderMarkdown(): string {
   const lines = [
     '# Access-control matrix',
     '',
-    'Generated from `src/security/access-matrix.ts` by `npx tsx src/security/access-matrix.ts > docs/access-matrix.md`;',
+    'Generated from `src/security/access-matrix.ts` by `npm run --silent access-matrix`;',
     '`src/security/access-matrix.test.ts` runs every cell against the service (SQLite and PostgreSQL) and fails',
-    'when a protected route of `/openapi.json` has no row, or when this file differs from the table.',
+    'when a protected route of `/openapi.json` has no row, or when this file says something else than the table.',
     '',
     'A cell is the HTTP status of a minimal valid call. `own / other`: the call about event 1 (the',
     "roles' own event), then about event 2. Order of checks: 429, 401, 422, 403, 404, 409.",

@@ -17,7 +17,7 @@ function documentedLimits(): Record<string, number> {
   const doc = fs.readFileSync(path.join(import.meta.dirname, '../../docs/security.md'), 'utf8')
   const section = doc.slice(doc.indexOf('## Rate limits'), doc.indexOf('## Token rules'))
   return Object.fromEntries(
-    [...section.matchAll(/^\| `([A-Z]+ \S+)` \| (\d+) \|$/gm)].map((m) => [m[1]!, Number(m[2])]),
+    [...section.matchAll(/^\|\s*`([A-Z]+ \S+)`\s*\|\s*(\d+)\s*\|$/gm)].map((m) => [m[1]!, Number(m[2])]),
   )
 }
 
