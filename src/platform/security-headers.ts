@@ -27,8 +27,9 @@ export async function registerSecurityHeaders(app: FastifyInstance, corsOrigins:
     strictTransportSecurity: false,
     crossOriginResourcePolicy: { policy: 'same-origin' },
   })
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store')
+    done(null, payload)
   })
   if (corsOrigins.length > 0) {
     await app.register(cors, {
