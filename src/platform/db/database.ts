@@ -25,6 +25,7 @@ const INT8_OID = 20
 export async function openDatabase(url: string, options: { schema?: string } = {}): Promise<DatabaseHandle> {
   const dialect: Dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
   let db: Db
+  let schema: string | undefined
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
     if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
@@ -35,7 +36,7 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     sqlite.pragma('synchronous = NORMAL')
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) })
   } else {
-    const schema = options.schema ?? 'public'
+    schema = options.schema ?? 'public'
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
       connectionString: url,
@@ -56,7 +57,13 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
-  const migrator = new Migrator({ db, provider: migrationProvider(dialect) })
+  // Kysely looks for its migration tables in every schema unless told which one: another instance's
+  // schema in the same database would pass for ours.
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider(dialect),
+    ...(schema ? { migrationTableSchema: schema } : {}),
+  })
   return {
     db,
     dialect,
