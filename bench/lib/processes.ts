@@ -1,0 +1,101 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import net from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+/** Every child the bench starts, so that any way out of the run (error, Ctrl-C, time limit) ends them. */
+const children = new Set<ChildProcess>()
+
+export function killAll(): void {
+  for (const child of children) child.kill('SIGKILL')
+  children.clear()
+}
+
+/** Pins the calling process (every thread it has, and so every one it starts) to one CPU. */
+export function pinSelf(cpu: number): void {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' })
+}
+
+export function hasCommand(name: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${name}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as net.AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+
+/** CPU time (user + system, all threads) a process has used so far, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // The command name may hold spaces; the fields after its closing parenthesis are fixed.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND
+}
+
+export interface Pinned {
+  child: ChildProcess
+  /** CPU seconds the process has used so far. */
+  cpu(): number
+  /** What the process wrote on stderr so far, for error messages. */
+  stderr(): string
+  /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+  stop(graceMs?: number): Promise<void>
+}
+
+/** Starts `node args…` pinned to `cpu` with `env`; stdout is discarded (see the README: logs). */
+export function spawnPinned(cpu: number, args: string[], env: NodeJS.ProcessEnv, cwd: string): Pinned {
+  const child = spawn('taskset', ['-c', String(cpu), process.execPath, ...args], {
+    env,
+    cwd,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  children.add(child)
+  let err = ''
+  child.stderr?.on('data', (d: Buffer) => {
+    err = (err + d.toString()).slice(-4000)
+  })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  void exited.then(() => children.delete(child))
+  return {
+    child,
+    cpu: () => cpuSeconds(child.pid!),
+    stderr: () => err,
+    async stop(graceMs = 15_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+      await exited
+      clearTimeout(timer)
+    },
+  }
+}
+
+/** Polls `url` until it answers 200, the process dies, or `timeoutMs` passes. */
+export async function waitForHttp(url: string, proc: Pinned, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (proc.child.exitCode !== null) {
+      throw new Error(`server exited with code ${proc.child.exitCode} before answering:\n${proc.stderr()}`)
+    }
+    try {
+      const res = await fetch(url)
+      await res.arrayBuffer()
+      if (res.ok) return
+    } catch {
+      // not listening yet
+    }
+    await sleep(100)
+  }
+  throw new Error(`no answer from ${url} within ${timeoutMs} ms:\n${proc.stderr()}`)
+}
