@@ -24,9 +24,10 @@ import {
   BENCH_USER,
   checkPostgres,
   checkRedis,
+  type Server,
   type Service,
   STORES,
-  startBaseline,
+  startReference,
   startService,
 } from './lib/service.js'
 
@@ -49,6 +50,8 @@ const TIME_LIMIT = envNumber('BENCH_TIME_LIMIT', 900)
 const ONLY_SCENARIOS = (process.env.BENCH_SCENARIOS ?? '').split(',').filter(Boolean)
 const ONLY_STORES = (process.env.BENCH_STORES ?? '').split(',').filter(Boolean)
 const PROFILE_DIR = process.env.BENCH_PROFILE
+const NICE = Number(process.env.BENCH_NICE ?? 0)
+if (!Number.isInteger(NICE) || NICE < -20 || NICE > 19) throw new Error('BENCH_NICE must be -20..19')
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || undefined
 const OFF = new Set(['', 'off', 'none', '0'])
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -79,6 +82,8 @@ interface Prepared {
   check: { body: unknown; expect: (status: number, body: string) => boolean }
   /** Runs before every load on the service (the refresh pool is topped up here). */
   beforeRun?: () => Promise<void>
+  /** A server to measure instead of the service (stopped after the row). */
+  target?: Server
 }
 
 interface Scenario {
@@ -138,6 +143,23 @@ function distinctTokens(access: string, count: number): string[] {
 const ALL = STORES.map((s) => s.name)
 
 const SCENARIOS: Scenario[] = [
+  {
+    id: 'fastify-fixed',
+    title: 'reference: Fastify answering the fixed verify answer',
+    connections: 64,
+    stores: ['memory/sqlite'],
+    async prepare(service) {
+      const token = (await service.login()).access_token
+      const answer = await service.post('/tokens/verify', { token })
+      const load = staticLoad('/tokens/verify', [verifyBody(token)])
+      return {
+        load,
+        baselineLoad: load,
+        check: { body: { token }, expect: isValid(true) },
+        target: await startReference('fastify', answer.body),
+      }
+    },
+  },
   verifyScenario(
     'verify-access',
     'verify: valid access token',
@@ -325,7 +347,7 @@ function markdown(
     `baseline and service in ${SEGMENTS} segment pairs (${SEGMENT_SECONDS} s each side); the baseline gets the`,
     "same requests. `ratio` is the median of the pairs' service/baseline req/s. Rate limits and revocation",
     `checks stay on: the load comes from ${ADDRESSES.toLocaleString('en-US')} X-Forwarded-For addresses.`,
-    `Service log level: ${LOG_LEVEL ?? 'default (info)'}; its output goes to /dev/null.`,
+    `Service log level: ${LOG_LEVEL ?? 'default (info)'}; its output goes to /dev/null.${NICE ? ` Bench, servers and load generator ran at nice ${NICE}.` : ''}`,
     '',
     '| scenario | store | tool | conn | req/s | p50 ms | p99 ms | baseline req/s | baseline p99 ms | ratio | ratio per CPU-s | CPU use svc / base |',
     '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
@@ -369,7 +391,7 @@ async function main(): Promise<void> {
 
   if (!hasCommand('taskset')) throw new Error('bench: taskset (util-linux) is required to pin processes')
   if (os.cpus().length < 2) throw new Error('bench: needs two CPUs (one for the server, one for the load)')
-  pinSelf(1)
+  pinSelf(1, NICE)
 
   const requested = process.env.BENCH_TOOL
   if (requested && requested !== 'wrk' && requested !== 'autocannon')
@@ -409,7 +431,7 @@ async function main(): Promise<void> {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-bench-load-'))
   const generator = new LoadGenerator(tool, workDir)
   if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true })
-  let baseline: Awaited<ReturnType<typeof startBaseline>> | undefined
+  let baseline: Server | undefined
   const rows: Row[] = []
   try {
     for (const store of stores) {
@@ -426,7 +448,7 @@ async function main(): Promise<void> {
           // The baseline answers with a real verify answer, byte for byte.
           const { access_token } = await service.login()
           const answer = await service.post('/tokens/verify', { token: access_token })
-          baseline = await startBaseline(answer.body)
+          baseline = await startReference('baseline', answer.body)
           await generator.measure(baseline, staticLoad('/', [verifyBody(access_token)]), 64, WARMUP)
         }
         for (const scenario of mine) {
@@ -439,12 +461,13 @@ async function main(): Promise<void> {
           if (!prepared.check.expect(probe.status, probe.body))
             throw new Error(`${scenario.id}: unexpected answer ${probe.status} ${probe.body.slice(0, 200)}`)
           const n = scenario.connections
+          const target = prepared.target ?? service
           const onService = async (seconds: number) => {
             await prepared.beforeRun?.()
-            return generator.measure(service, prepared.load, n, seconds)
+            return generator.measure(target, prepared.load, n, seconds)
           }
           const onBaseline = (seconds: number) =>
-            generator.measure(baseline!, prepared.baselineLoad, n, seconds)
+            generator.measure(baseline!, prepared.baselineLoad, n, seconds, generator.toolFor(prepared.load))
           if (PROFILE_DIR && !fs.existsSync(path.join(PROFILE_DIR, 'load-start.json'))) {
             // V8's profile clock and hrtime are both CLOCK_MONOTONIC: lets bench/profile.ts drop start-up.
             const monotonic_us = Number(process.hrtime.bigint() / 1000n)
@@ -471,7 +494,7 @@ async function main(): Promise<void> {
           const row: Row = {
             scenario: scenario.title,
             id: scenario.id,
-            store: store.name,
+            store: prepared.target ? '-' : store.name,
             tool: s.tool,
             connections: n,
             rps: s.rps,
@@ -489,9 +512,10 @@ async function main(): Promise<void> {
             non2xx: s.non2xx,
             errors: s.errors,
           }
+          await prepared.target?.stop()
           rows.push(row)
           console.log(
-            `${row.scenario.padEnd(40)} ${store.name.padEnd(16)} ${f0(row.rps).padStart(7)} req/s  p50 ${f2(row.p50_ms)} ms  p99 ${f2(row.p99_ms)} ms  baseline ${f0(row.baseline_rps)} req/s  ratio ${row.ratio.toFixed(3)}  per CPU-s ${row.cpu_ratio.toFixed(3)}  cpu ${pct(row.service_cpu)}/${pct(row.baseline_cpu)}${row.non2xx || row.errors ? `  (${row.non2xx} non-2xx, ${row.errors} errors)` : ''}`,
+            `${row.scenario.padEnd(40)} ${row.store.padEnd(16)} ${f0(row.rps).padStart(7)} req/s  p50 ${f2(row.p50_ms)} ms  p99 ${f2(row.p99_ms)} ms  baseline ${f0(row.baseline_rps)} req/s  ratio ${row.ratio.toFixed(3)}  per CPU-s ${row.cpu_ratio.toFixed(3)}  cpu ${pct(row.service_cpu)}/${pct(row.baseline_cpu)}${row.non2xx || row.errors ? `  (${row.non2xx} non-2xx, ${row.errors} errors)` : ''}`,
           )
         }
       } finally {
@@ -521,6 +545,7 @@ async function main(): Promise<void> {
           addresses: ADDRESSES,
           tool,
           log_level: LOG_LEVEL ?? 'info',
+          nice: NICE,
         },
         load_average: { start: loadStart, end: os.loadavg() },
         notes,

@@ -96,10 +96,11 @@ export class LoadGenerator {
     load: Load,
     connections: number,
     seconds: number,
+    tool: Tool = this.toolFor(load),
   ): Promise<Measurement> {
     const before = server.cpu()
     const raw =
-      this.toolFor(load) === 'wrk' && load.kind === 'static'
+      tool === 'wrk' && load.kind === 'static'
         ? await this.wrk(server.origin, load, connections, seconds)
         : await this.autocannon(server.origin, load, connections, seconds)
     return { ...raw, serverCpu: server.cpu() - before }

@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** Every child the bench starts, so that any way out of the run (error, Ctrl-C, time limit) ends them. */
@@ -11,9 +12,14 @@ export function killAll(): void {
   children.clear()
 }
 
-/** Pins the calling process (every thread it has, and so every one it starts) to one CPU. */
-export function pinSelf(cpu: number): void {
+/**
+ * Pins the calling process (every thread it has, and so every one it starts) to one CPU, and gives it
+ * and every server it starts the scheduling priority `nice` (negative: ahead of other work on a shared
+ * machine; needs privileges).
+ */
+export function pinSelf(cpu: number, nice = 0): void {
   execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' })
+  if (nice !== 0) os.setPriority(nice)
 }
 
 export function hasCommand(name: string): boolean {
@@ -55,6 +61,7 @@ export interface Pinned {
 
 /** Starts `node args…` pinned to `cpu` with `env`; stdout is discarded (see the README: logs). */
 export function spawnPinned(cpu: number, args: string[], env: NodeJS.ProcessEnv, cwd: string): Pinned {
+  // The child inherits the bench's own priority (see pinSelf).
   const child = spawn('taskset', ['-c', String(cpu), process.execPath, ...args], {
     env,
     cwd,

@@ -204,12 +204,19 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
   }
 }
 
-/** The bare node:http yardstick, pinned to CPU 0 like the service. */
-export async function startBaseline(
-  answer: string,
-): Promise<{ origin: string; cpu(): number; stop(): Promise<void> }> {
+export interface Server {
+  origin: string
+  cpu(): number
+  stop(): Promise<void>
+}
+
+/**
+ * A yardstick answering `answer` to every request, pinned to CPU 0 like the service: `baseline`
+ * (bare node:http) or `fastify` (the framework with its defaults).
+ */
+export async function startReference(kind: 'baseline' | 'fastify', answer: string): Promise<Server> {
   const port = await freePort()
-  const file = fileURLToPath(new URL('../baseline-server.ts', import.meta.url))
+  const file = fileURLToPath(new URL(`../${kind}-server.ts`, import.meta.url))
   const proc = spawnPinned(
     0,
     ['--import', import.meta.resolve('tsx'), file],
