@@ -56,6 +56,20 @@ function summarise(file: string, top: number, fromUs: number): void {
   })
   const fns = new Map<string, number>()
   const areas = new Map<string, number>()
+  // Inclusive: time with at least one frame of the package or file anywhere on the stack.
+  const inclusive = new Map<string, number>()
+  const stackAreas = new Map<number, Set<string>>()
+  const areasOnStack = (id: number): Set<string> => {
+    let set = stackAreas.get(id)
+    if (!set) {
+      const up = parent.get(id)
+      set = new Set(up === undefined ? [] : areasOnStack(up))
+      const frame = byId.get(id)!.callFrame
+      if (frame.url) set.add(area(frame))
+      stackAreas.set(id, set)
+    }
+    return set
+  }
   let busy = 0
   let idle = 0
   for (const [id, us] of self) {
@@ -74,6 +88,7 @@ function summarise(file: string, top: number, fromUs: number): void {
         : ''
     const key = `${frame.functionName || '(anonymous)'} ${where}`.trim()
     fns.set(key, (fns.get(key) ?? 0) + us)
+    for (const a of areasOnStack(id)) inclusive.set(a, (inclusive.get(a) ?? 0) + us)
     areas.set(area(frame), (areas.get(area(frame)) ?? 0) + us)
   }
   const pct = (us: number) => `${((100 * us) / busy).toFixed(1).padStart(5)} %`
@@ -85,6 +100,7 @@ function summarise(file: string, top: number, fromUs: number): void {
       .join('\n')
   console.log(`${path.basename(file)}: busy ${(busy / 1e6).toFixed(1)} s, idle ${(idle / 1e6).toFixed(1)} s`)
   console.log(`by package / file (self time, % of busy):\n${list(areas)}`)
+  console.log(`by package / file (inclusive: on the stack, % of busy):\n${list(inclusive)}`)
   console.log(`by function (self time, % of busy):\n${list(fns)}\n`)
 }
 

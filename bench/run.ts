@@ -17,7 +17,7 @@ import {
   type StaticLoad,
   type Tool,
 } from './lib/load.js'
-import { hasCommand, killAll, pinSelf } from './lib/processes.js'
+import { abort, hasCommand, killAll, onAbort, pinSelf } from './lib/processes.js'
 import {
   type Backends,
   BENCH_SECRET,
@@ -327,6 +327,7 @@ function median(xs: number[]): number {
 
 const f0 = (n: number) => Math.round(n).toLocaleString('en-US')
 const f2 = (n: number) => n.toFixed(2)
+const unsaturated = (r: Row) => Math.min(r.service_cpu, r.baseline_cpu) < 0.9
 const pct = (n: number) => `${Math.round(n * 100)} %`
 
 function markdown(
@@ -363,13 +364,19 @@ function markdown(
           f2(r.p99_ms),
           f0(r.baseline_rps),
           f2(r.baseline_p99_ms),
-          `**${r.ratio.toFixed(3)}**`,
+          `${r.ratio.toFixed(3)}${unsaturated(r) ? ' †' : ''}`,
           r.cpu_ratio.toFixed(3),
           `${pct(r.service_cpu)} / ${pct(r.baseline_cpu)}`,
         ].join(' | '),
       )
       .map((line) => `| ${line} |`),
   ]
+  if (rows.some(unsaturated))
+    lines.push(
+      '',
+      '† A server used less than 90 % of its core: the load generator or other work on the machine held',
+      'it back, so its req/s and the raw ratio are not comparable; go by the ratio per CPU-second.',
+    )
   if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`))
   return `${lines.join('\n')}\n`
 }
@@ -378,15 +385,10 @@ async function main(): Promise<void> {
   const started = new Date()
   const limit = setTimeout(() => {
     console.error(`bench: time limit of ${TIME_LIMIT} s reached; stopping`)
-    killAll()
-    process.exit(1)
+    void abort(1)
   }, TIME_LIMIT * 1000)
   limit.unref()
-  for (const sig of ['SIGINT', 'SIGTERM'] as const)
-    process.on(sig, () => {
-      killAll()
-      process.exit(130)
-    })
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
   process.on('exit', killAll)
 
   if (!hasCommand('taskset')) throw new Error('bench: taskset (util-linux) is required to pin processes')
@@ -429,6 +431,7 @@ async function main(): Promise<void> {
   )
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-bench-load-'))
+  onAbort(async () => fs.rmSync(workDir, { recursive: true, force: true }))
   const generator = new LoadGenerator(tool, workDir)
   if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true })
   let baseline: Server | undefined
@@ -567,7 +570,6 @@ main().then(
   () => process.exit(0),
   (err) => {
     console.error(err instanceof Error ? err.message : err)
-    killAll()
-    process.exit(1)
+    void abort(1)
   },
 )

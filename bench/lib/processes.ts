@@ -12,6 +12,24 @@ export function killAll(): void {
   children.clear()
 }
 
+/** Storage clean-up (schemas, Redis keys, folders) still pending, for when the run is cut short. */
+const cleanups = new Set<() => Promise<void>>()
+
+/** Registers clean-up to run if the bench is interrupted; returns the function that unregisters it. */
+export function onAbort(fn: () => Promise<void>): () => void {
+  cleanups.add(fn)
+  return () => cleanups.delete(fn)
+}
+
+/** Kills every child, runs the pending clean-up (for at most 10 s) and exits with `code`. */
+export async function abort(code: number): Promise<never> {
+  killAll()
+  const pending = [...cleanups]
+  cleanups.clear()
+  await Promise.race([Promise.allSettled(pending.map((fn) => fn())), sleep(10_000)])
+  process.exit(code)
+}
+
 /**
  * Pins the calling process (every thread it has, and so every one it starts) to one CPU, and gives it
  * and every server it starts the scheduling priority `nice` (negative: ahead of other work on a shared

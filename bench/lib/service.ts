@@ -10,7 +10,7 @@ import { systemClock } from '../../src/platform/clock.js'
 import { loadConfig, settings } from '../../src/platform/config.js'
 import { openDatabase } from '../../src/platform/db/database.js'
 import { applySeed } from '../../src/seed/seed.js'
-import { freePort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
+import { freePort, onAbort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
 
 export const BENCH_SECRET = 'bench-secret-bench-secret-bench-secret-0123'
 export const BENCH_USER = { email: 'bench@example.com', password: 'bench-password-1' }
@@ -126,8 +126,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
   }
 
   let proc: Pinned | undefined
-  const dispose = async () => {
-    await proc?.stop()
+  const removeStorage = async () => {
     if (store.database === 'postgres') {
       const client = new pg.Client({ connectionString: opts.backends.databaseUrl })
       await client.connect()
@@ -145,6 +144,12 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
       client.disconnect()
     }
     fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+  const unregister = onAbort(removeStorage)
+  const dispose = async () => {
+    await proc?.stop()
+    unregister()
+    await removeStorage()
   }
 
   try {
