@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import autocannon, { type Request } from 'autocannon'
+import { track } from './processes.js'
 
 const run = promisify(execFile)
 
@@ -121,7 +122,9 @@ export class LoadGenerator {
     if (!fs.existsSync(script)) fs.writeFileSync(script, WRK_SCRIPT)
     const args = ['-c', '1', 'wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s']
     args.push('-s', script, `${origin}${load.path}`, '--', load.method, load.path, this.entriesFile(load))
-    const { stdout } = await run('taskset', args, { maxBuffer: 1 << 20 })
+    const running = run('taskset', args, { maxBuffer: 1 << 20 })
+    track(running.child)
+    const { stdout } = await running
     const line = stdout.split('\n').find((l) => l.startsWith('BENCH '))
     if (!line) throw new Error(`wrk printed no result:\n${stdout}`)
     const r = JSON.parse(line.slice(6)) as Record<string, number>

@@ -7,6 +7,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 /** Every child the bench starts, so that any way out of the run (error, Ctrl-C, time limit) ends them. */
 const children = new Set<ChildProcess>()
 
+/** Adds a child to those ended however the bench ends (until it exits by itself). */
+export function track(child: ChildProcess): void {
+  children.add(child)
+  child.once('exit', () => children.delete(child))
+}
+
 export function killAll(): void {
   for (const child of children) child.kill('SIGKILL')
   children.clear()
@@ -85,13 +91,12 @@ export function spawnPinned(cpu: number, args: string[], env: NodeJS.ProcessEnv,
     cwd,
     stdio: ['ignore', 'ignore', 'pipe'],
   })
-  children.add(child)
+  track(child)
   let err = ''
   child.stderr?.on('data', (d: Buffer) => {
     err = (err + d.toString()).slice(-4000)
   })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  void exited.then(() => children.delete(child))
   return {
     child,
     cpu: () => cpuSeconds(child.pid!),
