@@ -424,6 +424,14 @@ async function main(): Promise<void> {
       (s.state === 'memory' || backends.redisUrl),
   )
   const scenarios = SCENARIOS.filter((s) => ONLY_SCENARIOS.length === 0 || ONLY_SCENARIOS.includes(s.id))
+  const unknown = [
+    ...ONLY_SCENARIOS.filter((id) => !SCENARIOS.some((s) => s.id === id)),
+    ...ONLY_STORES.filter((name) => !STORES.some((s) => s.name === name)),
+  ]
+  if (unknown.length)
+    throw new Error(
+      `unknown in BENCH_SCENARIOS/BENCH_STORES: ${unknown.join(', ')}; scenarios: ${SCENARIOS.map((s) => s.id).join(', ')}; stores: ${STORES.map((s) => s.name).join(', ')}`,
+    )
   const m = machine()
   const loadStart = os.loadavg()
   console.log(
