@@ -434,6 +434,12 @@ async function main(): Promise<void> {
     )
   const m = machine()
   const loadStart = os.loadavg()
+  // The bench itself keeps both CPUs busy; anything much above that is someone else's work.
+  if (loadStart[0]! > 1) {
+    const busy = `The machine was busy before the run (load average ${loadStart[0]!.toFixed(1)} on ${m.cores} CPUs): expect noisy req/s; the ratio per CPU-second holds up better.`
+    notes.push(busy)
+    console.log(`note: ${busy}`)
+  }
   console.log(
     `machine: ${m.cpu}, ${m.cores} cores, ${m.memory_gb} GB, Node ${m.node}, ${m.os}; load: ${tool === 'wrk' ? `wrk ${m.wrk}` : 'autocannon'}`,
   )
