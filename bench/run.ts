@@ -30,6 +30,7 @@ import {
   startReference,
   startService,
 } from './lib/service.js'
+import type { PartnerBenchResult } from './partner-bench.js'
 
 function envNumber(name: string, def: number): number {
   const raw = process.env[name]
@@ -58,6 +59,7 @@ const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url))
+const benchDir = fileURLToPath(new URL('.', import.meta.url))
 
 /** Client addresses of the load: 10.x.y.z, far more of them than one minute at the route's limit needs. */
 function address(i: number): string {
@@ -544,8 +546,11 @@ async function main(): Promise<void> {
     fs.rmSync(workDir, { recursive: true, force: true })
   }
 
-  const md = markdown(m, rows, notes, started, [loadStart, os.loadavg()])
   const partial = ONLY_SCENARIOS.length > 0 || ONLY_STORES.length > 0 || PROFILE_DIR !== undefined
+  const extras = partial || process.env.BENCH_EXTRAS === '0' ? undefined : runExtras()
+  const md =
+    markdown(m, rows, notes, started, [loadStart, os.loadavg()]) +
+    (extras ? `\n${extras.partnerMd}\n${extras.verifierMd}` : '')
   const name = partial ? 'partial' : 'latest'
   fs.mkdirSync(resultsDir, { recursive: true })
   fs.writeFileSync(path.join(resultsDir, `${name}.md`), md)
@@ -567,6 +572,7 @@ async function main(): Promise<void> {
         load_average: { start: loadStart, end: os.loadavg() },
         notes,
         rows,
+        ...(extras ? { partner: extras.partner, verifier_client: extras.verifierTable } : {}),
       },
       null,
       2,
@@ -578,6 +584,50 @@ async function main(): Promise<void> {
     console.log(
       `CPU profiles in ${PROFILE_DIR}; summarise with: node --import tsx bench/profile.ts ${PROFILE_DIR}`,
     )
+}
+
+/**
+ * The partner API (transfers/s, ticket uses/s, USED → webhook receiver latency) and the verifier
+ * client (a guarded backend with a warm cache beside the same backend unguarded), each beside its own
+ * baseline. They run as child processes because each pins its processes its own way.
+ */
+function runExtras() {
+  const run = (file: string) =>
+    execFileSync(process.execPath, ['--import', 'tsx', path.join(benchDir, file)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      timeout: 300_000,
+    })
+  console.log('\n== partner API (bench/partner-bench.ts)')
+  const partnerOut = run('partner-bench.ts')
+  const partner = JSON.parse(partnerOut.trim().split('\n').at(-1)!) as PartnerBenchResult
+  const r = (x: { rps: number; p99_ms: number }) =>
+    `${f0(x.rps)} | ${f2(x.p99_ms)} | ${(x.rps / partner.baseline.rps).toFixed(3)}`
+  const partnerMd = [
+    '## Partner API (SQLite, in-process state; 10 connections)',
+    '',
+    '| what | req/s | p99 ms | ratio to node:http |',
+    '|---|--:|--:|--:|',
+    `| bare node:http baseline | ${f0(partner.baseline.rps)} | ${f2(partner.baseline.p99_ms)} | 1 |`,
+    `| POST /companies/transfer | ${r(partner.transfers)} |`,
+    `| POST /tickets/{uid}/use | ${r(partner.ticket_uses)} |`,
+    '',
+    `Time from a ticket use to the webhook receiver reading its notification: p50 ${partner.webhook_latency_ms.p50} ms, p99 ${partner.webhook_latency_ms.p99} ms (${partner.webhook_latency_ms.samples} samples).`,
+    '',
+  ].join('\n')
+  console.log(partnerMd)
+  console.log('\n== verifier client (bench/verifier-bench.ts)')
+  const verifierTable = run('verifier-bench.ts').trim()
+  const verifierMd = [
+    '## Verifier client: a Fastify backend guarded by @wristband/verifier, cache warm, beside the same backend unguarded',
+    '',
+    '```',
+    verifierTable,
+    '```',
+    '',
+  ].join('\n')
+  console.log(verifierMd)
+  return { partner, partnerMd, verifierTable, verifierMd }
 }
 
 main().then(
