@@ -10,6 +10,7 @@ import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
+import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
@@ -175,6 +176,7 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
 
   app.addHook('onReady', async () => jobs.start())
 }

@@ -3,6 +3,7 @@ import type { Dialect } from '../database.js'
 import * as m001 from './001-core.js'
 import * as m002 from './002-api-keys.js'
 import * as m003 from './003-jobs.js'
+import * as m008 from './008-dashboard-sessions.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -18,6 +19,7 @@ const migrations: [string, MigrationModule][] = [
   ['001-core', m001],
   ['002-api-keys', m002],
   ['003-jobs', m003],
+  ['008-dashboard-sessions', m008],
 ]
 
 export function migrationProvider(dialect: Dialect): MigrationProvider {
