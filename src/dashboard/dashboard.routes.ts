@@ -22,6 +22,7 @@ import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { canSeeEvent, visibleEvents } from './access.js'
+import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import {
   csrfMatches,
   INVALID_SIGN_IN,
@@ -75,6 +76,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (
   app.decorateRequest('dashboardSession', null)
 
   await app.register(statsApiRoutes, deps)
+  await app.register(dashboardUsersRoutes, deps)
   await app.register(sessionApiRoutes, deps)
   await app.register(pageRoutes, deps)
 }

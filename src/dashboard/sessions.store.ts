@@ -32,3 +32,12 @@ export async function deleteSession(db: Db, tokenHash: string): Promise<void> {
 export async function purgeExpiredSessions(db: Db, now: number): Promise<void> {
   await db.deleteFrom('dashboard_sessions').where('expires_at', '<=', now).execute()
 }
+
+/** Ends every session of an account (password changed, account removed). */
+export async function deleteSessionsOf(db: Db, kind: string, id: number): Promise<void> {
+  await db
+    .deleteFrom('dashboard_sessions')
+    .where('subject_kind', '=', kind)
+    .where('subject_id', '=', id)
+    .execute()
+}

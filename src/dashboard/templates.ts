@@ -59,6 +59,7 @@ function layout(opts: LayoutOptions, body: SafeHtml): string {
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="referrer" content="no-referrer">
+  <link rel="icon" href="data:,">
   <title>${opts.title} · wristband</title>
   <link rel="stylesheet" href="${ASSETS}/dashboard.css">
   ${scripts}
@@ -184,7 +185,8 @@ export function eventPage(session: { viewer: Viewer; csrfToken: string }, event:
       <div class="tiles small">
         ${tile('webhook_delivered', 'Delivered')}
         ${tile('webhook_pending', 'Pending')}
-        ${tile('webhook_failing', 'Failing')}
+        ${tile('webhook_failing', 'Failing, retrying')}
+        ${tile('webhook_failed', 'Gave up')}
       </div>
       <p class="last-error" data-webhook-error></p>
     </section>

@@ -17,10 +17,14 @@
     if (el) el.textContent = text
   }
 
-  function cell(text, numeric) {
+  // Phone layouts show each row as a card, labelled from the column headings.
+  const headings = Array.from(main.querySelectorAll('table.types th'), (th) => th.textContent)
+
+  function cell(text, numeric, column) {
     const td = document.createElement('td')
     td.textContent = text
     if (numeric) td.className = 'num'
+    if (column !== undefined) td.dataset.label = headings[column]
     return td
   }
 
@@ -29,13 +33,13 @@
     const rows = types.map((t) => {
       const tr = document.createElement('tr')
       tr.append(
-        cell(t.name),
-        cell(t.ticket_date.slice(0, 16).replace('T', ' ')),
-        cell(money.format(t.price), true),
-        cell(count.format(t.issued), true),
-        cell(count.format(t.claimed), true),
-        cell(count.format(t.used), true),
-        cell(money.format(t.revenue), true),
+        cell(t.name, false, 0),
+        cell(t.ticket_date.slice(0, 16).replace('T', ' '), false, 1),
+        cell(money.format(t.price), true, 2),
+        cell(count.format(t.issued), true, 3),
+        cell(count.format(t.claimed), true, 4),
+        cell(count.format(t.used), true, 5),
+        cell(money.format(t.revenue), true, 6),
       )
       return tr
     })
@@ -48,6 +52,20 @@
       rows.push(tr)
     }
     body.replaceChildren(...rows)
+  }
+
+  // Counts are whole numbers: ticks at 1, 2, 5, 10, 20, 50… steps, never at 0.5.
+  function countAxis() {
+    return {
+      size: 44,
+      splits: (_u, _axis, _min, max) => {
+        let step = 1
+        while (max / step > 5) step *= String(step)[0] === '2' ? 2.5 : 2
+        const out = []
+        for (let v = 0; v <= max; v += step) out.push(v)
+        return out
+      },
+    }
   }
 
   function chartWidth(el) {
@@ -70,15 +88,19 @@
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), timezone),
         legend: { show: false },
         cursor: { drag: { x: false, y: false } },
-        scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-        axes: [{}, { size: 44 }],
+        scales: {
+          // Each bar covers its bucket, from its start to the next one's.
+          x: { range: (_u, min, max) => [min, max + series.bucket_seconds] },
+          y: { range: (_u, _min, max) => [0, Math.max(1, max)] },
+        },
+        axes: [{}, countAxis()],
         series: [
           {},
           {
             label: 'Uses',
             stroke: '#2357d9',
             fill: 'rgba(35, 87, 217, 0.25)',
-            paths: uPlot.paths.bars({ size: [0.9, 40] }),
+            paths: uPlot.paths.bars({ size: [0.9, 40], align: 1 }),
             points: { show: false },
           },
         ],
@@ -123,7 +145,7 @@
             splits: () => gates.map((_g, i) => i),
             values: (_u, splits) => splits.map((i) => names[i] ?? ''),
           },
-          { size: 44 },
+          countAxis(),
         ],
         series: [
           {},
@@ -151,9 +173,10 @@
     setFigure('webhook_delivered', count.format(w.delivered))
     setFigure('webhook_pending', count.format(w.pending))
     setFigure('webhook_failing', count.format(w.failing))
+    setFigure('webhook_failed', count.format(w.failed))
     const url = main.querySelector('[data-webhook-url]')
     url.textContent = w.configured
-      ? `Receiver: ${w.url}${w.disabled ? ' (disabled)' : ''}`
+      ? `Receiver: ${w.url}${w.disabled ? ` (disabled: ${w.disabled_reason})` : ''}`
       : 'No webhook receiver is registered for this event.'
     const err = main.querySelector('[data-webhook-error]')
     if (w.last_error) {
