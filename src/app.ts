@@ -12,6 +12,9 @@ import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { healthRoutes } from './health/health.routes.js'
+import { createMetrics, type Metrics } from './metrics/metrics.js'
+import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { opsRoutes } from './ops/ops.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
@@ -63,6 +66,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
+  const metrics = createMetrics()
+  app.decorate('metrics', metrics)
+  instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
@@ -80,7 +86,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   app.addHook('onClose', closeAll)
   try {
-    await assemble(app, config, clock, deps, closers)
+    await assemble(app, config, clock, deps, metrics, closers)
   } catch (err) {
     await closeAll()
     throw err
@@ -93,13 +99,20 @@ async function assemble(
   config: Config,
   clock: Clock,
   deps: AppDependencies,
+  metrics: Metrics,
   closers: (() => unknown)[],
 ): Promise<void> {
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  const database = await openDatabase(config.databaseUrl, {
+    schema: config.DATABASE_SCHEMA,
+    onError: () => metrics.dbErrors.inc(),
+  })
   closers.push(() => database.close())
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
-  if (redis) closers.push(() => redis.disconnect())
+  if (redis) {
+    redis.on('error', () => metrics.redisErrors.inc())
+    closers.push(() => redis.disconnect())
+  }
   await database.migrate()
   if (redis) await connectRedis(redis)
 
@@ -116,7 +129,7 @@ async function assemble(
   await revocations.start()
   closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
-  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config })
+  const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
@@ -142,6 +155,7 @@ async function assemble(
     ...(redis ? { redis } : {}),
     prefix: config.REDIS_PREFIX,
     onExceeded: (ip, route) => {
+      metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)
@@ -177,6 +191,10 @@ async function assemble(
   await app.register(tokenVerifyRoutes, { tokens })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
+  await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
+  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
+  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
+    await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
 
   app.addHook('onReady', async () => jobs.start())
 }

@@ -1,5 +1,10 @@
 import fs from 'node:fs'
 import { parseArgs } from 'node:util'
+import { adminCommands } from './cli/admin.command.js'
+import { apikeyCommands } from './cli/apikey.command.js'
+import { auditCommand } from './cli/audit.command.js'
+import { CliError, runCommand, runGroup } from './cli/command.js'
+import { secretCommands } from './cli/secret.command.js'
 import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -15,6 +20,16 @@ Commands:
   migrate          Apply pending database migrations and exit
   seed FILE|-      Create or update records from a seed document (- reads standard input);
                    prints the document back with every id filled in
+
+Break-glass administration (each on the configured database, each recorded in the audit log):
+  admin create|disable|enable|reset-mfa|reset-password
+                   Administrator accounts, e.g. recover one locked out of MFA
+  apikey create|list|revoke
+                   Event API keys
+  audit [--follow] Print the audit log
+  secret generate  Print a new random secret for JWT_SECRET
+
+Run \`wristband <command> --help\` for the options of a command.
 
 Settings are environment variables; a .env file in the working directory may supply them.
 See README.md for the full list.`
@@ -36,7 +51,18 @@ async function withDatabase<T>(
   }
 }
 
+function configFromEnvironment(overrides: Record<string, string> = {}): Config {
+  readEnvFile()
+  return loadConfig({ ...process.env, ...overrides })
+}
+
+const groups = { admin: adminCommands, apikey: apikeyCommands, secret: secretCommands }
+
 async function main(argv: string[]): Promise<number> {
+  const [first, ...args] = argv
+  if (first !== undefined && Object.hasOwn(groups, first))
+    return runGroup(groups[first as keyof typeof groups], args, configFromEnvironment)
+  if (first === 'audit') return runCommand('audit', auditCommand, args, configFromEnvironment)
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -87,11 +113,17 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code)
   },
   (err) => {
-    if (err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError)
+    if (
+      err instanceof ConfigError ||
+      err instanceof SeedError ||
+      err instanceof ServeError ||
+      err instanceof CliError
+    )
       console.error(err.message)
     else if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
       console.error(`wristband: ${err.message}`)
     else console.error(err)
+    if (err instanceof CliError) process.exit(err.exitCode)
     process.exit(err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError ? 2 : 1)
   },
 )

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster'
 import os from 'node:os'
 import { buildApp } from './app.js'
+import { buildMetricsServer } from './metrics/metrics.routes.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 
@@ -35,6 +36,10 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
 
 async function serveOne(config: Config): Promise<void> {
   const app = await buildApp(config)
+  const metricsServer =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : await buildMetricsServer({ metrics: app.metrics, token: config.METRICS_TOKEN, logger: app.log })
   let closing = false
   const shutdown = (signal: string) => {
     if (closing) return
@@ -45,7 +50,7 @@ async function serveOne(config: Config): Promise<void> {
       process.exit(1)
     }, 10_000)
     force.unref()
-    app.close().then(
+    Promise.all([app.close(), metricsServer?.close()]).then(
       () => process.exit(0),
       (err) => {
         app.log.error({ err }, 'error during shutdown')
@@ -56,6 +61,7 @@ async function serveOne(config: Config): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
   await app.listen({ host: config.HOST, port: config.PORT })
+  await metricsServer?.listen({ host: config.HOST, port: config.METRICS_PORT })
 }
 
 /**

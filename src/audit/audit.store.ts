@@ -25,20 +25,48 @@ export function createAuditLog(db: Db, clock: Clock, log: FastifyBaseLogger): Au
   return {
     async record(entry) {
       try {
-        await db
-          .insertInto('audit_log')
-          .values({
-            at: clock.now(),
-            kind: entry.kind,
-            actor: entry.actor ?? null,
-            ip: entry.ip ?? null,
-            outcome: entry.outcome,
-            detail: entry.detail ? JSON.stringify(entry.detail) : null,
-          })
-          .execute()
+        await insertAuditEntry(db, clock.now(), entry)
       } catch (err) {
         log.error({ err, kind: entry.kind }, 'audit write failed')
       }
     },
   }
+}
+
+/** Writes one entry and lets a failure through, for callers that write it in their own transaction. */
+export async function insertAuditEntry(db: Db, at: number, entry: AuditEntry): Promise<void> {
+  await db
+    .insertInto('audit_log')
+    .values({
+      at,
+      kind: entry.kind,
+      actor: entry.actor ?? null,
+      ip: entry.ip ?? null,
+      outcome: entry.outcome,
+      detail: entry.detail ? JSON.stringify(entry.detail) : null,
+    })
+    .execute()
+}
+
+export interface AuditRow {
+  id: number
+  at: number
+  kind: string
+  actor: string | null
+  ip: string | null
+  outcome: string
+  detail: string | null
+}
+
+/** Entries after `afterId`, oldest first; or the newest `limit` entries when `afterId` is absent. */
+export async function listAuditEntries(
+  db: Db,
+  opts: { afterId?: number; kind?: string; limit: number },
+): Promise<AuditRow[]> {
+  let q = db.selectFrom('audit_log').select(['id', 'at', 'kind', 'actor', 'ip', 'outcome', 'detail'])
+  if (opts.kind !== undefined) q = q.where('kind', '=', opts.kind)
+  if (opts.afterId !== undefined)
+    return q.where('id', '>', opts.afterId).orderBy('id').limit(opts.limit).execute()
+  const newest = await q.orderBy('id', 'desc').limit(opts.limit).execute()
+  return newest.reverse()
 }

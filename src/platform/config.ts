@@ -69,6 +69,13 @@ const trustProxy: Parser<TrustProxy> = (raw) => {
   return list
 }
 
+function minLength(min: number): Parser<string> {
+  return (raw) => {
+    if (raw.length < min) throw new Error(`must be at least ${min} characters`)
+    return raw
+  }
+}
+
 const secretList: Parser<string[]> = (raw) =>
   raw
     .split(',')
@@ -170,6 +177,16 @@ export const settings = {
     integer(1024, 10 * 1024 * 1024),
   ),
   CORS_ORIGINS: setting('Comma-separated origins allowed by CORS; empty: CORS closed', '', secretList),
+  METRICS_TOKEN: setting(
+    'Bearer token (at least 16 characters) that GET /metrics requires; with neither this nor METRICS_PORT set, /metrics is not served',
+    undefined,
+    minLength(16),
+  ),
+  METRICS_PORT: setting(
+    'Serve GET /metrics on this port (on HOST) instead of the public one, still requiring METRICS_TOKEN when that is set',
+    undefined,
+    integer(1, 65535),
+  ),
 } as const
 
 type Settings = typeof settings
@@ -213,6 +230,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
+  if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
+    problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =
     (out.DATABASE_URL as string | undefined) ?? `sqlite:${path.join(String(out.DATA_DIR), 'wristband.db')}`
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))

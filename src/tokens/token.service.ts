@@ -1,5 +1,6 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { loadGrant } from '../identities/identities.store.js'
+import type { Metrics } from '../metrics/metrics.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -29,6 +30,7 @@ export interface TokenServiceDeps {
   revocations: RevocationStore
   clock: Clock
   audit: AuditLog
+  metrics?: Pick<Metrics, 'tokenIssued' | 'tokenVerified'>
   config: Pick<
     Config,
     'ACCESS_TOKEN_EXPIRE_MINUTES' | 'REFRESH_TOKEN_EXPIRE_DAYS' | 'OFFLINE_TOKEN_EXPIRE_HOURS'
@@ -72,6 +74,8 @@ export class TokenService {
       expires_at: refresh.claims.exp * 1000,
       created_at: this.deps.clock.now(),
     })
+    this.deps.metrics?.tokenIssued('access')
+    this.deps.metrics?.tokenIssued('refresh')
     return {
       access_token: access.token,
       refresh_token: refresh.token,
@@ -81,6 +85,7 @@ export class TokenService {
   }
 
   issueOffline(grant: Grant, extra: Record<string, unknown>): { token: string; claims: Claims } {
+    this.deps.metrics?.tokenIssued('offline')
     return this.deps.jwt.issue({ type: 'offline', ...grant, ...extra }, this.offlineLifetime)
   }
 
@@ -102,6 +107,12 @@ export class TokenService {
    * signature, aud, iss, exp and the revocation list.
    */
   async introspect(token: string): Promise<{ valid: boolean; claims: Claims | null }> {
+    const answer = await this.check(token)
+    this.deps.metrics?.tokenVerified(answer.claims?.type ?? 'unknown', answer.valid ? 'valid' : 'invalid')
+    return answer
+  }
+
+  private async check(token: string): Promise<{ valid: boolean; claims: Claims | null }> {
     for (const [prefix, resolve] of this.resolvers) {
       if (token.startsWith(prefix)) {
         const claims = await resolve(token)

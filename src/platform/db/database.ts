@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import { Kysely, type LogEvent, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
 import pg from 'pg'
 import { migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
@@ -21,9 +21,29 @@ export interface DatabaseHandle {
 
 const INT8_OID = 20
 
+export interface OpenOptions {
+  schema?: string
+  /**
+   * Called for each failed query and each lost idle connection; not for constraint violations,
+   * which are answers (a duplicate e-mail) rather than faults. Feeds the error metric.
+   */
+  onError?: (err: unknown) => void
+}
+
+function isConstraintViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (code.startsWith('23') || code.startsWith('SQLITE_CONSTRAINT'))
+}
+
 /** Opens the database named by a `sqlite:<path>` or `postgres://…` URL. */
-export async function openDatabase(url: string, options: { schema?: string } = {}): Promise<DatabaseHandle> {
+export async function openDatabase(url: string, options: OpenOptions = {}): Promise<DatabaseHandle> {
   const dialect: Dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
+  const { onError } = options
+  const log = onError
+    ? (event: LogEvent) => {
+        if (event.level === 'error' && !isConstraintViolation(event.error)) onError(event.error)
+      }
+    : undefined
   let db: Db
   const schema = options.schema ?? 'public'
   if (dialect === 'sqlite') {
@@ -34,7 +54,7 @@ export async function openDatabase(url: string, options: { schema?: string } = {
     sqlite.pragma('busy_timeout = 5000')
     sqlite.pragma('foreign_keys = ON')
     sqlite.pragma('synchronous = NORMAL')
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) })
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }), ...(log ? { log } : {}) })
   } else {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
@@ -52,8 +72,11 @@ export async function openDatabase(url: string, options: { schema?: string } = {
       options: `-c search_path=${schema}`,
     })
     // An idle client losing its connection (server restart) must not crash the process.
-    pool.on('error', () => {})
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    pool.on('error', (err) => onError?.(err))
+    // A connection lost while checked out (a query in flight) fails that query and then emits
+    // 'error' on the client, where pg-pool listens only while it is idle: without this the process dies.
+    pool.on('connect', (client) => client.on('error', () => {}))
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
   }
   // The schema is named explicitly: Kysely looks for its migration tables across every schema it can

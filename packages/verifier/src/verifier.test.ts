@@ -1,0 +1,251 @@
+import assert from 'node:assert/strict'
+import net from 'node:net'
+import { before, test } from 'node:test'
+import { createApiKey, revokeApiKey } from '../../../src/api-keys/api-keys.store.js'
+import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../../test/helpers/app.js'
+import { httpBackends } from '../../../test/helpers/backends.js'
+import { get, type ServedService, serve, startBackends } from './test-support.js'
+import { createVerifier, VerifierError, type VerifierOptions } from './verifier.js'
+
+/** Asserts that `p` rejects with a VerifierError of `kind` and returns it. */
+async function refused(p: Promise<unknown>, kind: 'invalid' | 'unavailable'): Promise<VerifierError> {
+  try {
+    await p
+  } catch (err) {
+    assert.ok(err instanceof VerifierError, `expected a VerifierError, got ${err}`)
+    assert.equal(err.kind, kind, err.message)
+    assert.equal(err.status, kind === 'invalid' ? 401 : 503)
+    return err
+  }
+  assert.fail(`expected a ${kind} VerifierError, got an answer`)
+}
+
+forEachBackend(httpBackends, 'verifier client against the running service', (ctx) => {
+  let t: TestApp
+  let svc: ServedService
+  // The verifier reads the service's test clock, so moving it ages both the cache and the tokens.
+  const verifier = (opts: Partial<VerifierOptions> = {}) =>
+    createVerifier({ baseUrl: svc.baseUrl, timeoutMs: 2000, now: () => t.clock.now(), ...opts })
+
+  before(async () => {
+    t = ctx()
+    await t.seed(STANDARD_SEED)
+    svc = await serve(t)
+  })
+
+  test('a valid answer is reused within 60 s without asking, and asked for again after', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'ev1@example.com')
+    const before = svc.verifyCalls()
+    const claims = await v.verify(access_token)
+    assert.equal(claims.role, 'admin')
+    assert.deepEqual(claims.permissions && Object.keys(claims.permissions), ['1'])
+    assert.equal(svc.verifyCalls(), before + 1)
+    t.clock.advance(59_000)
+    assert.deepEqual(await v.verify(access_token), claims)
+    assert.equal(svc.verifyCalls(), before + 1, 'the second call within 60 s reached the service')
+    t.clock.advance(2_000)
+    assert.deepEqual(await v.verify(access_token), claims)
+    assert.equal(svc.verifyCalls(), before + 2, 'the cached answer outlived 60 s')
+  })
+
+  test('a cached answer never outlives the token’s own exp', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'ev1@example.com')
+    t.clock.advance(15 * 60_000 - 30_000) // 30 s of the 15-minute lifetime left
+    await v.verify(access_token)
+    t.clock.advance(31_000)
+    await refused(v.verify(access_token), 'invalid')
+  })
+
+  test('the claims handed out are frozen, so one request cannot change what the next one is granted', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'op@example.com', 'operator')
+    const claims = await v.verify(access_token)
+    assert.throws(() => claims.permissions!['1']!.push('pos:refund'), TypeError)
+    assert.throws(() => {
+      claims.role = 'admin'
+    }, TypeError)
+    assert.deepEqual((await v.verify(access_token)).permissions, { '1': ['pos:sell', 'ticket:scan'] })
+  })
+
+  test('an invalid token is refused as 401 and asked about every time', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'ev1@example.com')
+    const tampered = `${access_token.slice(0, -4)}AAAA`
+    const before = svc.verifyCalls()
+    for (const token of ['not-a-token', tampered, 'not-a-token', tampered])
+      await refused(v.verify(token), 'invalid')
+    assert.equal(svc.verifyCalls(), before + 4)
+  })
+
+  test('a token the service refuses to read (longer than it accepts: 422) is invalid, not unavailable', async () => {
+    const before = svc.verifyCalls()
+    await refused(verifier().verify('a'.repeat(9000)), 'invalid')
+    assert.equal(svc.verifyCalls(), before + 1)
+  })
+
+  test('an empty token is refused without asking', async () => {
+    const before = svc.verifyCalls()
+    await refused(verifier().verify(''), 'invalid')
+    assert.equal(svc.verifyCalls(), before)
+  })
+
+  test('a rotated (revoked) refresh token is refused once its cache entry lapses', async () => {
+    const v = verifier()
+    const { refresh_token } = await login(t, 'ev1@example.com')
+    assert.equal((await v.verify(refresh_token)).type, 'refresh')
+    const rotated = await t.request({ method: 'POST', url: '/auth/refresh', payload: { refresh_token } })
+    assert.equal(rotated.statusCode, 200)
+    // Within the window the cached answer stands: the 60 s staleness the spec allows callers.
+    assert.equal((await v.verify(refresh_token)).type, 'refresh')
+    t.clock.advance(61_000)
+    await refused(v.verify(refresh_token), 'invalid')
+  })
+
+  test('a revoked API key is refused once its cache entry lapses', async () => {
+    const v = verifier()
+    const { record, plaintext } = await createApiKey(t.db.db, {
+      event_id: 1,
+      name: 'gate scanner',
+      scopes: ['api:read'],
+      created_by: null,
+      now: t.clock.now(),
+    })
+    const claims = await v.verify(plaintext)
+    assert.equal(claims.role, 'event_client')
+    assert.deepEqual(claims.permissions, { '1': ['api:read'] })
+    assert.equal(await revokeApiKey(t.db.db, record.id, t.clock.now()), true)
+    assert.deepEqual(await v.verify(plaintext), claims)
+    t.clock.advance(61_000)
+    await refused(v.verify(plaintext), 'invalid')
+  })
+
+  test('concurrent verifications of one token make one request', async () => {
+    const v = verifier()
+    const { access_token } = await login(t, 'op@example.com', 'operator')
+    const before = svc.verifyCalls()
+    const answers = await Promise.all(Array.from({ length: 25 }, () => v.verify(access_token)))
+    assert.equal(svc.verifyCalls(), before + 1)
+    for (const claims of answers) assert.deepEqual(claims, answers[0])
+  })
+
+  test('concurrent verifications of an invalid token share the refusal but cache nothing', async () => {
+    const v = verifier()
+    const before = svc.verifyCalls()
+    const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => v.verify('garbage')))
+    assert.ok(
+      outcomes.every((o) => o.status === 'rejected' && (o.reason as VerifierError).kind === 'invalid'),
+    )
+    assert.equal(svc.verifyCalls(), before + 1)
+    await refused(v.verify('garbage'), 'invalid')
+    assert.equal(svc.verifyCalls(), before + 2)
+  })
+
+  test('the cache holds at most maxEntries answers, dropping the least recently used', async () => {
+    const v = verifier({ maxEntries: 2 })
+    const a = (await login(t, 'ev1@example.com')).access_token
+    const b = (await login(t, 'root@example.com')).access_token
+    const c = (await login(t, 'nm@example.com', 'network_manager')).access_token
+    const before = svc.verifyCalls()
+    await v.verify(a)
+    await v.verify(b)
+    await v.verify(a) // a is now the most recently used
+    await v.verify(c) // evicts b
+    assert.equal(svc.verifyCalls(), before + 3)
+    await v.verify(a)
+    await v.verify(c)
+    assert.equal(svc.verifyCalls(), before + 3)
+    await v.verify(b)
+    assert.equal(svc.verifyCalls(), before + 4)
+  })
+
+  test('cacheTtlSeconds 0 asks every time', async () => {
+    const v = verifier({ cacheTtlSeconds: 0 })
+    const { access_token } = await login(t, 'ev1@example.com')
+    const before = svc.verifyCalls()
+    await v.verify(access_token)
+    await v.verify(access_token)
+    assert.equal(svc.verifyCalls(), before + 2)
+  })
+})
+
+forEachBackend(httpBackends, 'verifier under the service’s rate limit', (ctx) => {
+  test('a 429 is answered 503 and nothing is sent until Retry-After has passed', async () => {
+    const t = ctx()
+    await t.seed(STANDARD_SEED)
+    const svc = await serve(t)
+    const v = createVerifier({ baseUrl: svc.baseUrl, timeoutMs: 2000, now: () => t.clock.now() })
+    const { access_token } = await login(t, 'ev1@example.com')
+
+    // Invalid answers are never cached, so each attempt reaches the service until its limit bites.
+    let limited: VerifierError | undefined
+    for (let i = 0; i < 1000 && !limited; i++) {
+      try {
+        await v.verify('not-a-token')
+      } catch (err) {
+        if (err instanceof VerifierError && err.kind === 'unavailable') limited = err
+        else assert.ok(err instanceof VerifierError && err.kind === 'invalid')
+      }
+    }
+    assert.ok(limited, 'the service never answered 429')
+    assert.ok(limited.retryAfterSeconds && limited.retryAfterSeconds >= 1)
+    const calls = svc.verifyCalls()
+
+    const waiting = await refused(v.verify(access_token), 'unavailable')
+    assert.ok(waiting.retryAfterSeconds && waiting.retryAfterSeconds <= limited.retryAfterSeconds)
+    for (const backend of await startBackends(v)) {
+      const res = await get(backend, '/me', access_token)
+      assert.equal(res.status, 503, backend.name)
+      assert.deepEqual(await res.json(), { detail: 'Authentication service unavailable' })
+      assert.equal(res.headers.get('retry-after'), String(waiting.retryAfterSeconds), backend.name)
+      await backend.close()
+    }
+    assert.equal(svc.verifyCalls(), calls, 'the service was called before Retry-After passed')
+
+    t.clock.advance(limited.retryAfterSeconds * 1000)
+    await v.verify(access_token).catch(() => {}) // the service's own window may still be running
+    assert.equal(svc.verifyCalls(), calls + 1)
+  })
+})
+
+forEachBackend(httpBackends, 'verifier with the service stopped', (ctx) => {
+  test('verify answers unavailable (503), never anything else', async () => {
+    const t = ctx()
+    await t.seed(STANDARD_SEED)
+    const svc = await serve(t)
+    const { access_token } = await login(t, 'ev1@example.com')
+    await t.app.close()
+    const err = await refused(
+      createVerifier({ baseUrl: svc.baseUrl, timeoutMs: 2000 }).verify(access_token),
+      'unavailable',
+    )
+    assert.equal(err.retryAfterSeconds, undefined)
+  })
+})
+
+test('a service that accepts but never answers is unavailable after timeoutMs', async () => {
+  const held: net.Socket[] = []
+  const server = net.createServer((socket) => held.push(socket)).listen(0, '127.0.0.1')
+  await new Promise((resolve) => server.once('listening', resolve))
+  const { port } = server.address() as net.AddressInfo
+  try {
+    const err = await refused(
+      createVerifier({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 150 }).verify('any-token'),
+      'unavailable',
+    )
+    assert.match(err.message, /timed out/)
+  } finally {
+    for (const s of held) s.destroy()
+    server.close()
+  }
+})
+
+test('options outside the documented bounds are refused at creation', () => {
+  const baseUrl = 'http://127.0.0.1:1'
+  assert.throws(() => createVerifier({ baseUrl, cacheTtlSeconds: 61 }), RangeError)
+  assert.throws(() => createVerifier({ baseUrl, cacheTtlSeconds: -1 }), RangeError)
+  assert.throws(() => createVerifier({ baseUrl, maxEntries: 0 }), RangeError)
+  assert.throws(() => createVerifier({ baseUrl, timeoutMs: 0 }), RangeError)
+  assert.throws(() => createVerifier({ baseUrl: 'not a url' }), TypeError)
+})

@@ -1,0 +1,300 @@
+import fs from 'node:fs'
+import { type Db, isUniqueViolation } from '../platform/db/database.js'
+import { hashPassword } from '../platform/passwords.js'
+import { randomToken } from '../platform/random.js'
+import { revokeSubject } from '../tokens/refresh.store.js'
+import {
+  audited,
+  type CliContext,
+  CliError,
+  type CommandGroup,
+  integerOption,
+  type Subcommand,
+  stringOption,
+  withContext,
+} from './command.js'
+
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+const SELECT_HELP = `  --email EMAIL        the administrator's e-mail address
+  --id ID              or the administrator's id`
+const PASSWORD_HELP = `  --password-stdin     read the new password from standard input (8 to 128 characters);
+                       without it a random password is generated and printed once`
+
+type Values = Parameters<Subcommand['run']>[0]
+const selectOptions = { email: { type: 'string' }, id: { type: 'string' } } as const
+
+interface AdminRow {
+  id: number
+  email: string
+  role: string
+  disabled: number
+}
+
+type Selector = { email: string } | { id: number }
+
+function parseSelector(values: Values, command: string): Selector {
+  const email = stringOption(values, 'email', command, true)
+  const rawId = stringOption(values, 'id', command, true)
+  if ((email === undefined) === (rawId === undefined))
+    throw new CliError(`wristband ${command}: give either --email or --id (see --help)`)
+  return email !== undefined ? { email: email.toLowerCase() } : { id: integerOption(rawId!, 'id', command) }
+}
+
+async function findAdmin(db: Db, selector: Selector, command: string): Promise<AdminRow> {
+  const q = db.selectFrom('administrators').select(['id', 'email', 'role', 'disabled'])
+  const row = await ('email' in selector
+    ? q.where('email', '=', selector.email)
+    : q.where('id', '=', selector.id)
+  ).executeTakeFirst()
+  if (!row)
+    throw new CliError(
+      `wristband ${command}: no administrator with ${'email' in selector ? `e-mail ${selector.email}` : `id ${selector.id}`}`,
+      1,
+    )
+  return row
+}
+
+/** The new password: from standard input when asked, otherwise generated (and shown once). */
+function newPassword(values: Values, command: string): { password: string; generated: boolean } {
+  if (!values['password-stdin']) return { password: randomToken(18), generated: true }
+  const password = fs.readFileSync(0, 'utf8').replace(/\r?\n$/, '')
+  if (password.length < 8 || password.length > 128)
+    throw new CliError(`wristband ${command}: the password must be 8 to 128 characters`)
+  return { password, generated: false }
+}
+
+/**
+ * Puts the refresh tokens that a transaction revoked on the revocation list the service reads. They
+ * are refused at /auth/refresh from the moment the transaction commits; access tokens already issued
+ * lapse within ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed.
+ */
+async function publishRevocations(ctx: CliContext, rows: { jti: string; expires_at: number }[]) {
+  await ctx.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+}
+
+const create: Subcommand = {
+  summary: 'Create an administrator',
+  usage: `Usage: wristband admin create --email EMAIL --role admin|superadmin [--event-ids 1,2] [--password-stdin]
+
+Creates an administrator on the configured database and records it in the audit log.
+
+Options:
+  --email EMAIL        e-mail address to sign in with
+  --role ROLE          admin (limited to --event-ids) or superadmin (every event)
+  --event-ids IDS      comma-separated event ids; required for role admin
+${PASSWORD_HELP}`,
+  options: {
+    email: { type: 'string' },
+    role: { type: 'string' },
+    'event-ids': { type: 'string' },
+    'password-stdin': { type: 'boolean' },
+  },
+  async run(values, loadConfig) {
+    const command = 'admin create'
+    const email = stringOption(values, 'email', command).toLowerCase()
+    if (!EMAIL.test(email) || email.length > 254)
+      throw new CliError(`wristband ${command}: --email is not an e-mail address: "${email}"`)
+    const role = stringOption(values, 'role', command)
+    if (role !== 'admin' && role !== 'superadmin')
+      throw new CliError(`wristband ${command}: --role must be admin or superadmin, got "${role}"`)
+    const rawIds = stringOption(values, 'event-ids', command, true)
+    const eventIds = (rawIds ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => integerOption(s, 'event-ids', command))
+    if (role === 'admin' && eventIds.length === 0)
+      throw new CliError(
+        `wristband ${command}: an admin needs --event-ids (a superadmin reaches every event)`,
+      )
+    const { password, generated } = newPassword(values, command)
+    const passwordHash = await hashPassword(password)
+    const created = await withContext(loadConfig(), (ctx) =>
+      audited(ctx, 'cli_admin_create', async (tx) => {
+        const known = await tx
+          .selectFrom('events')
+          .select('id')
+          .where('id', 'in', eventIds.length ? eventIds : [-1])
+          .execute()
+        const missing = eventIds.filter((id) => !known.some((k) => k.id === id))
+        if (missing.length)
+          throw new CliError(`wristband ${command}: no event with id ${missing.join(', ')}`, 1)
+        const now = ctx.clock.now()
+        let id: number
+        try {
+          id = (
+            await tx
+              .insertInto('administrators')
+              .values({
+                email,
+                password_hash: passwordHash,
+                role,
+                event_ids: eventIds.join(','),
+                created_at: now,
+                updated_at: now,
+              })
+              .returning('id')
+              .executeTakeFirstOrThrow()
+          ).id
+        } catch (err) {
+          if (isUniqueViolation(err))
+            throw new CliError(`wristband ${command}: an administrator with e-mail ${email} exists`, 1)
+          throw err
+        }
+        return { id, detail: { admin_id: id, email, role, event_ids: eventIds } }
+      }),
+    )
+    console.log(`created administrator ${created.id} (${email}, ${role})`)
+    if (generated) console.log(`password: ${password}`)
+    return 0
+  },
+}
+
+/**
+ * Finds the administrator, applies `change` and (when asked) revokes their refresh tokens, all in the
+ * audited transaction; then puts the revoked tokens on the list the service reads.
+ */
+async function onAdmin(
+  ctx: CliContext,
+  target: { selector: Selector; command: string; kind: string; endSessions: boolean },
+  change: (tx: Db, admin: AdminRow) => Promise<Record<string, unknown>>,
+) {
+  const result = await audited(ctx, target.kind, async (tx) => {
+    const admin = await findAdmin(tx, target.selector, target.command)
+    const extra = await change(tx, admin)
+    const revoked = target.endSessions ? await revokeSubject(tx, 'admin', admin.id, ctx.clock.now()) : []
+    return { admin, revoked, detail: { admin_id: admin.id, email: admin.email, ...extra } }
+  })
+  await publishRevocations(ctx, result.revoked)
+  return { admin: result.admin, sessions: `${result.revoked.length} session(s) ended` }
+}
+
+function setDisabled(disabled: 0 | 1): Subcommand {
+  const verb = disabled ? 'disable' : 'enable'
+  return {
+    summary: disabled
+      ? 'Disable an administrator and end their sessions'
+      : 'Enable a disabled administrator again',
+    usage: `Usage: wristband admin ${verb} (--email EMAIL | --id ID)
+
+${
+  disabled
+    ? 'Stops the administrator from signing in and revokes their refresh tokens; access tokens already\nissued lapse within ACCESS_TOKEN_EXPIRE_MINUTES.'
+    : 'Lets a disabled administrator sign in again.'
+} Recorded in the audit log.
+
+Options:
+${SELECT_HELP}`,
+    options: selectOptions,
+    async run(values, loadConfig) {
+      const command = `admin ${verb}`
+      const selector = parseSelector(values, command)
+      await withContext(loadConfig(), async (ctx) => {
+        const target = { selector, command, kind: `cli_admin_${verb}`, endSessions: disabled === 1 }
+        const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
+          await tx
+            .updateTable('administrators')
+            .set({ disabled, updated_at: ctx.clock.now() })
+            .where('id', '=', a.id)
+            .execute()
+          return { was_disabled: a.disabled === 1 }
+        })
+        console.log(`${verb}d administrator ${admin.id} (${admin.email})${disabled ? `; ${sessions}` : ''}`)
+      })
+      return 0
+    },
+  }
+}
+
+/** The nullable MFA columns present on this database (migrations of the MFA feature add them). */
+async function mfaColumns(ctx: CliContext): Promise<string[]> {
+  const tables = await ctx.db.introspection.getTables()
+  const admins = tables.find(
+    (t) =>
+      t.name === 'administrators' &&
+      (ctx.database.dialect === 'sqlite' || t.schema === ctx.config.DATABASE_SCHEMA),
+  )
+  return (admins?.columns ?? []).filter((c) => c.name.startsWith('mfa_') && c.isNullable).map((c) => c.name)
+}
+
+const resetMfa: Subcommand = {
+  summary: 'Turn off MFA of an administrator locked out of it, and end their sessions',
+  usage: `Usage: wristband admin reset-mfa (--email EMAIL | --id ID)
+
+For an administrator who lost their authenticator: switches two-factor authentication off, forgets
+the enrolled and pending TOTP secrets, and revokes every refresh token, so the administrator signs in
+with their password and enrols again. No HTTP route can do this. Recorded in the audit log.
+
+Options:
+${SELECT_HELP}`,
+  options: selectOptions,
+  async run(values, loadConfig) {
+    const command = 'admin reset-mfa'
+    const selector = parseSelector(values, command)
+    await withContext(loadConfig(), async (ctx) => {
+      // The MFA feature's columns exist only once its migration ran; clear whichever are there.
+      const columns = await mfaColumns(ctx)
+      const target = { selector, command, kind: 'cli_admin_reset_mfa', endSessions: true }
+      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
+        await tx
+          .updateTable('administrators')
+          .set({
+            is_two_factor_authentication_enabled: 0,
+            updated_at: ctx.clock.now(),
+            ...Object.fromEntries(columns.map((c) => [c, null])),
+          })
+          .where('id', '=', a.id)
+          .execute()
+        return { cleared: columns }
+      })
+      console.log(`MFA reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+    })
+    return 0
+  },
+}
+
+const resetPassword: Subcommand = {
+  summary: 'Set a new password for an administrator and end their sessions',
+  usage: `Usage: wristband admin reset-password (--email EMAIL | --id ID) [--password-stdin]
+
+Replaces the administrator's password and revokes every refresh token. Recorded in the audit log
+(never the password).
+
+Options:
+${SELECT_HELP}
+${PASSWORD_HELP}`,
+  options: { ...selectOptions, 'password-stdin': { type: 'boolean' } },
+  async run(values, loadConfig) {
+    const command = 'admin reset-password'
+    const selector = parseSelector(values, command)
+    const config = loadConfig()
+    const { password, generated } = newPassword(values, command)
+    const passwordHash = await hashPassword(password)
+    await withContext(config, async (ctx) => {
+      const target = { selector, command, kind: 'cli_admin_reset_password', endSessions: true }
+      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
+        await tx
+          .updateTable('administrators')
+          .set({ password_hash: passwordHash, updated_at: ctx.clock.now() })
+          .where('id', '=', a.id)
+          .execute()
+        return {}
+      })
+      console.log(`password reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+      if (generated) console.log(`password: ${password}`)
+    })
+    return 0
+  },
+}
+
+export const adminCommands: CommandGroup = {
+  name: 'admin',
+  summary: 'Break-glass administration of administrator accounts, on the configured database.',
+  subcommands: {
+    create,
+    disable: setDisabled(1),
+    enable: setDisabled(0),
+    'reset-mfa': resetMfa,
+    'reset-password': resetPassword,
+  },
+}

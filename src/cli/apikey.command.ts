@@ -1,0 +1,151 @@
+import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
+import { BASELINE_SCOPES } from '../tokens/claims.js'
+import {
+  audited,
+  CliError,
+  type CommandGroup,
+  integerOption,
+  type Subcommand,
+  stringOption,
+  withContext,
+} from './command.js'
+
+const SCOPES: readonly string[] = BASELINE_SCOPES.event_client
+
+function parseScopes(raw: string | undefined, command: string): string[] {
+  if (raw === undefined) return [...SCOPES]
+  const scopes = [
+    ...new Set(
+      raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ]
+  const unknown = scopes.filter((s) => !SCOPES.includes(s))
+  if (scopes.length === 0 || unknown.length > 0)
+    throw new CliError(
+      `wristband ${command}: --scopes must be a comma-separated list of ${SCOPES.join(', ')}` +
+        (unknown.length ? `; unknown: ${unknown.join(', ')}` : ''),
+    )
+  return scopes
+}
+
+const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString())
+
+const create: Subcommand = {
+  summary: 'Create an API key for an event',
+  usage: `Usage: wristband apikey create --event ID --name NAME [--scopes api:read,api:write]
+
+Creates an event API key (role event_client) and prints it once: only its SHA-256 hash is stored.
+Recorded in the audit log (never the key).
+
+Options:
+  --event ID           the event the key belongs to
+  --name NAME          a label to tell keys apart (1 to 100 characters)
+  --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: all of them)`,
+  options: { event: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' } },
+  async run(values, loadConfig) {
+    const command = 'apikey create'
+    const eventId = integerOption(stringOption(values, 'event', command), 'event', command)
+    const name = stringOption(values, 'name', command)
+    if (name.length > 100) throw new CliError(`wristband ${command}: --name must be at most 100 characters`)
+    const scopes = parseScopes(stringOption(values, 'scopes', command, true), command)
+    const created = await withContext(loadConfig(), (ctx) =>
+      audited(ctx, 'cli_apikey_create', async (tx) => {
+        const event = await tx.selectFrom('events').select('id').where('id', '=', eventId).executeTakeFirst()
+        if (!event) throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
+        const { record, plaintext } = await createApiKey(tx, {
+          event_id: eventId,
+          name,
+          scopes,
+          created_by: 'cli',
+          now: ctx.clock.now(),
+        })
+        return { record, plaintext, detail: { key_id: record.id, event_id: eventId, name, scopes } }
+      }),
+    )
+    console.log(`created API key ${created.record.id} for event ${eventId} (${name}; ${scopes.join(', ')})`)
+    console.log(`api key (shown only now): ${created.plaintext}`)
+    return 0
+  },
+}
+
+const list: Subcommand = {
+  summary: "List an event's API keys",
+  usage: `Usage: wristband apikey list --event ID [--json]
+
+Lists the API keys of an event, revoked ones included (the keys themselves are never stored).
+Recorded in the audit log.
+
+Options:
+  --event ID           the event
+  --json               one JSON object per line instead of a table`,
+  options: { event: { type: 'string' }, json: { type: 'boolean' } },
+  async run(values, loadConfig) {
+    const command = 'apikey list'
+    const eventId = integerOption(stringOption(values, 'event', command), 'event', command)
+    const { keys } = await withContext(loadConfig(), (ctx) =>
+      audited(ctx, 'cli_apikey_list', async (tx) => {
+        const keys = await listApiKeys(tx, eventId)
+        return { keys, detail: { event_id: eventId, count: keys.length } }
+      }),
+    )
+    if (values.json) {
+      for (const k of keys) console.log(JSON.stringify(k))
+      return 0
+    }
+    if (keys.length === 0) {
+      console.log(`no API keys for event ${eventId}`)
+      return 0
+    }
+    const rows = [
+      ['ID', 'NAME', 'PREFIX', 'SCOPES', 'CREATED', 'LAST USED', 'REVOKED'],
+      ...keys.map((k) => [
+        String(k.id),
+        k.name,
+        k.key_prefix,
+        k.scopes.join(','),
+        iso(k.created_at),
+        iso(k.last_used_at),
+        iso(k.revoked_at),
+      ]),
+    ]
+    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+    for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '))
+    return 0
+  },
+}
+
+const revoke: Subcommand = {
+  summary: 'Revoke an API key',
+  usage: `Usage: wristband apikey revoke --id ID
+
+Revokes an API key at once: its stored hash is cleared, so every later check refuses it (callers
+that cache a verification answer may accept it for up to 60 s more). Recorded in the audit log.
+
+Options:
+  --id ID              the key's id (see \`wristband apikey list\`)`,
+  options: { id: { type: 'string' } },
+  async run(values, loadConfig) {
+    const command = 'apikey revoke'
+    const id = integerOption(stringOption(values, 'id', command), 'id', command)
+    await withContext(loadConfig(), (ctx) =>
+      audited(ctx, 'cli_apikey_revoke', async (tx) => {
+        const key = await getApiKey(tx, id)
+        if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
+        if (!(await revokeApiKey(tx, id, ctx.clock.now())))
+          throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
+        return { detail: { key_id: id, event_id: key.event_id, name: key.name } }
+      }),
+    )
+    console.log(`revoked API key ${id}`)
+    return 0
+  },
+}
+
+export const apikeyCommands: CommandGroup = {
+  name: 'apikey',
+  summary: 'Event API keys on the configured database.',
+  subcommands: { create, list, revoke },
+}

@@ -1,0 +1,194 @@
+import os from 'node:os'
+import { type ParseArgsConfig, parseArgs } from 'node:util'
+import pino from 'pino'
+import { insertAuditEntry } from '../audit/audit.store.js'
+import { type Clock, systemClock } from '../platform/clock.js'
+import type { Config } from '../platform/config.js'
+import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
+import { connectRedis, createRedis } from '../platform/redis.js'
+import { memoryRevocations, type RevocationStore, redisRevocations } from '../tokens/revocations.js'
+
+/** A failure the user can act on: printed without a stack. 2: bad input; 1: the operation failed. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2 = 2,
+  ) {
+    super(message)
+  }
+}
+
+/** Reads the settings (environment, .env); `overrides` take the place of environment variables. */
+export type LoadConfig = (overrides?: Record<string, string>) => Config
+
+type Options = NonNullable<ParseArgsConfig['options']>
+type Values = Record<string, string | boolean | (string | boolean)[] | undefined>
+
+export interface Subcommand {
+  summary: string
+  usage: string
+  options: Options
+  run(values: Values, loadConfig: LoadConfig): Promise<number>
+}
+
+export interface CommandGroup {
+  name: string
+  summary: string
+  subcommands: Record<string, Subcommand>
+}
+
+function groupUsage(group: CommandGroup): string {
+  const width = Math.max(...Object.keys(group.subcommands).map((n) => n.length))
+  const lines = Object.entries(group.subcommands).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`)
+  return `Usage: wristband ${group.name} <command> [options]\n\n${group.summary}\n\nCommands:\n${lines.join('\n')}\n\nRun \`wristband ${group.name} <command> --help\` for the options of one command.`
+}
+
+/** Runs `wristband <group> <subcommand> [options]`. */
+export async function runGroup(group: CommandGroup, argv: string[], loadConfig: LoadConfig): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === undefined) throw new CliError(groupUsage(group))
+  if (name === '--help' || name === '-h') {
+    console.log(groupUsage(group))
+    return 0
+  }
+  const sub = group.subcommands[name]
+  if (!sub) throw new CliError(`wristband ${group.name}: unknown command "${name}"\n\n${groupUsage(group)}`)
+  return runCommand(`${group.name} ${name}`, sub, rest, loadConfig)
+}
+
+/** Runs one command on its options; `--help` needs no configuration or database. */
+export async function runCommand(
+  title: string,
+  sub: Subcommand,
+  args: string[],
+  loadConfig: LoadConfig,
+): Promise<number> {
+  let values: Values
+  try {
+    values = parseArgs({
+      args,
+      options: { ...sub.options, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: false,
+      strict: true,
+    }).values as Values
+  } catch (err) {
+    throw new CliError(`wristband ${title}: ${(err as Error).message}\n\n${sub.usage}`)
+  }
+  if (values.help) {
+    console.log(sub.usage)
+    return 0
+  }
+  return sub.run(values, loadConfig)
+}
+
+/** An option's string value, trimmed; a CliError when required and missing or empty. */
+export function stringOption(values: Values, name: string, command: string): string
+export function stringOption(
+  values: Values,
+  name: string,
+  command: string,
+  optional: true,
+): string | undefined
+export function stringOption(values: Values, name: string, command: string, optional = false) {
+  const v = values[name]
+  if (typeof v === 'string' && v.trim() !== '') return v.trim()
+  if (optional && v === undefined) return undefined
+  throw new CliError(`wristband ${command}: --${name} is required (see --help)`)
+}
+
+export function integerOption(
+  raw: string,
+  name: string,
+  command: string,
+  min = 1,
+  max = 2 ** 31 - 1,
+): number {
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max)
+    throw new CliError(
+      `wristband ${command}: --${name} must be a whole number from ${min} to ${max}, got "${raw}"`,
+    )
+  return Number(raw)
+}
+
+/** What a break-glass command works with: the configured database, a clock and the revocation list. */
+export interface CliContext {
+  db: Db
+  database: DatabaseHandle
+  config: Config
+  clock: Clock
+  /** The revocation list the running service reads (Redis, when configured, and the database). */
+  revocations: RevocationStore
+}
+
+/** The database URL without its password, to name it in an error message. */
+function shownUrl(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/, '$1:***@')
+}
+
+export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
+  let database: DatabaseHandle | undefined
+  try {
+    database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+    await database.migrate()
+  } catch (err) {
+    await database?.close().catch(() => undefined)
+    throw new CliError(
+      `wristband: cannot use the database ${shownUrl(config.databaseUrl)}: ${(err as Error).message}`,
+      1,
+    )
+  }
+  const log = pino({ level: 'warn' }, pino.destination(2))
+  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
+  try {
+    if (redis) await connectRedis(redis)
+    const deps = { db: database.db, clock: systemClock }
+    const revocations = redis
+      ? redisRevocations(deps, redis, config.REDIS_PREFIX, log)
+      : memoryRevocations(deps)
+    return await fn({ db: database.db, database, config, clock: systemClock, revocations })
+  } finally {
+    redis?.disconnect()
+    await database.close()
+  }
+}
+
+function osUser(): string | null {
+  try {
+    return os.userInfo().username
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Does one break-glass action and its audit record in one transaction, so no change goes unrecorded.
+ * A refused action (a CliError: unknown account, duplicate e-mail) is recorded as a failure.
+ * `work` returns the record's detail; it never holds a secret.
+ */
+export async function audited<T extends { detail: Record<string, unknown> }>(
+  ctx: CliContext,
+  kind: string,
+  work: (tx: Db) => Promise<T>,
+): Promise<T> {
+  const base = { kind, actor: 'cli', ip: null }
+  const who = { os_user: osUser(), host: os.hostname() }
+  try {
+    return await ctx.db.transaction().execute(async (tx) => {
+      const result = await work(tx)
+      await insertAuditEntry(tx, ctx.clock.now(), {
+        ...base,
+        outcome: 'success',
+        detail: { ...result.detail, ...who },
+      })
+      return result
+    })
+  } catch (err) {
+    if (err instanceof CliError)
+      await insertAuditEntry(ctx.db, ctx.clock.now(), {
+        ...base,
+        outcome: 'failure',
+        detail: { error: err.message, ...who },
+      })
+    throw err
+  }
+}

@@ -1,0 +1,177 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+
+export type SendOutcome = 'sent' | 'failed'
+export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
+
+/**
+ * The metrics of one app instance, in a registry of its own: two instances in one process (tests, a
+ * blue/green swap) never add to each other's numbers. Features receive this object in their deps and
+ * move the metric that concerns them; nothing here reaches into a feature.
+ *
+ * How a feature reports:
+ * - tokens: `tokenIssued(type)` per signed token, `tokenVerified(type, outcome)` per check;
+ * - rate limit: `rateLimitRejections.inc({ route })` (wired in app.ts);
+ * - mail and SMS: `mailSends.inc({ outcome: 'sent' | 'failed' })`, `smsSends.inc(...)` after each attempt;
+ * - webhooks: `webhookDeliveries.inc({ outcome })` after each delivery attempt, and the outbox depth as
+ *   a value read at scrape time: `onCollect(async () => metrics.outboxDepth.set(await countPending(db)))`;
+ * - storage: `dbErrors` and `redisErrors` are moved by the database and Redis clients themselves.
+ */
+export interface Metrics {
+  readonly registry: Registry
+  readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>
+  readonly tokensIssued: Counter<'type'>
+  readonly tokensVerified: Counter<'type' | 'outcome'>
+  readonly rateLimitRejections: Counter<'route'>
+  readonly webhookDeliveries: Counter<'outcome'>
+  readonly outboxDepth: Gauge
+  readonly mailSends: Counter<'outcome'>
+  readonly smsSends: Counter<'outcome'>
+  readonly dbErrors: Counter
+  readonly redisErrors: Counter
+  /** Records one answered request; called from the onResponse hook on every request. */
+  observeRequest(method: string, route: string, statusCode: number, seconds: number): void
+  tokenIssued(type: string): void
+  tokenVerified(type: string, outcome: 'valid' | 'invalid'): void
+  /**
+   * Runs `fn` before every scrape, to set gauges whose value lives elsewhere (a row count). A failing
+   * collector leaves its gauge at the last value and does not fail the scrape.
+   */
+  onCollect(fn: () => void | Promise<void>): void
+  /** A counter of a feature's own, in this instance's registry; its name must start with `wristband_`. */
+  counter<L extends string = never>(config: MetricConfig<L>): Counter<L>
+  /** A gauge of a feature's own; set it from an `onCollect` function when its value lives elsewhere. */
+  gauge<L extends string = never>(config: MetricConfig<L>): Gauge<L>
+  /** The exposition text and its content type. */
+  scrape(): Promise<{ body: string; contentType: string }>
+}
+
+export interface MetricConfig<L extends string> {
+  name: `wristband_${string}`
+  help: string
+  labelNames?: readonly L[]
+}
+
+// Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+export function createMetrics(): Metrics {
+  const registry = new Registry()
+  const registers = [registry]
+  collectDefaultMetrics({ register: registry })
+
+  const httpRequestDuration = new Histogram({
+    name: 'wristband_http_request_duration_seconds',
+    help: 'Time to answer a request, by route template and status; its _count is the request count',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  })
+  const tokensIssued = new Counter({
+    name: 'wristband_tokens_issued_total',
+    help: 'Tokens signed, by type (access, refresh, offline)',
+    labelNames: ['type'] as const,
+    registers,
+  })
+  const tokensVerified = new Counter({
+    name: 'wristband_tokens_verified_total',
+    help: 'Credentials checked by POST /tokens/verify, by type and outcome (valid, invalid)',
+    labelNames: ['type', 'outcome'] as const,
+    registers,
+  })
+  const rateLimitRejections = new Counter({
+    name: 'wristband_rate_limit_rejections_total',
+    help: 'Requests answered 429, by route template',
+    labelNames: ['route'] as const,
+    registers,
+  })
+  const webhookDeliveries = new Counter({
+    name: 'wristband_webhook_deliveries_total',
+    help: 'Webhook delivery attempts, by outcome (delivered, failed, gave_up)',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
+  const collectors: (() => void | Promise<void>)[] = []
+  const outboxDepth = new Gauge({
+    name: 'wristband_webhook_outbox_depth',
+    help: 'Webhook messages waiting for delivery, read at scrape time',
+    registers,
+  })
+  const mailSends = new Counter({
+    name: 'wristband_mail_sends_total',
+    help: 'E-mails handed to the mail transport, by outcome (sent, failed)',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
+  const smsSends = new Counter({
+    name: 'wristband_sms_sends_total',
+    help: 'Text messages handed to the SMS transport, by outcome (sent, failed)',
+    labelNames: ['outcome'] as const,
+    registers,
+  })
+  const dbErrors = new Counter({
+    name: 'wristband_db_errors_total',
+    help: 'Database queries that failed (connection lost, constraint violations included)',
+    registers,
+  })
+  const redisErrors = new Counter({
+    name: 'wristband_redis_errors_total',
+    help: 'Errors reported by the Redis client (connection lost or refused)',
+    registers,
+  })
+
+  // The label hashing of prom-client costs more than a Map look-up on a string; the hook runs on every
+  // request, so each label combination is resolved once. Routes are templates, so the map stays small.
+  const requestSeries = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
+  const verifiedSeries = new Map<string, Counter.Internal>()
+
+  return {
+    registry,
+    httpRequestDuration,
+    tokensIssued,
+    tokensVerified,
+    rateLimitRejections,
+    webhookDeliveries,
+    outboxDepth,
+    mailSends,
+    smsSends,
+    dbErrors,
+    redisErrors,
+    observeRequest(method, route, statusCode, seconds) {
+      const key = `${method} ${statusCode} ${route}`
+      let series = requestSeries.get(key)
+      if (!series) {
+        series = httpRequestDuration.labels({ method, route, status_code: statusCode })
+        requestSeries.set(key, series)
+      }
+      series.observe(seconds)
+    },
+    tokenIssued(type) {
+      tokensIssued.inc({ type })
+    },
+    tokenVerified(type, outcome) {
+      const key = `${type} ${outcome}`
+      let series = verifiedSeries.get(key)
+      if (!series) {
+        series = tokensVerified.labels({ type, outcome })
+        verifiedSeries.set(key, series)
+      }
+      series.inc()
+    },
+    onCollect(fn) {
+      collectors.push(fn)
+    },
+    counter: (config) => new Counter({ ...config, labelNames: config.labelNames ?? [], registers }),
+    gauge: (config) => new Gauge({ ...config, labelNames: config.labelNames ?? [], registers }),
+    async scrape() {
+      await Promise.allSettled(collectors.map(async (fn) => fn()))
+      return { body: await registry.metrics(), contentType: registry.contentType }
+    },
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This instance's metrics, for the METRICS_PORT listener that the entry point starts. */
+    metrics: Metrics
+  }
+}

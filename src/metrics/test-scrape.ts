@@ -1,0 +1,16 @@
+/**
+ * Reads one sample from Prometheus exposition text: the value of `name` on the series whose labels
+ * include every label given, or 0 when no such series was exported yet (a counter never moved).
+ */
+export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
+    if (!m || m[1] !== name) continue
+    const found: Record<string, string> = {}
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      found[l[1]!] = l[2]!
+    if (Object.entries(labels).every(([k, v]) => found[k] === v)) total += Number(m[3])
+  }
+  return total
+}

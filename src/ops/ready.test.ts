@@ -1,0 +1,232 @@
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import net from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { LightMyRequestResponse } from 'fastify'
+import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
+import { backends, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { sample } from '../metrics/test-scrape.js'
+
+const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
+
+/** Asks /ready until it gives `status`, for a bounded number of tries (reconnects take a moment). */
+async function readyUntil(t: TestApp, status: number): Promise<LightMyRequestResponse> {
+  let res: LightMyRequestResponse | undefined
+  for (let i = 0; i < 100; i++) {
+    res = await t.request({ method: 'GET', url: '/ready' })
+    if (res.statusCode === status) return res
+    await sleep(100)
+  }
+  assert.fail(`/ready never answered ${status}; last: ${res?.statusCode} ${res?.body}`)
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as net.AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1')
+      s.once('connect', () => {
+        s.destroy()
+        resolve(true)
+      })
+      s.once('error', () => resolve(false))
+    })
+    if (ok) return
+    await sleep(50)
+  }
+  throw new Error(`nothing listens on ${port}`)
+}
+
+forEachBackend(httpBackends, 'GET /ready', (ctx) => {
+  test('200 with the state of each dependency', async () => {
+    const t = ctx()
+    const res = await t.request({ method: 'GET', url: '/ready' })
+    assert.equal(res.statusCode, 200)
+    const body = res.json()
+    assert.equal(body.status, 'ready')
+    assert.equal(body.checks.database.status, 'up')
+    assert.deepEqual(body.checks.database.pending_migrations, [])
+    assert.equal(body.checks.redis.status, t.config.REDIS_URL ? 'up' : 'not_configured')
+    assert.equal((await t.request({ method: 'GET', url: '/health' })).json().status, 'ok')
+  })
+
+  test('503 while a migration is pending (a restored older backup), 200 once it is applied', async () => {
+    const t = ctx()
+    const db = t.db.db
+    const last = await db
+      .selectFrom('kysely_migration' as never)
+      .selectAll()
+      .orderBy('name' as never, 'desc')
+      .executeTakeFirstOrThrow()
+    await db
+      .deleteFrom('kysely_migration' as never)
+      .where('name' as never, '=', (last as { name: string }).name as never)
+      .execute()
+    try {
+      const res = await t.request({ method: 'GET', url: '/ready' })
+      assert.equal(res.statusCode, 503)
+      const body = res.json()
+      assert.equal(body.status, 'unavailable')
+      assert.equal(body.checks.database.reason, 'migrations_pending')
+      assert.deepEqual(body.checks.database.pending_migrations, [(last as { name: string }).name])
+    } finally {
+      await db
+        .insertInto('kysely_migration' as never)
+        .values(last as never)
+        .execute()
+    }
+    assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
+  })
+})
+
+const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0
+
+describe('GET /ready follows Redis going away and coming back', {
+  skip: hasRedisServer ? false : 'redis-server is not installed',
+}, () => {
+  let port: number
+  let redis: ChildProcess | undefined
+  let t: TestApp
+
+  async function startRedis() {
+    redis = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    )
+    await waitForPort(port)
+  }
+  async function stopRedis() {
+    const child = redis
+    if (!child || child.exitCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGKILL')
+    await exited
+  }
+
+  before(async () => {
+    port = await freePort()
+    await startRedis()
+    t = await startApp(backends[0]!, { REDIS_URL: `redis://127.0.0.1:${port}`, METRICS_TOKEN })
+  })
+  after(async () => {
+    await t?.close()
+    await stopRedis()
+  })
+
+  test('503 while Redis is down, 200 when it is back', async () => {
+    assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
+    await stopRedis()
+    const down = await readyUntil(t, 503)
+    assert.equal(down.json().checks.redis.status, 'down')
+    assert.equal(down.json().checks.database.status, 'up')
+    // The service itself keeps answering: rate limits fail open, revocations come from the database.
+    assert.equal((await t.request({ method: 'GET', url: '/health' })).statusCode, 200)
+    // The client reports each failed reconnection; the first comes after its first back-off.
+    let errors = 0
+    for (let i = 0; i < 50 && errors === 0; i++) {
+      const metrics = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+      errors = sample(metrics.body, 'wristband_redis_errors_total')
+      if (errors === 0) await sleep(100)
+    }
+    assert.ok(errors > 0, 'redis errors were not counted')
+    await startRedis()
+    const up = await readyUntil(t, 200)
+    assert.equal(up.json().checks.redis.status, 'up')
+  })
+})
+
+/**
+ * A TCP proxy in front of the shared PostgreSQL server: closing it (and cutting its connections) is
+ * an outage for this app alone, without stopping a server that other suites use.
+ */
+class TcpProxy {
+  private server: net.Server | undefined
+  private readonly sockets = new Set<net.Socket>()
+  port = 0
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async open(): Promise<void> {
+    if (this.server) return
+    const server = net.createServer((client) => {
+      const upstream = net.connect(this.targetPort, this.targetHost)
+      for (const s of [client, upstream]) {
+        this.sockets.add(s)
+        s.on('close', () => this.sockets.delete(s))
+        s.on('error', () => {
+          client.destroy()
+          upstream.destroy()
+        })
+      }
+      client.pipe(upstream).pipe(client)
+    })
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve))
+    this.port = (server.address() as net.AddressInfo).port
+    this.server = server
+  }
+
+  async close(): Promise<void> {
+    const server = this.server
+    this.server = undefined
+    for (const s of this.sockets) s.destroy()
+    if (server) await new Promise((resolve) => server.close(resolve))
+  }
+}
+
+const postgres = httpBackends.find((b) => b.name.startsWith('postgres'))!
+
+describe('GET /ready follows PostgreSQL going away and coming back', {
+  ...(postgres.skip ? { skip: postgres.skip } : {}),
+}, () => {
+  let proxy: TcpProxy
+  let provisioned: ProvisionedBackend
+  let t: TestApp
+
+  before(async () => {
+    provisioned = await postgres.provision()
+    const direct = new URL(provisioned.env.DATABASE_URL!)
+    proxy = new TcpProxy(direct.hostname, Number(direct.port || 5432))
+    await proxy.open()
+    const proxied = new URL(direct)
+    proxied.hostname = '127.0.0.1'
+    proxied.port = String(proxy.port)
+    t = await startApp(postgres, { DATABASE_URL: proxied.toString(), METRICS_TOKEN }, provisioned)
+  })
+  after(async () => {
+    await proxy?.open()
+    await t?.close()
+    await proxy?.close()
+    await provisioned?.dispose()
+  })
+
+  test('503 while the database is unreachable, 200 when it is back', async () => {
+    assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
+    const metricsBefore = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+    await proxy.close()
+    const down = await readyUntil(t, 503)
+    assert.equal(down.json().checks.database.status, 'down')
+    assert.equal(down.json().checks.database.dialect, 'postgres')
+    assert.doesNotMatch(down.body, /127\.0\.0\.1|postgres:\/\//, 'no connection details in the answer')
+    const metricsAfter = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+    assert.ok(
+      sample(metricsAfter.body, 'wristband_db_errors_total') >
+        sample(metricsBefore.body, 'wristband_db_errors_total'),
+    )
+    await proxy.open()
+    const up = await readyUntil(t, 200)
+    assert.equal(up.json().checks.database.status, 'up')
+  })
+})
