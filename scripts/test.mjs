@@ -26,6 +26,12 @@ notes.push(
 )
 console.log(`${line}\n${notes.join('\n')}\n${line}`)
 
+// The CLI tests run the compiled binary (bin/wristband.js → dist/), so build what is under test first.
+const build = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], {
+  stdio: 'inherit',
+})
+if (build.status !== 0) process.exit(build.status ?? 1)
+
 const result = spawnSync(
   process.execPath,
   [

@@ -3,24 +3,41 @@ import path from 'node:path'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
 import { LRUCache } from 'lru-cache'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
 import { apiKeyResolver } from './api-keys/api-key.credential.js'
+import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
+import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
+import { consumerRoutes } from './consumers/consumers.routes.js'
+import { ConsumerService } from './consumers/consumers.service.js'
+import { PhoneCodes } from './consumers/phone-codes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
+import { deviceRoutes } from './devices/devices.routes.js'
+import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { healthRoutes } from './health/health.routes.js'
+import { holderRoutes } from './holder/holder.routes.js'
+import { idpRoutes } from './idp/idp.routes.js'
+import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { mfaRoutes } from './mfa/mfa.routes.js'
+import { offlineRoutes } from './offline/offline.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
+import { partnerRoutes } from './partner/partner.routes.js'
+import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
+import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
+import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
+import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
@@ -28,12 +45,18 @@ import { registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
+import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
+import { ticketRoutes } from './tickets/tickets.routes.js'
+import { TicketsService } from './tickets/tickets.service.js'
 import { JwtCodec } from './tokens/jwt.js'
 import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
+import { webhookRoutes } from './webhooks/webhooks.routes.js'
+import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -42,6 +65,8 @@ export interface AppDependencies {
   logStream?: DestinationStream
   /** Mail delivery; SMTP_URL or the outbox folder when absent. */
   mailTransport?: MailTransport
+  /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
+  sms?: SmsSender
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -63,6 +88,14 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // Errors the router raises before any route runs get the documented body too: an undecodable
+    // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
+    frameworkErrors: (err, _request, reply) => {
+      const r = reply as unknown as FastifyReply
+      return err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? r.code(404).send({ detail: 'Not Found' })
+        : r.code(400).send({ detail: 'Malformed request URL' })
+    },
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -70,13 +103,29 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.decorate('metrics', metrics)
   instrumentRequests(app, metrics)
   app.setValidatorCompiler(createValidatorCompiler())
+  // Every body is JSON: any other content type is 415, including text/plain, which Fastify parses by
+  // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
+  app.removeContentTypeParser(['text/plain', 'application/json'])
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  const utf8 = new TextDecoder('utf-8', { fatal: true })
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string
+    try {
+      text = utf8.decode(body as Buffer)
+    } catch {
+      done(new SyntaxError('request body is not valid UTF-8'), undefined)
+      return
+    }
+    parseJson(request, text, done)
+  })
   registerErrorHandler(app)
   app.decorateRequest('auth', null)
   app.addSchema(ErrorBody)
   app.addSchema(HTTPValidationError)
   app.addSchema(RateLimited)
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 
   // Resources are closed in reverse order of opening, when the app closes or fails to build.
@@ -116,8 +165,10 @@ async function assemble(
   await database.migrate()
   if (redis) await connectRedis(redis)
 
+  // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
+  const secrets = [resolveSigningSecret(config, app.log), ...config.JWT_PREVIOUS_SECRETS]
   const jwt = new JwtCodec({
-    secret: resolveSigningSecret(config, app.log),
+    secret: secrets[0]!,
     previousSecrets: config.JWT_PREVIOUS_SECRETS,
     audience: config.JWT_AUDIENCE,
     issuer: config.JWT_ISSUER,
@@ -148,6 +199,21 @@ async function assemble(
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
   closers.push(() => jobs.stop())
+  jobs.register(
+    TRANSFER_MAIL_JOB,
+    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL }),
+  )
+  // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
+  const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
+  closers.push(() => http.close())
+  jobs.register(
+    WEBHOOK_JOB,
+    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+  )
+  // A committed notification goes out at once instead of at the next poll.
+  const kickJobs = () => {
+    jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
+  }
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
@@ -165,6 +231,8 @@ async function assemble(
 
   await registerSecurityHeaders(app, config.CORS_ORIGINS)
   await app.register(swagger, {
+    // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -178,6 +246,7 @@ async function assemble(
             type: 'oauth2',
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
           },
+          APIKeyHeader: { type: 'apiKey', in: 'header', name: 'api_key' },
         },
       },
     },
@@ -188,13 +257,76 @@ async function assemble(
 
   await app.register(healthRoutes)
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
-  await app.register(tokenVerifyRoutes, { tokens })
+  await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
+  await app.register(mfaRoutes, {
+    db,
+    clock,
+    tokens,
+    audit,
+    box: createSealer(secrets, 'mfa-secret'),
+    backoff,
+    freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
+  })
+  await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
+  await app.register(apiKeyRoutes, { db, clock, tokens, audit })
+  await app.register(offlineRoutes, { db, tokens, audit })
+  await app.register(auditRoutes, { db, tokens })
   await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
     await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
+
+  // SMS bypass the job queue on purpose: a queued message would keep a live one-time code in plain text.
+  let sms = deps.sms
+  if (!sms) {
+    const configured = createSmsSender(config, clock)
+    closers.push(() => configured.close())
+    sms = configured
+  }
+  const consumers = new ConsumerService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    log: app.log,
+    sms,
+    codes: new PhoneCodes({ db, clock, key: deriveKey(secrets[0]!, 'phone-codes') }),
+  })
+  closers.push(() => consumers.drain())
+  await app.register(consumerRoutes, { consumers, tokens })
+  const verifier = new IdpVerifier({
+    issuers: config.IDP_ISSUERS,
+    clock,
+    cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
+    timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
+  })
+  await app.register(idpRoutes, { db, clock, tokens, audit, verifier })
+  const devices = new DeviceService({
+    db,
+    clock,
+    tokens,
+    audit,
+    dummyHash,
+    backoff,
+    sealer: createSealer(secrets, 'operator-session'),
+  })
+  tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
+  tokens.onLogout(async (caller) => {
+    if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
+  })
+  await app.register(deviceRoutes, { devices, tokens })
+  await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
+  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
+  await app.register(ticketRoutes, {
+    tokens,
+    clock,
+    tickets: new TicketsService({ db, clock, kick: kickJobs }),
+  })
+  await app.register(holderRoutes, { db, clock, tokens })
 
   app.addHook('onReady', async () => jobs.start())
 }

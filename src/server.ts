@@ -58,6 +58,11 @@ async function serveOne(config: Config): Promise<void> {
       },
     )
   }
+  // A keep-alive connection whose request is in flight at shutdown would otherwise stay open (idle)
+  // after its answer until the keep-alive timeout, holding the drain past the force-exit timer.
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close')
+  })
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
   await app.listen({ host: config.HOST, port: config.PORT })

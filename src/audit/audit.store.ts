@@ -70,3 +70,16 @@ export async function listAuditEntries(
   const newest = await q.orderBy('id', 'desc').limit(opts.limit).execute()
   return newest.reverse()
 }
+
+/** One page of entries, newest first, older than the entry `before` when given. */
+export async function pageAuditEntries(
+  db: Db,
+  opts: { before?: number; kind?: string; actor?: string; outcome?: string; limit: number },
+): Promise<AuditRow[]> {
+  let q = db.selectFrom('audit_log').select(['id', 'at', 'kind', 'actor', 'ip', 'outcome', 'detail'])
+  if (opts.before !== undefined) q = q.where('id', '<', opts.before)
+  if (opts.kind !== undefined) q = q.where('kind', '=', opts.kind)
+  if (opts.actor !== undefined) q = q.where('actor', '=', opts.actor)
+  if (opts.outcome !== undefined) q = q.where('outcome', '=', opts.outcome)
+  return q.orderBy('id', 'desc').limit(opts.limit).execute()
+}

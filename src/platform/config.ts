@@ -90,6 +90,39 @@ const seconds: Parser<number[]> = (raw) =>
     return n
   })
 
+export interface IdpIssuer {
+  issuer: string
+  audience: string
+  jwks_uri?: string
+}
+
+const idpIssuers: Parser<IdpIssuer[]> = (raw) => {
+  let list: unknown
+  try {
+    list = JSON.parse(raw)
+  } catch {
+    throw new Error('must be a JSON list of {issuer, audience, jwks_uri?}')
+  }
+  if (!Array.isArray(list)) throw new Error('must be a JSON list of {issuer, audience, jwks_uri?}')
+  return list.map((entry, i) => {
+    const e = entry as Record<string, unknown>
+    if (typeof e?.issuer !== 'string' || typeof e.audience !== 'string')
+      throw new Error(`entry ${i} needs string "issuer" and "audience"`)
+    const unknown = Object.keys(e).filter((k) => !['issuer', 'audience', 'jwks_uri'].includes(k))
+    if (unknown.length) throw new Error(`entry ${i} has unknown keys: ${unknown.join(', ')}`)
+    url(e.issuer)
+    if (e.jwks_uri !== undefined) {
+      if (typeof e.jwks_uri !== 'string') throw new Error(`entry ${i}: jwks_uri must be a string`)
+      url(e.jwks_uri)
+    }
+    return {
+      issuer: e.issuer,
+      audience: e.audience,
+      ...(e.jwks_uri ? { jwks_uri: e.jwks_uri as string } : {}),
+    }
+  })
+}
+
 export const settings = {
   HOST: setting('Address to listen on', '127.0.0.1', text),
   PORT: setting('Port to listen on', '8000', integer(0, 65535)),
@@ -151,9 +184,35 @@ export const settings = {
     trustProxy,
   ),
   IDP_ISSUERS: setting(
-    'JSON list of `{issuer, audience, jwks_uri?}` trusted for /auth/login/idp',
+    'JSON list of `{issuer, audience, jwks_uri?}` trusted for /auth/login/idp; without `jwks_uri` the keys are found by OpenID discovery',
     '[]',
+    idpIssuers,
+  ),
+  IDP_JWKS_COOLDOWN_SECONDS: setting(
+    'Least time between two fetches of one identity provider key set (an unknown `kid` triggers a fetch)',
+    '30',
+    integer(0, 3600),
+  ),
+  IDP_HTTP_TIMEOUT_SECONDS: setting(
+    'Timeout of each request to an identity provider (discovery, key set)',
+    '5',
+    integer(1, 60),
+  ),
+  SMS_WEBHOOK_URL: setting(
+    'SMS provider endpoint: the service POSTs `{to, text}` as JSON there; unset: outbox folder DATA_DIR/outbox/sms',
+    undefined,
+    url,
+  ),
+  SMS_WEBHOOK_AUTHORIZATION: setting(
+    'Value of the Authorization header sent to SMS_WEBHOOK_URL',
+    undefined,
     text,
+  ),
+  SMS_WEBHOOK_TIMEOUT_SECONDS: setting('Timeout of each attempt to SMS_WEBHOOK_URL', '10', integer(1, 120)),
+  SMS_WEBHOOK_RETRIES: setting(
+    'Further attempts after a failed delivery to SMS_WEBHOOK_URL (network error, timeout, 429 or 5xx)',
+    '2',
+    integer(0, 10),
   ),
   WEBHOOK_ALLOW_PRIVATE: setting('Allow webhook receivers on loopback or private addresses', 'false', bool),
   WEBHOOK_RETRY_SCHEDULE: setting(

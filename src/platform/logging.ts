@@ -5,7 +5,12 @@ import type { DestinationStream } from 'pino'
 const SECRET_PATH = /(\/password-reset\/(?!email-send\b)|\/holder\/links\/)[^/?#]+/g
 
 export function redactUrl(url: string): string {
-  return url.replace(SECRET_PATH, '$1[redacted]')
+  const q = url.indexOf('?')
+  const path = (q === -1 ? url : url.slice(0, q)).replace(SECRET_PATH, '$1[redacted]')
+  if (q === -1) return path
+  // Query values can be credentials a client put in the wrong place (?token=...); names suffice to debug.
+  const names = [...new URLSearchParams(url.slice(q + 1)).keys()]
+  return `${path}?${names.map((n) => `${encodeURIComponent(n)}=[redacted]`).join('&')}`
 }
 
 /**

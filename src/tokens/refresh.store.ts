@@ -8,6 +8,7 @@ export interface RefreshRow {
   expires_at: number
   rotated_at: number | null
   revoked_at: number | null
+  mfa_verified_at: number | null
 }
 
 export async function insertRefresh(
@@ -19,6 +20,7 @@ export async function insertRefresh(
     subject_id: number
     expires_at: number
     created_at: number
+    mfa_verified_at?: number | null
   },
 ): Promise<void> {
   await db.insertInto('refresh_tokens').values(row).execute()
@@ -27,7 +29,16 @@ export async function insertRefresh(
 export async function findRefresh(db: Db, jti: string): Promise<RefreshRow | undefined> {
   return db
     .selectFrom('refresh_tokens')
-    .select(['jti', 'family_id', 'subject_kind', 'subject_id', 'expires_at', 'rotated_at', 'revoked_at'])
+    .select([
+      'jti',
+      'family_id',
+      'subject_kind',
+      'subject_id',
+      'expires_at',
+      'rotated_at',
+      'revoked_at',
+      'mfa_verified_at',
+    ])
     .where('jti', '=', jti)
     .executeTakeFirst()
 }

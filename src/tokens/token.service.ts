@@ -7,7 +7,7 @@ import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import type { Claims, Grant, Role } from './claims.js'
-import { InvalidTokenError, type JwtCodec } from './jwt.js'
+import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
 import type { RevocationStore } from './revocations.js'
 
@@ -41,6 +41,7 @@ const INVALID = { valid: false, claims: null } as const
 
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
+  private readonly logoutListeners: ((caller: Claims) => Promise<void>)[] = []
   readonly accessLifetime: number
   readonly refreshLifetime: number
   readonly offlineLifetime: number
@@ -55,7 +56,15 @@ export class TokenService {
     this.resolvers.push([prefix, resolver])
   }
 
-  /** Issues an access token and starts (or continues) a refresh-token family. */
+  /** Features with sessions of their own (operator session tokens) end them when the subject logs out. */
+  onLogout(listener: (caller: Claims) => Promise<void>): void {
+    this.logoutListeners.push(listener)
+  }
+
+  /**
+   * Issues an access token and starts (or continues) a refresh-token family. An `mfa_verified_at` in
+   * `extra` is kept with the family, so the access tokens of later refreshes carry it too.
+   */
   async issuePair(
     grant: Grant,
     extra: Record<string, unknown> = {},
@@ -73,6 +82,7 @@ export class TokenService {
       subject_id: Number(grant.sub),
       expires_at: refresh.claims.exp * 1000,
       created_at: this.deps.clock.now(),
+      mfa_verified_at: typeof extra.mfa_verified_at === 'number' ? extra.mfa_verified_at : null,
     })
     this.deps.metrics?.tokenIssued('access')
     this.deps.metrics?.tokenIssued('refresh')
@@ -91,14 +101,8 @@ export class TokenService {
 
   /** Verifies a JWT of one of `types` (signature, aud, iss, exp); no revocation check. */
   verifyJwt(token: string, types: readonly string[]): Claims {
-    let claims: Claims
-    try {
-      claims = this.deps.jwt.verify(token)
-    } catch (err) {
-      if (err instanceof InvalidTokenError) throw new UnauthorizedError()
-      throw err
-    }
-    if (!types.includes(claims.type)) throw new UnauthorizedError()
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims || !types.includes(claims.type)) throw new UnauthorizedError()
     return claims
   }
 
@@ -119,12 +123,8 @@ export class TokenService {
         return claims ? { valid: true, claims } : INVALID
       }
     }
-    let claims: Claims
-    try {
-      claims = this.deps.jwt.verify(token)
-    } catch {
-      return INVALID
-    }
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims) return INVALID
     const revoked = this.deps.revocations.isRevoked(claims.jti)
     if (revoked === true || (revoked !== false && (await revoked))) return INVALID
     return { valid: true, claims }
@@ -157,7 +157,8 @@ export class TokenService {
       await this.revokeFamily(row.family_id)
       throw new UnauthorizedError()
     }
-    return this.issuePair(grant, {}, row.family_id)
+    const mfa = row.mfa_verified_at === null ? {} : { mfa_verified_at: row.mfa_verified_at }
+    return this.issuePair(grant, mfa, row.family_id)
   }
 
   /** Ends the session of a refresh token that belongs to the caller. */
@@ -167,6 +168,7 @@ export class TokenService {
     const row = await findRefresh(this.deps.db, claims.jti)
     if (!row || row.revoked_at !== null || row.rotated_at !== null) throw new UnauthorizedError()
     await this.revokeFamily(row.family_id)
+    for (const listener of this.logoutListeners) await listener(caller)
   }
 
   async revokeFamily(familyId: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream'
 import { after, before, describe } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
-import { buildApp } from '../../src/app.js'
+import { type AppDependencies, buildApp } from '../../src/app.js'
 import { type Config, loadConfig } from '../../src/platform/config.js'
 import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed, type SeedDocument } from '../../src/seed/seed.js'
@@ -32,10 +32,14 @@ export function nextAddress(): string {
   return `10.${(addressCounter >> 16) & 255}.${(addressCounter >> 8) & 255}.${addressCounter & 255}`
 }
 
+/** Dependencies a test may inject besides the clock and log stream, which startApp provides. */
+export type TestDependencies = Omit<AppDependencies, 'clock' | 'logStream'>
+
 export async function startApp(
   backend: Backend,
   env: Record<string, string> = {},
   provisioned?: { env: Record<string, string>; dispose(): Promise<void> },
+  deps: TestDependencies = {},
 ): Promise<TestApp> {
   const p = provisioned ?? (await backend.provision())
   const config = loadConfig({
@@ -53,8 +57,15 @@ export async function startApp(
       cb()
     },
   })
-  const app = await buildApp(config, { clock, logStream })
-  await app.ready()
+  let app: FastifyInstance
+  try {
+    app = await buildApp(config, { ...deps, clock, logStream })
+    await app.ready()
+  } catch (err) {
+    // A failed start must not leave the backend's connections open, or the test process never exits.
+    if (!provisioned) await p.dispose()
+    throw err
+  }
   const db = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
   return {
     app,
@@ -90,12 +101,13 @@ export function forEachBackend(
   title: string,
   body: (ctx: () => TestApp) => void,
   env: Record<string, string> = {},
+  deps?: () => TestDependencies,
 ): void {
   for (const backend of list) {
     describe(`${title} [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
       let t: TestApp | undefined
       before(async () => {
-        t = await startApp(backend, env)
+        t = await startApp(backend, env, undefined, deps?.())
       })
       after(async () => {
         await t?.close()

@@ -1,7 +1,15 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { Kysely, type LogEvent, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import {
+  type DatabaseIntrospector,
+  Kysely,
+  type LogEvent,
+  Migrator,
+  PostgresDialect,
+  SqliteDialect,
+  sql,
+} from 'kysely'
 import pg from 'pg'
 import { migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
@@ -46,6 +54,7 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     : undefined
   let db: Db
   const schema = options.schema ?? 'public'
+  let migrationDb: Db
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
     if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
@@ -55,6 +64,7 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     sqlite.pragma('foreign_keys = ON')
     sqlite.pragma('synchronous = NORMAL')
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }), ...(log ? { log } : {}) })
+    migrationDb = db
   } else {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
@@ -71,21 +81,16 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
       },
       options: `-c search_path=${schema}`,
     })
-    // An idle client losing its connection (server restart) must not crash the process.
+    // A client losing its connection (server restart, network cut) must not crash the process: idle
+    // ones report to the pool, and one checked out would emit an unhandled 'error' while its query is
+    // already rejected (and answered 503).
     pool.on('error', (err) => onError?.(err))
-    // A connection lost while checked out (a query in flight) fails that query and then emits
-    // 'error' on the client, where pg-pool listens only while it is idle: without this the process dies.
     pool.on('connect', (client) => client.on('error', () => {}))
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+    migrationDb = seeingOnly(db, schema)
   }
-  // The schema is named explicitly: Kysely looks for its migration tables across every schema it can
-  // see, and would otherwise mistake another deployment's (or test run's) tables for ours.
-  const migrator = new Migrator({
-    db,
-    provider: migrationProvider(dialect),
-    ...(dialect === 'postgres' ? { migrationTableSchema: schema } : {}),
-  })
+  const migrator = new Migrator({ db: migrationDb, provider: migrationProvider(dialect) })
   return {
     db,
     dialect,
@@ -102,6 +107,38 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     },
     close: () => db.destroy(),
   }
+}
+
+/**
+ * The database as Kysely's Migrator should see it on PostgreSQL: only our schema. Its own look-up of
+ * the migration tables introspects every schema of the database, which finds another deployment's
+ * tables (and then skips creating ours) and fails outright when another schema is dropped meanwhile.
+ */
+function seeingOnly(db: Db, schema: string): Db {
+  const introspection: DatabaseIntrospector = {
+    async getSchemas() {
+      const r = await sql<{
+        name: string
+      }>`select nspname as name from pg_namespace where nspname = ${schema}`.execute(db)
+      return r.rows
+    },
+    async getTables() {
+      const r = await sql<{ name: string }>`
+        select table_name as name from information_schema.tables where table_schema = ${schema}`.execute(db)
+      return r.rows.map((t) => ({ name: t.name, schema, isView: false, columns: [] }))
+    },
+    async getMetadata() {
+      return { tables: await this.getTables() }
+    },
+  }
+  // Kysely keeps its state in private fields, so every other member is read from (and bound to) db.
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === 'introspection') return introspection
+      const value = Reflect.get(target, prop, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
 }
 
 /** Whether an error is a unique-constraint violation, on either dialect. */

@@ -24,6 +24,13 @@ export interface AdministratorsTable {
   disabled: Generated<number>
   created_at: number
   updated_at: number
+  /** Active TOTP secret, sealed (platform/keys.ts); null until a first verify */
+  mfa_secret: string | null
+  /** Last time step accepted for the active secret */
+  mfa_last_step: number | null
+  /** Secret from the latest setup, not yet confirmed by a code */
+  mfa_pending_secret: string | null
+  mfa_pending_at: number | null
 }
 
 export interface NetworkManagersTable {
@@ -54,6 +61,8 @@ export interface CustomersTable {
   first_name: string | null
   last_name: string | null
   created_at: number
+  /** 1 when the consumer typed the e-mail address in (not proven); 0 when an administrator or a verified provider set it */
+  email_self_asserted: Generated<number>
 }
 
 export interface DevicesTable {
@@ -82,6 +91,8 @@ export interface RefreshTokensTable {
   created_at: number
   rotated_at: number | null
   revoked_at: number | null
+  /** mfa_verified_at (epoch seconds) of the access tokens this family issues; null without MFA */
+  mfa_verified_at: number | null
 }
 
 export interface RevokedTokensTable {
@@ -131,6 +142,175 @@ export interface JobsTable {
   failed_at: number | null
 }
 
+/** One-time codes sent by SMS: phone login (`login`) and phone-ownership checks (`verify`). */
+export interface PhoneCodesTable {
+  id: Generated<number>
+  purpose: string
+  phone: string
+  /** HMAC-SHA256 (hex) of purpose, phone and code */
+  code_hash: string
+  attempts: Generated<number>
+  expires_at: number
+  consumed_at: number | null
+  created_at: number
+}
+
+/** Proofs of phone ownership (the `verification_token` of /verify/messaging/check), single use. */
+export interface PhoneVerificationsTable {
+  /** SHA-256 (hex) of the token */
+  token_hash: string
+  phone: string
+  expires_at: number
+  used_at: number | null
+  created_at: number
+}
+
+/** Links of a consumer to an identity-provider account. */
+export interface CustomerIdentitiesTable {
+  id: Generated<number>
+  customer_id: number
+  issuer: string
+  subject: string
+  email: string | null
+  created_at: number
+  last_login_at: number
+}
+
+/** The operator session token of /devices/operator-token, one per operator until logout. */
+export interface OperatorSessionsTable {
+  user_id: number
+  /** SHA-256 (hex) of the token, for look-up */
+  token_hash: string
+  /** The token encrypted with a key derived from the signing secret, to hand the same one out again */
+  token_sealed: string
+  created_at: number
+}
+
+export interface PasswordResetTokensTable {
+  id: Generated<number>
+  admin_id: number
+  /** SHA-256 (hex) of the token; the token itself exists only in the e-mail */
+  token_hash: string
+  expires_at: number
+  created_at: number
+  used_at: number | null
+}
+
+export interface TicketTypesTable {
+  id: Generated<number>
+  uid: string
+  event_id: number
+  name: string
+  /** minor units */
+  price: number
+  ticket_date: string
+  created_at: number
+}
+
+/** Transfers to one address in one event, claimed together by one consumer. */
+export interface HolderLinksTable {
+  id: Generated<number>
+  event_id: number
+  /** lower-cased */
+  email: string
+  claimed_by: number | null
+  claimed_at: number | null
+  created_at: number
+  updated_at: number
+}
+
+/** SHA-256 (hex) of each claim token sent for a link; the plaintext exists only in the e-mail. */
+export interface HolderLinkTokensTable {
+  token_hash: string
+  link_id: number
+  created_at: number
+}
+
+export interface TransfersTable {
+  id: Generated<number>
+  uid: string
+  event_id: number
+  ticket_type_id: number
+  company_ticket_id: string
+  email: string
+  /** minor units */
+  balance: number
+  /** minor units */
+  promo_balance: number
+  access_gate: string | null
+  seat_number: string | null
+  link_id: number
+  customer_id: number | null
+  /** TRANSFERRED, CLAIMED or USED */
+  status: string
+  mailed_at: number | null
+  claimed_at: number | null
+  used_at: number | null
+  /** local time of the event, YYYY-MM-DDThh:mm:ss.SSS */
+  used_timestamp: string | null
+  used_gate: string | null
+  created_at: number
+}
+
+export interface WalletsTable {
+  customer_id: number
+  event_id: number
+  /** minor units */
+  balance: number
+  /** minor units */
+  promo_balance: number
+  updated_at: number
+}
+
+export interface IdempotencyKeysTable {
+  api_key_id: number
+  key: string
+  request_hash: string
+  /** null while the first request is still being answered */
+  status_code: number | null
+  /** JSON of the first answer */
+  response: string | null
+  created_at: number
+}
+
+export interface WebhooksTable {
+  id: Generated<number>
+  event_id: number
+  url: string
+  secret: string
+  disabled_at: number | null
+  disabled_reason: string | null
+  created_at: number
+  updated_at: number
+}
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>
+  /** the webhook-id header, the same on every attempt */
+  uid: string
+  event_id: number
+  transfer_id: number | null
+  /** the exact body that is signed and sent */
+  payload: string
+  /** pending, delivered or failed */
+  status: string
+  attempts: Generated<number>
+  next_attempt_at: number | null
+  delivered_at: number | null
+  created_at: number
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<number>
+  delivery_id: number
+  attempted_at: number
+  url: string
+  status_code: number | null
+  duration_ms: number
+  error: string | null
+  response_body: string | null
+}
+
 /** Web dashboard sessions; the cookie value itself is never stored. */
 export interface DashboardSessionsTable {
   /** SHA-256 (hex) of the cookie value */
@@ -147,6 +327,16 @@ export interface DashboardSessionsTable {
 
 export interface Database {
   dashboard_sessions: DashboardSessionsTable
+  password_reset_tokens: PasswordResetTokensTable
+  ticket_types: TicketTypesTable
+  holder_links: HolderLinksTable
+  holder_link_tokens: HolderLinkTokensTable
+  transfers: TransfersTable
+  wallets: WalletsTable
+  idempotency_keys: IdempotencyKeysTable
+  webhooks: WebhooksTable
+  webhook_deliveries: WebhookDeliveriesTable
+  webhook_attempts: WebhookAttemptsTable
   jobs: JobsTable
   event_clients: EventClientsTable
   events: EventsTable
@@ -159,4 +349,8 @@ export interface Database {
   refresh_tokens: RefreshTokensTable
   revoked_tokens: RevokedTokensTable
   audit_log: AuditLogTable
+  phone_codes: PhoneCodesTable
+  phone_verifications: PhoneVerificationsTable
+  customer_identities: CustomerIdentitiesTable
+  operator_sessions: OperatorSessionsTable
 }

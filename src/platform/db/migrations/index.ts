@@ -3,6 +3,9 @@ import type { Dialect } from '../database.js'
 import * as m001 from './001-core.js'
 import * as m002 from './002-api-keys.js'
 import * as m003 from './003-jobs.js'
+import * as m004 from './004-consumers.js'
+import * as m005 from './005-partner.js'
+import * as m007 from './007-admin-security.js'
 import * as m008 from './008-dashboard-sessions.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
@@ -19,6 +22,9 @@ const migrations: [string, MigrationModule][] = [
   ['001-core', m001],
   ['002-api-keys', m002],
   ['003-jobs', m003],
+  ['004-consumers', m004],
+  ['005-partner', m005],
+  ['007-admin-security', m007],
   ['008-dashboard-sessions', m008],
 ]
 

@@ -1,0 +1,183 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { TokenResponse } from '../auth/auth.schemas.js'
+import { ForbiddenError } from '../platform/errors.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses, Message } from '../platform/schemas.js'
+import { hasScope } from '../tokens/claims.js'
+import { claimsOf, protect } from '../tokens/guard.js'
+import type { TokenService } from '../tokens/token.service.js'
+import {
+  ConsumerProfile,
+  ConsumerProfilePatch,
+  CustomerLoginRequest,
+  MessagingCheckRequest,
+  MessagingCheckResponse,
+  MessagingStartRequest,
+  MessagingStartResponse,
+  PhoneLoginRequest,
+  RegisterRequest,
+  VerifyOTPRequest,
+} from './consumers.schemas.js'
+import type { ConsumerService, ConsumerView } from './consumers.service.js'
+import { normalizePhone } from './phone.js'
+
+/** decisions.md §3: holder endpoints, the consumer's own, allow 120 per minute. */
+const HOLDER_LIMIT = 120
+
+export interface ConsumerRoutesDeps {
+  consumers: ConsumerService
+  tokens: TokenService
+}
+
+export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = async (
+  app,
+  { consumers, tokens },
+) => {
+  app.post(
+    '/auth/login/customer',
+    {
+      config: perMinute(10),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Sign in a consumer with phone number and password',
+        body: CustomerLoginRequest,
+        response: { 200: TokenResponse, ...errorResponses(401) },
+      },
+    },
+    async (request) => {
+      const phone = normalizePhone(request.body.phone)
+      return consumers.loginWithPassword(phone, request.body.password, request.ip)
+    },
+  )
+
+  app.post(
+    '/auth/login/phone',
+    {
+      config: perMinute(30),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Send a single-use sign-in code by SMS',
+        description:
+          'The code has 6 digits, lives 5 minutes and dies after 5 wrong tries. The answer is the same ' +
+          'whether or not the number is registered; only registered numbers get an SMS.',
+        body: PhoneLoginRequest,
+        response: { 200: Message, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      await consumers.startPhoneLogin(normalizePhone(request.body.phone))
+      return { message: 'If the number is registered, a code has been sent' }
+    },
+  )
+
+  app.post(
+    '/auth/login/phone/verify',
+    {
+      config: perMinute(30),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Sign in a consumer with the code sent by SMS',
+        body: VerifyOTPRequest,
+        response: { 200: TokenResponse, ...errorResponses(401) },
+      },
+    },
+    async (request) => {
+      const phone = normalizePhone(request.body.phone)
+      return consumers.verifyPhoneLogin(phone, request.body.code, request.ip)
+    },
+  )
+
+  app.post(
+    '/verify/messaging/start',
+    {
+      config: perMinute(5),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Send a code by SMS to prove ownership of a phone number',
+        body: MessagingStartRequest,
+        response: { 200: MessagingStartResponse, ...errorResponses(503) },
+      },
+    },
+    async (request) => {
+      await consumers.startVerification(normalizePhone(request.body.phone))
+      return { status: 'pending' as const }
+    },
+  )
+
+  app.post(
+    '/verify/messaging/check',
+    {
+      config: perMinute(30),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Check the code and obtain a verification token for registration',
+        body: MessagingCheckRequest,
+        response: { 200: MessagingCheckResponse, ...errorResponses(400) },
+      },
+    },
+    async (request) => {
+      const phone = normalizePhone(request.body.phone)
+      const verification_token = await consumers.checkVerification(phone, request.body.code)
+      return { status: 'approved' as const, verification_token }
+    },
+  )
+
+  app.post(
+    '/auth/register',
+    {
+      config: perMinute(10),
+      schema: {
+        tags: ['consumers'],
+        summary: 'Register a consumer with a verified phone number',
+        body: RegisterRequest,
+        response: { 200: TokenResponse, ...errorResponses(400, 409) },
+      },
+    },
+    async (request) => {
+      const phone = normalizePhone(request.body.phone)
+      return consumers.register({ ...request.body, phone }, request.ip)
+    },
+  )
+
+  const consumerOnly = protect(tokens, { roles: ['consumer'] })
+  const requireScope = (scope: string) => async (request: Parameters<typeof claimsOf>[0]) => {
+    if (!hasScope(claimsOf(request), '*', scope)) throw new ForbiddenError()
+  }
+  const view = ({ created_at, ...rest }: ConsumerView) => ({
+    ...rest,
+    created_at: new Date(created_at).toISOString(),
+  })
+
+  app.get(
+    '/consumers/me',
+    {
+      config: perMinute(HOLDER_LIMIT),
+      preParsing: consumerOnly.preParsing,
+      preHandler: [consumerOnly.preHandler, requireScope('profile:read')],
+      schema: {
+        tags: ['consumers'],
+        summary: 'The signed-in consumer',
+        security: [{ OAuth2PasswordBearer: [] }],
+        response: { 200: ConsumerProfile, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => view(await consumers.profile(Number(claimsOf(request).sub))),
+  )
+
+  app.patch(
+    '/consumers/me',
+    {
+      config: perMinute(HOLDER_LIMIT),
+      preParsing: consumerOnly.preParsing,
+      preHandler: [consumerOnly.preHandler, requireScope('profile:write')],
+      schema: {
+        tags: ['consumers'],
+        summary: "Change the signed-in consumer's profile",
+        security: [{ OAuth2PasswordBearer: [] }],
+        body: ConsumerProfilePatch,
+        response: { 200: ConsumerProfile, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => view(await consumers.updateProfile(Number(claimsOf(request).sub), request.body)),
+  )
+}

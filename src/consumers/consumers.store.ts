@@ -1,0 +1,108 @@
+import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/random.js'
+
+export interface CustomerRecord {
+  id: number
+  phone: string | null
+  email: string | null
+  first_name: string | null
+  last_name: string | null
+  created_at: number
+  has_password: boolean
+}
+
+const columns = ['id', 'phone', 'email', 'first_name', 'last_name', 'created_at', 'password_hash'] as const
+
+type Row = Omit<CustomerRecord, 'has_password'> & { password_hash: string | null }
+const toRecord = ({ password_hash, ...r }: Row): CustomerRecord => ({ ...r, has_password: !!password_hash })
+
+export async function findCustomerCredentials(
+  db: Db,
+  phone: string,
+): Promise<{ id: number; password_hash: string | null } | undefined> {
+  return db
+    .selectFrom('customers')
+    .select(['id', 'password_hash'])
+    .where('phone', '=', phone)
+    .executeTakeFirst()
+}
+
+export async function getCustomer(db: Db, id: number): Promise<CustomerRecord | null> {
+  const r = await db.selectFrom('customers').select(columns).where('id', '=', id).executeTakeFirst()
+  return r ? toRecord(r) : null
+}
+
+export async function insertCustomer(
+  db: Db,
+  values: {
+    phone: string | null
+    password_hash: string | null
+    email: string | null
+    email_self_asserted: number
+    first_name: string | null
+    last_name: string | null
+    created_at: number
+  },
+): Promise<number> {
+  const r = await db.insertInto('customers').values(values).returning('id').executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function updateCustomer(
+  db: Db,
+  id: number,
+  values: Partial<{
+    email: string | null
+    email_self_asserted: number
+    first_name: string | null
+    last_name: string | null
+    password_hash: string
+  }>,
+): Promise<void> {
+  if (Object.keys(values).length === 0) return
+  await db.updateTable('customers').set(values).where('id', '=', id).execute()
+}
+
+export async function identityIssuers(db: Db, customerId: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('customer_identities')
+    .select('issuer')
+    .where('customer_id', '=', customerId)
+    .orderBy('id')
+    .execute()
+  return rows.map((r) => r.issuer)
+}
+
+/** Stores a proof of phone ownership; only its hash is kept. */
+export async function insertPhoneVerification(
+  db: Db,
+  row: { token: string; phone: string; expires_at: number; created_at: number },
+): Promise<void> {
+  await db
+    .insertInto('phone_verifications')
+    .values({
+      token_hash: sha256Hex(row.token),
+      phone: row.phone,
+      expires_at: row.expires_at,
+      created_at: row.created_at,
+    })
+    .execute()
+}
+
+/** Uses up a live proof for this phone; false when unknown, for another phone, expired or used. */
+export async function usePhoneVerification(
+  db: Db,
+  token: string,
+  phone: string,
+  now: number,
+): Promise<boolean> {
+  const r = await db
+    .updateTable('phone_verifications')
+    .set({ used_at: now })
+    .where('token_hash', '=', sha256Hex(token))
+    .where('phone', '=', phone)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
+}

@@ -1,0 +1,114 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses } from '../platform/schemas.js'
+import { claimsOf, protect } from '../tokens/guard.js'
+import type { TokenService } from '../tokens/token.service.js'
+import {
+  DeviceAuthRequest,
+  DeviceInfo,
+  DeviceLoginResponse,
+  DeviceTokenParams,
+  DeviceTokenRequest,
+  DeviceTokenResponse,
+  OperatorLoginRequest,
+  OperatorLoginResponse,
+} from './devices.schemas.js'
+import type { DeviceService } from './devices.service.js'
+
+export interface DeviceRoutesDeps {
+  devices: DeviceService
+  tokens: TokenService
+}
+
+export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, { devices, tokens }) => {
+  app.post(
+    '/devices/auth',
+    {
+      config: perMinute(60),
+      schema: {
+        tags: ['devices'],
+        summary: 'Identify a device of an event',
+        description:
+          'Answers the device when it is registered for the event and not archived; 404 otherwise.',
+        body: DeviceAuthRequest,
+        response: { 200: DeviceInfo, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const d = await devices.authenticate(request.body.dev_mac, request.body.event_id)
+      return {
+        id: d.id,
+        dev_mac: d.dev_mac,
+        event_id: d.event_id,
+        operator_id: d.operator_id,
+        event: { uid: d.event_uid, name: d.event_name, timezone: d.event_timezone },
+      }
+    },
+  )
+
+  app.post(
+    '/auth/login/device',
+    {
+      config: perMinute(60),
+      schema: {
+        tags: ['devices'],
+        summary: 'Offline token for a device, acting as its associated operator',
+        description:
+          'Role operator, device baseline scopes at the device event, device_id and event_id set; lifetime ' +
+          'OFFLINE_TOKEN_EXPIRE_HOURS. 404 for an unknown or archived device, 403 when no operator is associated.',
+        body: DeviceAuthRequest,
+        response: { 200: DeviceLoginResponse, ...errorResponses(403, 404) },
+      },
+    },
+    async (request) => {
+      return devices.login(request.body.dev_mac, request.body.event_id, request.ip)
+    },
+  )
+
+  app.post(
+    '/devices/:device_id/token',
+    {
+      config: perMinute(30),
+      ...protect(tokens, { roles: ['admin', 'operator'] }),
+      schema: {
+        tags: ['devices'],
+        summary: 'Associate an operator with a device and issue the device token',
+        description:
+          "Administrators, or operators reaching the device's event. The operator must belong to the device's " +
+          'event (404 otherwise).',
+        security: [{ OAuth2PasswordBearer: [] }],
+        params: DeviceTokenParams,
+        body: DeviceTokenRequest,
+        response: { 200: DeviceTokenResponse, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      return devices.issueDeviceToken(
+        claimsOf(request),
+        request.params.device_id,
+        request.body.operator_id,
+        request.ip,
+      )
+    },
+  )
+
+  app.post(
+    '/devices/operator-token',
+    {
+      config: perMinute(30),
+      schema: {
+        tags: ['devices'],
+        summary: 'Operator session token for a device type',
+        description:
+          "The user's mode must allow the device type: POS any mode but 3-6, REPORT 3, FASTPASS 4, KIDS 5, " +
+          'DISPATCH 6. Wrong credentials and a disallowed combination are the same 401. The token stays the ' +
+          'same until the operator logs out (POST /auth/logout).',
+        body: OperatorLoginRequest,
+        response: { 200: OperatorLoginResponse, ...errorResponses(401) },
+      },
+    },
+    async (request) => {
+      return devices.operatorToken(request.body, request.ip)
+    },
+  )
+}

@@ -1,0 +1,221 @@
+import type { AuditLog } from '../audit/audit.store.js'
+import { updatePasswordHash } from '../identities/identities.store.js'
+import type { Backoff } from '../platform/backoff.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
+import type { Sealer } from '../platform/keys.js'
+import { checkPassword, hashPassword } from '../platform/passwords.js'
+import { randomToken, sha256Hex } from '../platform/random.js'
+import { BASELINE_SCOPES, type Claims, type Grant, operatorGrant, reachesEvent } from '../tokens/claims.js'
+import type { TokenService } from '../tokens/token.service.js'
+import {
+  deleteSession,
+  findActiveDevice,
+  findOperatorAtEvent,
+  findOperatorByEmail,
+  findSession,
+  findSessionOperator,
+  getDevice,
+  insertSession,
+  setDeviceOperator,
+} from './devices.store.js'
+
+export const DEV_TYPES = ['POS', 'REPORT', 'FASTPASS', 'KIDS', 'DISPATCH'] as const
+export type DevType = (typeof DEV_TYPES)[number]
+
+/** auth-service.md rule 15: each special device type needs its own mode; POS takes every other mode. */
+const MODE_OF: Record<Exclude<DevType, 'POS'>, number> = { REPORT: 3, FASTPASS: 4, KIDS: 5, DISPATCH: 6 }
+const SPECIAL_MODES = new Set(Object.values(MODE_OF))
+
+export function devTypeAllowed(devType: DevType, mode: number): boolean {
+  return devType === 'POS' ? !SPECIAL_MODES.has(mode) : MODE_OF[devType] === mode
+}
+
+/** Operator session tokens; the prefix lets /tokens/verify and secret scanners recognise them. */
+export const SESSION_PREFIX = 'wbs_'
+/** How long a caller may trust a session answer of /tokens/verify: the 60-second cache of the spec. */
+const SESSION_CLAIMS_WINDOW_SECONDS = 60
+const INVALID_OPERATOR_LOGIN = 'Incorrect email or password'
+
+/**
+ * decisions.md §2: a device acts as its associated operator (role operator) with the device baseline
+ * scopes at the device's event only.
+ */
+export function deviceGrant(operatorId: number, eventId: number): Grant {
+  return {
+    sub: String(operatorId),
+    role: 'operator',
+    event_ids: [eventId],
+    permissions: { [String(eventId)]: [...BASELINE_SCOPES.device] },
+  }
+}
+
+export interface DeviceDeps {
+  db: Db
+  clock: Clock
+  tokens: TokenService
+  audit: AuditLog
+  dummyHash: Promise<string>
+  /** Per-account back-off on failed passwords; shared with /auth/login for operators (one password). */
+  backoff: Backoff
+  /**
+   * Seals operator session tokens at rest. The spec wants the same token handed out again until
+   * logout, so a one-way hash alone cannot do; the plaintext in the database would turn a read-only
+   * leak of it into working credentials. Sealed under a key derived from the signing secret, the
+   * token is only recoverable by whoever also holds that secret, who could mint tokens anyway.
+   */
+  sealer: Sealer
+}
+
+export class DeviceService {
+  constructor(private readonly deps: DeviceDeps) {}
+
+  /** rule 13: the device of that event, unless archived; 404 otherwise. */
+  async authenticate(devMac: string, eventId: number) {
+    const d = await findActiveDevice(this.deps.db, devMac, eventId)
+    if (!d) throw new NotFoundError('Device not found')
+    return d
+  }
+
+  /** rule 4: an offline token for the device's associated operator; 403 when there is none at the event. */
+  async login(devMac: string, eventId: number, ip: string) {
+    const d = await this.authenticate(devMac, eventId)
+    const operator =
+      d.operator_id === null ? undefined : await findOperatorAtEvent(this.deps.db, d.operator_id, d.event_id)
+    if (!operator) throw new ForbiddenError('No operator is associated with this device')
+    const { token, claims } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
+      device_id: d.id,
+      event_id: d.event_id,
+    })
+    await this.deps.audit.record({
+      kind: 'device_login',
+      actor: `operator:${operator.id}`,
+      ip,
+      outcome: 'success',
+      detail: { device_id: d.id },
+    })
+    return {
+      offline_token: token,
+      token_type: 'bearer',
+      expires_at: new Date(claims.exp * 1000).toISOString(),
+    }
+  }
+
+  /**
+   * rule 14: associates an operator of the device's event with the device and issues the device's
+   * offline token. Administrators and operators reaching the event may do this.
+   */
+  async issueDeviceToken(caller: Claims, deviceId: number, operatorId: number, ip: string) {
+    const { db } = this.deps
+    const d = await getDevice(db, deviceId)
+    if (!d || d.archived) throw new NotFoundError('Device not found')
+    if (!reachesEvent(caller, d.event_id)) throw new ForbiddenError()
+    const operator = await findOperatorAtEvent(db, operatorId, d.event_id)
+    if (!operator) throw new NotFoundError("No such operator at the device's event")
+    await setDeviceOperator(db, d.id, operator.id)
+    const { token } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
+      device_id: d.id,
+      event_id: d.event_id,
+    })
+    await this.deps.audit.record({
+      kind: 'device_token',
+      actor: `${caller.role}:${caller.sub}`,
+      ip,
+      outcome: 'success',
+      detail: { device_id: d.id, operator_id: operator.id },
+    })
+    return { token, token_type: 'bearer' }
+  }
+
+  /**
+   * rule 15: the operator's session token for a device type its mode allows. Wrong credentials and a
+   * disallowed combination are the same 401. The token is created once and returned again until the
+   * operator logs out.
+   */
+  async operatorToken(
+    input: { email: string; password: string; dev_type: DevType; dev_mac: string },
+    ip: string,
+  ) {
+    const { db, audit, dummyHash, backoff } = this.deps
+    const backoffKey = `login:operator:${input.email.trim().toLowerCase()}`
+    await backoff.assertAllowed(backoffKey)
+    const user = await findOperatorByEmail(db, input.email)
+    const check = await checkPassword(user?.password_hash ?? (await dummyHash), input.password)
+    if (!user || !check.ok || !devTypeAllowed(input.dev_type, user.mode)) {
+      if (!user || !check.ok) await backoff.recordFailure(backoffKey)
+      await audit.record({
+        kind: 'operator_token',
+        actor: `operator:${input.email.slice(0, 254)}`,
+        ip,
+        outcome: 'failure',
+        detail: { dev_type: input.dev_type, dev_mac: input.dev_mac },
+      })
+      throw new UnauthorizedError(INVALID_OPERATOR_LOGIN)
+    }
+    if (check.needsRehash)
+      await updatePasswordHash(db, 'operator', user.id, await hashPassword(input.password))
+    const token = await this.sessionToken(user.id)
+    await audit.record({
+      kind: 'operator_token',
+      actor: `operator:${user.id}`,
+      ip,
+      outcome: 'success',
+      detail: { dev_type: input.dev_type, dev_mac: input.dev_mac },
+    })
+    return {
+      user_id: user.id,
+      event_id: user.event_id,
+      email: user.email,
+      token,
+      mode: user.mode,
+      dev_type: input.dev_type,
+    }
+  }
+
+  private async sessionToken(userId: number): Promise<string> {
+    const { db, clock, sealer } = this.deps
+    // Two rounds cover a lost race with a concurrent call and a token sealed under a retired secret.
+    for (let round = 0; round < 3; round++) {
+      const existing = await findSession(db, userId)
+      if (existing) {
+        const token = sealer.open(existing.token_sealed, `operator:${userId}`)
+        if (token !== null) return token
+        // Sealed under a secret no longer configured: replace it (the only rotation besides logout).
+        await deleteSession(db, userId, existing.token_hash)
+        continue
+      }
+      const token = `${SESSION_PREFIX}${randomToken(32)}`
+      const stored = await insertSession(db, {
+        user_id: userId,
+        token_hash: sha256Hex(token),
+        token_sealed: sealer.seal(token, `operator:${userId}`),
+        created_at: clock.now(),
+      })
+      if (stored) return token
+      // Another request created the session first: hand out that one.
+    }
+    throw new Error('operator session could not be established')
+  }
+
+  /** Claims of a live session token for POST /tokens/verify, or null. */
+  async resolveSession(token: string): Promise<Claims | null> {
+    const row = await findSessionOperator(this.deps.db, sha256Hex(token))
+    if (!row) return null
+    const iat = Math.floor(this.deps.clock.now() / 1000)
+    return {
+      type: 'session',
+      ...operatorGrant(row),
+      jti: `session:${row.id}:${row.created_at}`,
+      iat,
+      // The token lives until logout; an answer is only good for the callers' cache window.
+      exp: iat + SESSION_CLAIMS_WINDOW_SECONDS,
+      mode: row.mode,
+    }
+  }
+
+  /** Ends the operator's session token (logout); the next operator-token call issues a new one. */
+  async endSession(userId: number): Promise<void> {
+    await deleteSession(this.deps.db, userId)
+  }
+}

@@ -1,0 +1,94 @@
+import type { Db } from '../platform/db/database.js'
+
+export interface DeviceRecord {
+  id: number
+  dev_mac: string
+  event_id: number
+  operator_id: number | null
+  archived: number
+}
+
+const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived'] as const
+
+/** The device with this hardware address at this event, unless archived. */
+export async function findActiveDevice(db: Db, devMac: string, eventId: number) {
+  return db
+    .selectFrom('devices')
+    .innerJoin('events', 'events.id', 'devices.event_id')
+    .select([
+      'devices.id',
+      'devices.dev_mac',
+      'devices.event_id',
+      'devices.operator_id',
+      'events.uid as event_uid',
+      'events.name as event_name',
+      'events.timezone as event_timezone',
+    ])
+    .where('devices.dev_mac', '=', devMac)
+    .where('devices.event_id', '=', eventId)
+    .where('devices.archived', '=', 0)
+    .executeTakeFirst()
+}
+
+export async function getDevice(db: Db, id: number): Promise<DeviceRecord | undefined> {
+  return db.selectFrom('devices').select(columns).where('id', '=', id).executeTakeFirst()
+}
+
+export async function setDeviceOperator(db: Db, id: number, operatorId: number): Promise<void> {
+  await db.updateTable('devices').set({ operator_id: operatorId }).where('id', '=', id).execute()
+}
+
+/** The operator with this id when it belongs to `eventId`. */
+export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
+  return db
+    .selectFrom('users')
+    .select(['id', 'event_id'])
+    .where('id', '=', id)
+    .where('event_id', '=', eventId)
+    .executeTakeFirst()
+}
+
+export async function findOperatorByEmail(db: Db, email: string) {
+  return db
+    .selectFrom('users')
+    .select(['id', 'email', 'password_hash', 'event_id', 'mode', 'permissions'])
+    .where('email', '=', email.trim().toLowerCase())
+    .executeTakeFirst()
+}
+
+export async function findSession(db: Db, userId: number) {
+  return db
+    .selectFrom('operator_sessions')
+    .select(['token_hash', 'token_sealed'])
+    .where('user_id', '=', userId)
+    .executeTakeFirst()
+}
+
+/** Stores a session unless the operator already has one (a concurrent call won); true when stored. */
+export async function insertSession(
+  db: Db,
+  row: { user_id: number; token_hash: string; token_sealed: string; created_at: number },
+): Promise<boolean> {
+  const r = await db
+    .insertInto('operator_sessions')
+    .values(row)
+    .onConflict((oc) => oc.column('user_id').doNothing())
+    .executeTakeFirst()
+  return Number(r.numInsertedOrUpdatedRows ?? 0) === 1
+}
+
+export async function deleteSession(db: Db, userId: number, tokenHash?: string): Promise<void> {
+  let q = db.deleteFrom('operator_sessions').where('user_id', '=', userId)
+  if (tokenHash) q = q.where('token_hash', '=', tokenHash)
+  await q.execute()
+}
+
+/** The operator holding the session token with this hash. */
+export async function findSessionOperator(db: Db, tokenHash: string) {
+  return db
+    .selectFrom('operator_sessions')
+    .innerJoin('users', 'users.id', 'operator_sessions.user_id')
+    .select(['users.id', 'users.event_id', 'users.permissions', 'users.mode', 'operator_sessions.created_at'])
+    .where('operator_sessions.token_hash', '=', tokenHash)
+    .executeTakeFirst()
+}

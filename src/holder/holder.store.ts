@@ -1,0 +1,107 @@
+import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/random.js'
+
+/** The link a claim token opens, found by the token's hash. */
+export function findLinkByToken(db: Db, token: string) {
+  return db
+    .selectFrom('holder_link_tokens as k')
+    .innerJoin('holder_links as l', 'l.id', 'k.link_id')
+    .innerJoin('events as e', 'e.id', 'l.event_id')
+    .select([
+      'l.id',
+      'l.email',
+      'l.claimed_by',
+      'l.claimed_at',
+      'l.event_id',
+      'e.uid as event_uid',
+      'e.name as event_name',
+    ])
+    .where('k.token_hash', '=', sha256Hex(token))
+    .executeTakeFirst()
+}
+
+const ticketColumns = [
+  't.uid as transfer_uid',
+  'e.uid as event_uid',
+  'e.name as event_name',
+  'tt.uid as ticket_uid',
+  'tt.name',
+  'tt.ticket_date',
+  't.status',
+  't.used_timestamp',
+  't.access_gate',
+  't.seat_number',
+  't.balance',
+  't.promo_balance',
+] as const
+
+function tickets(db: Db) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .innerJoin('events as e', 'e.id', 't.event_id')
+    .select(ticketColumns)
+    .orderBy('t.id')
+}
+
+export const ticketsOfLink = (db: Db, linkId: number) => tickets(db).where('t.link_id', '=', linkId).execute()
+export const ticketsOfConsumer = (db: Db, customerId: number) =>
+  tickets(db).where('t.customer_id', '=', customerId).execute()
+
+export function walletsOf(db: Db, customerId: number) {
+  return db
+    .selectFrom('wallets as w')
+    .innerJoin('events as e', 'e.id', 'w.event_id')
+    .select(['e.uid as event_uid', 'e.name as event_name', 'w.balance', 'w.promo_balance', 'w.updated_at'])
+    .where('w.customer_id', '=', customerId)
+    .orderBy('w.event_id')
+    .execute()
+}
+
+/**
+ * Claims a link for a consumer: exactly one consumer wins (conditional UPDATE on claimed_at), and the
+ * link's tickets and the sum of their balances move to that consumer in the same transaction.
+ * Returns false when another consumer claimed it first.
+ */
+export async function claimLink(db: Db, linkId: number, eventId: number, customerId: number, now: number) {
+  return db.transaction().execute(async (tx) => {
+    const r = await tx
+      .updateTable('holder_links')
+      .set({ claimed_by: customerId, claimed_at: now, updated_at: now })
+      .where('id', '=', linkId)
+      .where('claimed_at', 'is', null)
+      .executeTakeFirst()
+    if (Number(r.numUpdatedRows) === 0) {
+      const link = await tx
+        .selectFrom('holder_links')
+        .select('claimed_by')
+        .where('id', '=', linkId)
+        .executeTakeFirstOrThrow()
+      return link.claimed_by === customerId
+    }
+    const moved = await tx
+      .updateTable('transfers')
+      .set((eb) => ({
+        customer_id: customerId,
+        claimed_at: now,
+        status: eb.case().when('status', '=', 'TRANSFERRED').then('CLAIMED').else(eb.ref('status')).end(),
+      }))
+      .where('link_id', '=', linkId)
+      .returning(['balance', 'promo_balance'])
+      .execute()
+    const balance = moved.reduce((s, t) => s + Number(t.balance), 0)
+    const promo = moved.reduce((s, t) => s + Number(t.promo_balance), 0)
+    await tx
+      .insertInto('wallets')
+      .values({ customer_id: customerId, event_id: eventId, balance, promo_balance: promo, updated_at: now })
+      .onConflict((oc) =>
+        oc.columns(['customer_id', 'event_id']).doUpdateSet((eb) => ({
+          balance: eb('wallets.balance', '+', balance),
+          promo_balance: eb('wallets.promo_balance', '+', promo),
+          updated_at: now,
+        })),
+      )
+      .execute()
+    return true
+  })
+}

@@ -1,0 +1,72 @@
+import type { AuditLog } from '../audit/audit.store.js'
+import { insertCustomer } from '../consumers/consumers.store.js'
+import type { Clock } from '../platform/clock.js'
+import { type Db, isUniqueViolation } from '../platform/db/database.js'
+import { consumerGrant } from '../tokens/claims.js'
+import type { TokenResponse, TokenService } from '../tokens/token.service.js'
+import { findCustomerByProvenEmail, findLinkedCustomer, insertIdentity, touchIdentity } from './idp.store.js'
+import type { IdpVerifier, ProviderIdentity } from './idp.verifier.js'
+
+export interface IdpLoginDeps {
+  db: Db
+  clock: Clock
+  tokens: TokenService
+  audit: AuditLog
+  verifier: IdpVerifier
+}
+
+/**
+ * decisions.md §4: the consumer linked to (issuer, subject); else the one with the same e-mail when
+ * the provider vouches for it; else a new consumer. The link is made in one transaction with the
+ * consumer it may create, so of two first sign-ins at once one links and the other finds the link.
+ */
+async function linkOrCreate(deps: IdpLoginDeps, who: ProviderIdentity): Promise<{ id: number; how: string }> {
+  const { db, clock } = deps
+  for (let attempt = 0; ; attempt++) {
+    const now = clock.now()
+    const linked = await findLinkedCustomer(db, who.issuer, who.subject)
+    if (linked !== null) {
+      await touchIdentity(db, who.issuer, who.subject, now)
+      return { id: linked, how: 'linked' }
+    }
+    try {
+      return await db.transaction().execute(async (tx) => {
+        const byEmail = who.emailVerified ? await findCustomerByProvenEmail(tx, who.email!, who.issuer) : null
+        const id =
+          byEmail ??
+          (await insertCustomer(tx, {
+            phone: null,
+            password_hash: null,
+            email: who.email,
+            email_self_asserted: who.emailVerified ? 0 : 1,
+            first_name: who.givenName,
+            last_name: who.familyName,
+            created_at: now,
+          }))
+        await insertIdentity(tx, {
+          customer_id: id,
+          issuer: who.issuer,
+          subject: who.subject,
+          email: who.email,
+          now,
+        })
+        return { id, how: byEmail === null ? 'created' : 'linked_by_email' }
+      })
+    } catch (err) {
+      if (!isUniqueViolation(err) || attempt > 0) throw err
+    }
+  }
+}
+
+export async function loginWithIdp(deps: IdpLoginDeps, idToken: string, ip: string): Promise<TokenResponse> {
+  const who = await deps.verifier.verify(idToken)
+  const { id, how } = await linkOrCreate(deps, who)
+  await deps.audit.record({
+    kind: 'login_idp',
+    actor: `consumer:${id}`,
+    ip,
+    outcome: 'success',
+    detail: { issuer: who.issuer, how },
+  })
+  return deps.tokens.issuePair(consumerGrant({ id }))
+}

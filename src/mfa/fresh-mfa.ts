@@ -1,0 +1,38 @@
+import type { preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
+import type { Clock } from '../platform/clock.js'
+import { ForbiddenError } from '../platform/errors.js'
+import { claimsOf, type GuardOptions, protect } from '../tokens/guard.js'
+import type { TokenService } from '../tokens/token.service.js'
+
+export interface MfaFreshness {
+  clock: Clock
+  windowHours: number
+}
+
+/**
+ * A preHandler that lets a request through only when its access token says MFA was verified within
+ * the freshness window. It reads the token alone (decisions.md §2), so it runs after `protect`.
+ */
+export function requireFreshMfa({ clock, windowHours }: MfaFreshness): preHandlerAsyncHookHandler {
+  const windowSeconds = windowHours * 3600
+  return async (request) => {
+    const verifiedAt = claimsOf(request).mfa_verified_at
+    if (typeof verifiedAt !== 'number')
+      throw new ForbiddenError('MFA verification required', { action: 'require_mfa', reason: 'mfa_never' })
+    if (clock.now() / 1000 - verifiedAt > windowSeconds)
+      throw new ForbiddenError('MFA verification is too old; verify again', {
+        action: 'require_mfa',
+        reason: 'mfa_stale',
+      })
+  }
+}
+
+/** `protect(...)` plus the fresh-MFA check, to spread into the options of a sensitive route. */
+export function protectWithFreshMfa(
+  tokens: TokenService,
+  freshness: MfaFreshness,
+  opts: GuardOptions = {},
+): { preParsing: preParsingAsyncHookHandler; preHandler: preHandlerAsyncHookHandler[] } {
+  const guard = protect(tokens, opts)
+  return { preParsing: guard.preParsing, preHandler: [guard.preHandler, requireFreshMfa(freshness)] }
+}

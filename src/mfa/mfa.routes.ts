@@ -1,0 +1,88 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { TokenResponse } from '../auth/auth.schemas.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses } from '../platform/schemas.js'
+import { claimsOf, protect } from '../tokens/guard.js'
+import { type MfaFreshness, protectWithFreshMfa } from './fresh-mfa.js'
+import { type MfaDeps, setupMfa, verifyMfa } from './mfa.service.js'
+
+export const MFASetupResponse = Type.Object({
+  secret: Type.String({ description: 'TOTP secret, base32' }),
+  qr_uri: Type.String({ description: 'otpauth:// URI for QR provisioning' }),
+})
+
+export const MFAVerifyRequest = Type.Object(
+  { code: Type.String({ minLength: 6, maxLength: 6 }) },
+  { additionalProperties: false },
+)
+
+export const StatusOk = Type.Object({ status: Type.String() })
+
+export interface MfaRoutesDeps extends MfaDeps {
+  freshness: MfaFreshness
+}
+
+export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, deps) => {
+  const adminOnly = protect(deps.tokens, { roles: ['admin'] })
+
+  app.post(
+    '/admin/mfa/setup',
+    {
+      config: perMinute(30),
+      ...adminOnly,
+      schema: {
+        tags: ['mfa'],
+        summary: 'Start TOTP enrolment: a new secret, pending until a code from it is verified',
+        description:
+          'Each call returns a fresh secret and replaces any earlier pending one. An active secret keeps ' +
+          'working until a code from the new one is verified at /admin/mfa/verify.',
+        security: [{ OAuth2PasswordBearer: [] }],
+        response: { 200: MFASetupResponse, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => {
+      return setupMfa(deps, Number(claimsOf(request).sub), request.ip)
+    },
+  )
+
+  app.post(
+    '/admin/mfa/verify',
+    {
+      config: perMinute(10),
+      ...adminOnly,
+      schema: {
+        tags: ['mfa'],
+        summary: 'Verify a TOTP code; switches MFA on and issues tokens carrying mfa_verified_at',
+        description:
+          'Accepts a code of the pending secret (which then becomes active) or of the active one, one 30-second ' +
+          'step either side of now, never the same code twice. A wrong or replayed code is 400; after 5 wrong ' +
+          'codes the administrator is locked out for a doubling time (429), whatever the client address.',
+        security: [{ OAuth2PasswordBearer: [] }],
+        body: MFAVerifyRequest,
+        response: { 200: TokenResponse, ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (request) => {
+      return verifyMfa(deps, Number(claimsOf(request).sub), request.body.code, request.ip)
+    },
+  )
+
+  app.get(
+    '/admin/sensitive/ping',
+    {
+      config: perMinute(60),
+      ...protectWithFreshMfa(deps.tokens, deps.freshness, { roles: ['admin'] }),
+      schema: {
+        tags: ['mfa'],
+        summary: 'Answers only to an administrator with a fresh MFA verification',
+        description:
+          '403 `{"detail", "action": "require_mfa", "reason": "mfa_never" | "mfa_stale"}` when the token has no ' +
+          '`mfa_verified_at` or one older than MFA_FRESHNESS_WINDOW_HOURS.',
+        security: [{ OAuth2PasswordBearer: [] }],
+        response: { 200: StatusOk, ...errorResponses(401, 403) },
+      },
+    },
+    async () => ({ status: 'ok' }),
+  )
+}

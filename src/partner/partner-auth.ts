@@ -1,0 +1,77 @@
+import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
+import { apiKeyClaims } from '../api-keys/api-key.credential.js'
+import { findLiveApiKey, touchApiKey } from '../api-keys/api-keys.store.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ForbiddenError, UnauthorizedError } from '../platform/errors.js'
+import { hasScope } from '../tokens/claims.js'
+
+/** The partner behind a request: its API key and the one event the key belongs to. */
+export interface Partner {
+  keyId: number
+  eventId: number
+  eventUid: string
+}
+
+/** How often last_used_at is refreshed; a write per request would make every call a write. */
+const TOUCH_EVERY_MS = 60_000
+
+export interface PartnerAuthDeps {
+  db: Db
+  clock: Clock
+}
+
+/**
+ * Route hooks for a partner endpoint. The key is read from the `api_key` header and found by its
+ * SHA-256 (401 when missing, unknown or revoked) before the body is parsed; after validation the key
+ * must hold the access asked for, and an `event_uid` in the body or query must be the key's event
+ * (403), so the documented order 401 → 422 → 403 holds.
+ */
+export function partnerAuth(
+  deps: PartnerAuthDeps,
+  access: 'read' | 'write',
+): { preParsing: preParsingAsyncHookHandler; preHandler: preHandlerAsyncHookHandler } {
+  return {
+    async preParsing(request, _reply, payload) {
+      const given = request.headers.api_key
+      if (typeof given !== 'string' || given === '') throw new UnauthorizedError('Missing api_key header')
+      const key = await findLiveApiKey(deps.db, given)
+      if (!key) throw new UnauthorizedError('Invalid API key')
+      const event = await deps.db
+        .selectFrom('events')
+        .select('uid')
+        .where('id', '=', key.event_id)
+        .executeTakeFirst()
+      if (!event) throw new UnauthorizedError('Invalid API key')
+      const now = deps.clock.now()
+      if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
+        await touchApiKey(deps.db, key.id, now)
+      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid }
+      return payload
+    },
+    async preHandler(request) {
+      const claims = request.auth!
+      const event = String(claims.event_ids![0])
+      const allowed =
+        access === 'write'
+          ? hasScope(claims, event, 'api:write')
+          : hasScope(claims, event, 'api:read') || hasScope(claims, event, 'api:write')
+      if (!allowed) throw new ForbiddenError(`This API key lacks api:${access}`)
+      const named =
+        (request.body as { event_uid?: unknown } | undefined)?.event_uid ??
+        (request.query as { event_uid?: unknown } | undefined)?.event_uid
+      if (named !== undefined && named !== claims.event_uid)
+        throw new ForbiddenError('event_uid is not the event of this API key')
+    },
+  }
+}
+
+export function partnerOf(request: FastifyRequest): Partner {
+  const c = request.auth
+  if (c?.type !== 'api_key') throw new UnauthorizedError('Missing api_key header')
+  return {
+    keyId: Number(c.sub),
+    eventId: c.event_ids![0]!,
+    eventUid: String(c.event_uid),
+  }
+}

@@ -1,0 +1,141 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { preHandlerAsyncHookHandler } from 'fastify'
+import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses } from '../platform/schemas.js'
+import { isRealLocalDateTime, moneyIssue } from './formats.js'
+import { idempotent } from './idempotency.js'
+import {
+  CompanyTicketIdParams,
+  IdempotencyHeaders,
+  TicketListQuery,
+  TicketType,
+  TicketTypeList,
+  TicketTypeRequest,
+  TransferCreated,
+  TransferDetail,
+  TransferRequest,
+} from './partner.schemas.js'
+import {
+  createTicketType,
+  createTransfer,
+  type PartnerServiceDeps,
+  ticketTypesOf,
+  transferByCompanyId,
+} from './partner.service.js'
+import { partnerAuth, partnerOf } from './partner-auth.js'
+
+/** decisions.md §3: holder and partner endpoints. */
+export const PARTNER_RATE_LIMIT = 120
+const security = [{ APIKeyHeader: [] }]
+
+/**
+ * The checks a JSON schema cannot state exactly: amounts with at most two decimals (a float
+ * `multipleOf` gets 19.99 wrong) and real calendar dates. They run as validation, before the 403 checks.
+ */
+function checkValues(fields: string[], dateField?: string): preHandlerAsyncHookHandler {
+  return async (request) => {
+    const body = request.body as Record<string, unknown>
+    const issues: ValidationIssue[] = []
+    for (const f of fields) {
+      const issue = moneyIssue(f, body[f])
+      if (issue) issues.push(issue)
+    }
+    const date = dateField ? body[dateField] : undefined
+    if (typeof date === 'string' && !isRealLocalDateTime(date))
+      issues.push({
+        loc: ['body', dateField!],
+        msg: 'Value error, not a real calendar date and time',
+        type: 'value_error',
+        input: date,
+      })
+    if (issues.length) throw new ValidationFailed(issues)
+  }
+}
+
+export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = async (app, deps) => {
+  const write = partnerAuth(deps, 'write')
+  const read = partnerAuth(deps, 'read')
+
+  app.post(
+    '/companies/ticket',
+    {
+      config: perMinute(PARTNER_RATE_LIMIT),
+      preParsing: write.preParsing,
+      preHandler: [checkValues(['price'], 'ticket_date'), write.preHandler],
+      schema: {
+        tags: ['partner'],
+        summary: 'Add a ticket type to the event catalogue',
+        security,
+        headers: IdempotencyHeaders,
+        body: TicketTypeRequest,
+        response: { 201: TicketType, ...errorResponses(401, 403, 409) },
+      },
+    },
+    async (request, reply) => {
+      const partner = partnerOf(request)
+      return idempotent(deps, request, reply, partner.keyId, async () => ({
+        status: 201,
+        body: await createTicketType(deps, partner, request.body),
+      }))
+    },
+  )
+
+  app.get(
+    '/companies/tickets',
+    {
+      config: perMinute(PARTNER_RATE_LIMIT),
+      ...read,
+      schema: {
+        tags: ['partner'],
+        summary: "The ticket types of the API key's event",
+        security,
+        querystring: TicketListQuery,
+        response: { 200: TicketTypeList, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => ({ tickets: await ticketTypesOf(deps, partnerOf(request)) }),
+  )
+
+  app.post(
+    '/companies/transfer',
+    {
+      config: perMinute(PARTNER_RATE_LIMIT),
+      preParsing: write.preParsing,
+      preHandler: [checkValues(['balance', 'promo_balance']), write.preHandler],
+      schema: {
+        tags: ['partner'],
+        summary: 'Send a ticket to a holder by e-mail',
+        description:
+          'A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.',
+        security,
+        headers: IdempotencyHeaders,
+        body: TransferRequest,
+        response: { 201: TransferCreated, ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => {
+      const partner = partnerOf(request)
+      return idempotent(deps, request, reply, partner.keyId, async () => ({
+        status: 201,
+        body: await createTransfer(deps, partner, request.body),
+      }))
+    },
+  )
+
+  app.get(
+    '/companies/transfer/:company_ticket_id',
+    {
+      config: perMinute(PARTNER_RATE_LIMIT),
+      ...read,
+      schema: {
+        tags: ['partner'],
+        summary: 'A transfer by its company_ticket_id (to learn the outcome of a lost answer)',
+        security,
+        params: CompanyTicketIdParams,
+        response: { 200: TransferDetail, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => transferByCompanyId(deps, partnerOf(request), request.params.company_ticket_id),
+  )
+}

@@ -1,0 +1,101 @@
+import { Type } from 'typebox'
+import { LOCAL_DATE_TIME, MAX_AMOUNT } from './formats.js'
+
+const strict = { additionalProperties: false } as const
+
+export const EventUid = Type.String({ minLength: 1, maxLength: 100 })
+const Uid32 = Type.String({ pattern: '^[0-9a-f]{32}$', description: '32 lowercase hexadecimal characters' })
+const LocalDateTime = Type.String({
+  pattern: LOCAL_DATE_TIME,
+  description: 'Local date-time of the event, YYYY-MM-DDThh:mm:ss.SSS, no zone designator',
+  examples: ['2026-07-18T20:00:00.000'],
+})
+const Amount = (description: string) =>
+  Type.Number({ minimum: 0, maximum: MAX_AMOUNT, description: `${description}; at most two decimals` })
+
+export const TicketTypeRequest = Type.Object(
+  {
+    event_uid: EventUid,
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    price: Amount('Price'),
+    ticket_date: LocalDateTime,
+  },
+  strict,
+)
+
+export const TicketType = Type.Object({
+  ticket_uid: Uid32,
+  event_uid: Type.String(),
+  name: Type.String(),
+  price: Type.Number(),
+  ticket_date: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+})
+
+export const TicketTypeList = Type.Object({ tickets: Type.Array(TicketType) })
+
+export const TicketListQuery = Type.Object({ event_uid: Type.Optional(EventUid) }, strict)
+
+const AdditionalInfo = Type.Object(
+  {
+    access_gate: Type.Optional(Type.String({ maxLength: 100 })),
+    seat_number: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  strict,
+)
+
+export const TransferRequest = Type.Object(
+  {
+    event_uid: EventUid,
+    email: Type.String({
+      maxLength: 254,
+      pattern: '^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$',
+      description: 'Holder e-mail address; transfers are grouped by it, compared case-insensitively',
+    }),
+    ticket_uid: Uid32,
+    company_ticket_id: Type.String({ minLength: 1, maxLength: 100 }),
+    balance: Type.Optional(Amount('Balance loaded onto the holder wallet; default 0')),
+    promo_balance: Type.Optional(Amount('Promotional balance; default 0')),
+    additional_info: Type.Optional(AdditionalInfo),
+  },
+  strict,
+)
+
+export const TransferCreated = Type.Object({
+  transfer_uid: Uid32,
+  ticket_uid: Uid32,
+  company_ticket_id: Type.String(),
+  email: Type.String(),
+  status: Type.Literal('TRANSFERRED'),
+  created_at: Type.String({ format: 'date-time' }),
+})
+
+export const TransferDetail = Type.Object({
+  transfer_uid: Uid32,
+  event_uid: Type.String(),
+  ticket_uid: Uid32,
+  company_ticket_id: Type.String(),
+  email: Type.String(),
+  balance: Type.Number(),
+  promo_balance: Type.Number(),
+  additional_info: Type.Object({
+    access_gate: Type.Optional(Type.String()),
+    seat_number: Type.Optional(Type.String()),
+  }),
+  status: Type.Union([Type.Literal('TRANSFERRED'), Type.Literal('CLAIMED'), Type.Literal('USED')]),
+  claimed: Type.Boolean(),
+  emailed: Type.Boolean(),
+  used_timestamp: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String({ format: 'date-time' }),
+})
+
+export const CompanyTicketIdParams = Type.Object(
+  { company_ticket_id: Type.String({ minLength: 1, maxLength: 100 }) },
+  strict,
+)
+
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({ description: 'Retry-safe key (1–255 visible ASCII characters), kept 24 hours' }),
+  ),
+})

@@ -1,0 +1,89 @@
+import type { Db } from '../platform/db/database.js'
+
+export async function insertTicketType(
+  db: Db,
+  t: { uid: string; event_id: number; name: string; price: number; ticket_date: string; created_at: number },
+) {
+  await db.insertInto('ticket_types').values(t).execute()
+}
+
+export function listTicketTypes(db: Db, eventId: number) {
+  return db
+    .selectFrom('ticket_types')
+    .select(['uid', 'name', 'price', 'ticket_date', 'created_at'])
+    .where('event_id', '=', eventId)
+    .orderBy('id')
+    .execute()
+}
+
+export function findTicketType(db: Db, eventId: number, uid: string) {
+  return db
+    .selectFrom('ticket_types')
+    .select(['id', 'uid'])
+    .where('event_id', '=', eventId)
+    .where('uid', '=', uid)
+    .executeTakeFirst()
+}
+
+/**
+ * The open link of an address in an event, created when missing. The upsert also takes the link's row
+ * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
+ */
+export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
+  const r = await db
+    .insertInto('holder_links')
+    .values({ event_id: eventId, email, created_at: now, updated_at: now })
+    .onConflict((oc) =>
+      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
+    )
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function insertTransfer(
+  db: Db,
+  t: {
+    uid: string
+    event_id: number
+    ticket_type_id: number
+    company_ticket_id: string
+    email: string
+    balance: number
+    promo_balance: number
+    access_gate: string | null
+    seat_number: string | null
+    link_id: number
+    created_at: number
+  },
+) {
+  await db
+    .insertInto('transfers')
+    .values({ ...t, status: 'TRANSFERRED' })
+    .execute()
+}
+
+/** A transfer with what its answers show, looked up by the partner's identifier. */
+export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId: string) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select([
+      't.uid',
+      'tt.uid as ticket_uid',
+      't.company_ticket_id',
+      't.email',
+      't.balance',
+      't.promo_balance',
+      't.access_gate',
+      't.seat_number',
+      't.status',
+      't.used_timestamp',
+      't.claimed_at',
+      't.mailed_at',
+      't.created_at',
+    ])
+    .where('t.event_id', '=', eventId)
+    .where('t.company_ticket_id', '=', companyTicketId)
+    .executeTakeFirst()
+}

@@ -1,0 +1,174 @@
+// Shared by the partner, holder, ticket and webhook tests (excluded from the build).
+import fs from 'node:fs'
+import path from 'node:path'
+import type { LightMyRequestResponse } from 'fastify'
+import { STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import { createApiKey } from '../api-keys/api-keys.store.js'
+import { BASELINE_SCOPES, consumerGrant } from '../tokens/claims.js'
+import { JwtCodec } from '../tokens/jwt.js'
+
+export interface PartnerKeys {
+  /** api:read + api:write on event 1 */
+  write: string
+  /** api:read only on event 1 */
+  read: string
+  /** api:read + api:write on event 2 */
+  other: string
+}
+
+export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
+  const seeded = await t.seed({
+    ...STANDARD_SEED,
+    customers: [
+      ...(STANDARD_SEED.customers ?? []),
+      { phone: '+4915100000002', password: 's3cret-pass', email: 'second@example.com' },
+      { phone: '+4915100000003', password: 's3cret-pass', email: 'third@example.com' },
+    ],
+  })
+  const make = async (event_id: number, scopes: string[]) =>
+    (
+      await createApiKey(t.db.db, {
+        event_id,
+        name: `k${event_id}-${scopes.join('+')}`,
+        scopes,
+        created_by: null,
+        now: t.clock.now(),
+      })
+    ).plaintext
+  void seeded
+  return {
+    write: await make(1, ['api:read', 'api:write']),
+    read: await make(1, ['api:read']),
+    other: await make(2, ['api:read', 'api:write']),
+  }
+}
+
+function codec(t: TestApp) {
+  return new JwtCodec({
+    secret: TEST_SECRET,
+    previousSecrets: [],
+    audience: 'wristband',
+    issuer: 'wristband',
+    clock: t.clock,
+  })
+}
+
+/** An access token of a consumer, signed as the service signs one (there is no consumer login here). */
+export function consumerToken(t: TestApp, customerId: number): string {
+  return codec(t).issue({ type: 'access', ...consumerGrant({ id: customerId }) }, 900).token
+}
+
+/** An offline device token: the device baseline scopes for one event, as /auth/login/device issues. */
+export function deviceToken(t: TestApp, operatorId: number, eventId: number): string {
+  return codec(t).issue(
+    {
+      type: 'offline',
+      sub: String(operatorId),
+      role: 'operator',
+      device_id: 1,
+      event_ids: [eventId],
+      permissions: { [String(eventId)]: [...BASELINE_SCOPES.device] },
+    },
+    3600,
+  ).token
+}
+
+export async function customerId(t: TestApp, phone: string): Promise<number> {
+  const r = await t.db.db
+    .selectFrom('customers')
+    .select('id')
+    .where('phone', '=', phone)
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+export function partnerPost(
+  t: TestApp,
+  url: string,
+  key: string | undefined,
+  payload: unknown,
+  headers: Record<string, string> = {},
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url,
+    payload: payload as Record<string, unknown>,
+    headers: { ...(key ? { api_key: key } : {}), ...headers },
+  })
+}
+
+export function partnerGet(t: TestApp, url: string, key: string): Promise<LightMyRequestResponse> {
+  return t.request({ method: 'GET', url, headers: { api_key: key } })
+}
+
+let ticketCounter = 0
+/** A ticket type of event 1 (or the key's event); returns its ticket_uid. */
+export async function newTicketType(t: TestApp, key: string, eventUid = 'summer-fest-2026'): Promise<string> {
+  ticketCounter++
+  const res = await partnerPost(t, '/companies/ticket', key, {
+    event_uid: eventUid,
+    name: `Day pass ${ticketCounter}`,
+    price: 49.9,
+    ticket_date: '2026-07-18T12:00:00.000',
+  })
+  if (res.statusCode !== 201) throw new Error(`ticket type: ${res.statusCode} ${res.body}`)
+  return res.json().ticket_uid
+}
+
+let transferCounter = 0
+export async function newTransfer(
+  t: TestApp,
+  key: string,
+  ticketUid: string,
+  extra: Record<string, unknown> = {},
+  eventUid = 'summer-fest-2026',
+): Promise<{ transfer_uid: string; company_ticket_id: string }> {
+  transferCounter++
+  const res = await partnerPost(t, '/companies/transfer', key, {
+    event_uid: eventUid,
+    email: `holder${transferCounter}@example.com`,
+    ticket_uid: ticketUid,
+    company_ticket_id: `ct-${Date.now()}-${transferCounter}`,
+    ...extra,
+  })
+  if (res.statusCode !== 201) throw new Error(`transfer: ${res.statusCode} ${res.body}`)
+  return res.json()
+}
+
+/** Polls until `check` returns a value (not undefined/false), or fails after `ms`. */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  ms = 5000,
+): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await check()
+    if (v !== undefined && v !== false) return v
+    if (Date.now() > end) throw new Error('condition not met in time')
+    await new Promise((r) => setTimeout(r, 15))
+  }
+}
+
+/** Messages the outbox transport wrote (the default transport when SMTP_URL is unset). */
+export function outboxMail(t: TestApp): { to: string; subject: string; text: string; html?: string }[] {
+  const dir = path.join(t.config.DATA_DIR, 'outbox', 'mail')
+  if (!fs.existsSync(dir)) return []
+  return fs
+    .readdirSync(dir)
+    .sort()
+    .flatMap((f) => {
+      // A file still being written is read on a later poll.
+      try {
+        return [JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))]
+      } catch {
+        return []
+      }
+    })
+}
+
+/** The claim token in a transfer e-mail. */
+export function claimTokenOf(text: string): string {
+  const m = /\/holder\/links\/([A-Za-z0-9_-]{43})/.exec(text)
+  if (!m) throw new Error(`no claim link in ${text}`)
+  return m[1]!
+}

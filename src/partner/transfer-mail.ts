@@ -1,0 +1,161 @@
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import type { JobHandler } from '../platform/jobs/jobs.js'
+import type { MailMessage, MailTransport } from '../platform/mail.js'
+import { randomToken, sha256Hex } from '../platform/random.js'
+import { fromMinorUnits } from './formats.js'
+
+export const TRANSFER_MAIL_JOB = 'transfer-mail'
+
+export interface TransferMailPayload {
+  linkId: number
+}
+
+export interface TransferMailDeps {
+  db: Db
+  clock: Clock
+  mail: MailTransport
+  /** PUBLIC_BASE_URL */
+  publicBaseUrl: string
+}
+
+/** About a day of retries while the mail server is unreachable. */
+const RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
+
+/** The claim link of a token: the holder app opens it, shows GET /holder/links/{token}, then claims. */
+export function claimLink(publicBaseUrl: string, token: string): string {
+  return `${publicBaseUrl.replace(/\/+$/, '')}/holder/links/${token}`
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+interface MailedTicket {
+  name: string
+  ticket_date: string
+  company_ticket_id: string
+  balance: number
+  promo_balance: number
+  seat_number: string | null
+  access_gate: string | null
+}
+
+export function transferMessage(
+  to: string,
+  eventName: string,
+  link: string,
+  tickets: MailedTicket[],
+): MailMessage {
+  const describe = (t: MailedTicket) =>
+    [
+      `${t.name} (${t.ticket_date.replace('T', ' ').slice(0, 16)})`,
+      t.seat_number ? `seat ${t.seat_number}` : '',
+      t.access_gate ? `gate ${t.access_gate}` : '',
+      t.balance > 0 ? `balance ${fromMinorUnits(t.balance).toFixed(2)}` : '',
+      t.promo_balance > 0 ? `promo balance ${fromMinorUnits(t.promo_balance).toFixed(2)}` : '',
+    ]
+      .filter(Boolean)
+      .join(', ')
+  const n = tickets.length
+  const subject = `Your ${n === 1 ? 'ticket' : `${n} tickets`} for ${eventName}`
+  const text = [
+    `Hello,`,
+    '',
+    `${n === 1 ? 'A ticket has' : `${n} tickets have`} been sent to you for ${eventName}:`,
+    '',
+    ...tickets.map((t) => `  - ${describe(t)}`),
+    '',
+    'Open this link in the wristband app to add them to your account:',
+    link,
+    '',
+    'If you did not expect this e-mail, you can ignore it.',
+  ].join('\n')
+  const html = `<!doctype html><html><body>
+<p>Hello,</p>
+<p>${n === 1 ? 'A ticket has' : `${n} tickets have`} been sent to you for <strong>${escapeHtml(eventName)}</strong>:</p>
+<ul>${tickets.map((t) => `<li>${escapeHtml(describe(t))}</li>`).join('')}</ul>
+<p><a href="${escapeHtml(link)}">Add the tickets to your account</a></p>
+<p>If you did not expect this e-mail, you can ignore it.</p>
+</body></html>`
+  return { to, subject, text, html }
+}
+
+/**
+ * Sends one e-mail with every not-yet-mailed transfer of a link. The claim token is minted here and
+ * only its hash is stored, so the plaintext never rests in the database (not even in the job queue).
+ *
+ * Taking the transfers and releasing this job's dedupe key happen in one transaction that holds the
+ * link's row: a transfer committed before it is in this e-mail; one committed after it finds no
+ * pending job and schedules the next e-mail. If sending fails the transfers are released again and
+ * the job is retried.
+ */
+export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMailPayload> {
+  return {
+    retrySchedule: RETRY_SCHEDULE,
+    async run({ linkId }, { jobId }) {
+      const { db, clock } = deps
+      const now = clock.now()
+      const token = randomToken(32)
+      const tokenHash = sha256Hex(token)
+      const taken = await db.transaction().execute(async (tx) => {
+        const link = await tx
+          .updateTable('holder_links')
+          .set({ updated_at: now })
+          .where('id', '=', linkId)
+          .returning(['email', 'event_id'])
+          .executeTakeFirst()
+        if (!link) return null
+        await tx.updateTable('jobs').set({ dedupe_key: null }).where('id', '=', jobId).execute()
+        const ids = await tx
+          .updateTable('transfers')
+          .set({ mailed_at: now })
+          .where('link_id', '=', linkId)
+          .where('mailed_at', 'is', null)
+          .returning('id')
+          .execute()
+        if (ids.length === 0) return null
+        await tx
+          .insertInto('holder_link_tokens')
+          .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
+          .execute()
+        return { link, ids: ids.map((r) => r.id) }
+      })
+      if (!taken) return
+      const event = await db
+        .selectFrom('events')
+        .select('name')
+        .where('id', '=', taken.link.event_id)
+        .executeTakeFirstOrThrow()
+      const tickets = await db
+        .selectFrom('transfers as t')
+        .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+        .select([
+          'tt.name',
+          'tt.ticket_date',
+          't.company_ticket_id',
+          't.balance',
+          't.promo_balance',
+          't.seat_number',
+          't.access_gate',
+        ])
+        .where('t.id', 'in', taken.ids)
+        .orderBy('t.id')
+        .execute()
+      try {
+        await deps.mail.send(
+          transferMessage(taken.link.email, event.name, claimLink(deps.publicBaseUrl, token), tickets),
+        )
+      } catch (err) {
+        await db.transaction().execute(async (tx) => {
+          await tx
+            .updateTable('transfers')
+            .set({ mailed_at: null })
+            .where('id', 'in', taken.ids)
+            .where('mailed_at', '=', now)
+            .execute()
+          await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+        })
+        throw err
+      }
+    },
+  }
+}

@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import { describe, test } from 'node:test'
+import { ConfigError, loadConfig } from './config.js'
+
+const SECRET = 'x'.repeat(32)
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env)
+  } catch (err) {
+    assert.ok(err instanceof ConfigError)
+    return err.problems
+  }
+  assert.fail('configuration was accepted')
+}
+
+describe('configuration', () => {
+  test('defaults: nothing to set for a local start', () => {
+    const c = loadConfig({})
+    assert.equal(c.HOST, '127.0.0.1')
+    assert.equal(c.PORT, 8000)
+    assert.equal(c.DATA_DIR, './data')
+    assert.equal(c.databaseUrl, `sqlite:${path.join('./data', 'wristband.db')}`)
+    assert.equal(c.REDIS_URL, undefined)
+    assert.equal(c.JWT_SECRET, undefined)
+    assert.equal(c.JWT_AUDIENCE, 'wristband')
+    assert.equal(c.JWT_ISSUER, 'wristband')
+    assert.equal(c.ACCESS_TOKEN_EXPIRE_MINUTES, 15)
+    assert.equal(c.REFRESH_TOKEN_EXPIRE_DAYS, 30)
+    assert.equal(c.OFFLINE_TOKEN_EXPIRE_HOURS, 72)
+    assert.equal(c.MFA_FRESHNESS_WINDOW_HOURS, 8)
+    assert.equal(c.PASSWORD_RESET_EXPIRE_MINUTES, 30)
+    assert.equal(c.PASSWORD_RESET_HOURLY_QUOTA, 3)
+    assert.equal(c.TRUST_PROXY, true)
+    assert.equal(c.WEBHOOK_ALLOW_PRIVATE, false)
+    assert.equal(c.TRANSFER_EMAIL_DELAY_SECONDS, 60)
+    assert.deepEqual(c.JWT_PREVIOUS_SECRETS, [])
+    assert.ok(Object.isFrozen(c))
+  })
+
+  test('values are parsed; an empty variable means the default', () => {
+    const c = loadConfig({
+      PORT: '9000',
+      TRUST_PROXY: 'false',
+      DATA_DIR: '/srv/wb',
+      ACCESS_TOKEN_EXPIRE_MINUTES: '',
+    })
+    assert.equal(c.PORT, 9000)
+    assert.equal(c.TRUST_PROXY, false)
+    assert.equal(c.databaseUrl, 'sqlite:/srv/wb/wristband.db')
+    assert.equal(c.ACCESS_TOKEN_EXPIRE_MINUTES, 15)
+    assert.equal(loadConfig({ TRUST_PROXY: '2' }).TRUST_PROXY, 2)
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).TRUST_PROXY, [
+      '10.0.0.0/8',
+      '127.0.0.1',
+    ])
+    assert.equal(loadConfig({ DATABASE_URL: 'postgres://u@h/db' }).databaseUrl, 'postgres://u@h/db')
+  })
+
+  test('every bad value is reported at once, one line each, naming the setting', () => {
+    const problems = problemsOf({
+      PORT: '80a',
+      LOG_LEVEL: 'verbose',
+      REDIS_URL: 'not a url',
+      ACCESS_TOKEN_EXPIRE_MINUTES: '-5',
+      WEBHOOK_ALLOW_PRIVATE: 'maybe',
+      WEBHOOK_RETRY_SCHEDULE: '5,x',
+      DATABASE_URL: 'mysql://h/db',
+    })
+    const names = problems.map((p) => p.split(':')[0])
+    assert.deepEqual(names.sort(), [
+      'ACCESS_TOKEN_EXPIRE_MINUTES',
+      'DATABASE_URL',
+      'LOG_LEVEL',
+      'PORT',
+      'REDIS_URL',
+      'WEBHOOK_ALLOW_PRIVATE',
+      'WEBHOOK_RETRY_SCHEDULE',
+    ])
+    for (const p of problems) assert.ok(!p.includes('\n'), `one line: ${p}`)
+    assert.ok(problems.find((p) => p.startsWith('PORT'))?.includes('80a'), 'the bad value is quoted')
+    const message = new ConfigError(problems).message
+    assert.equal(message.split('\n').length, problems.length + 1)
+  })
+
+  test('NODE_ENV=production refuses to start without JWT_SECRET', () => {
+    const problems = problemsOf({ NODE_ENV: 'production' })
+    assert.equal(problems.length, 1)
+    assert.match(problems[0]!, /^JWT_SECRET: required when NODE_ENV=production/)
+    assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: SECRET }).JWT_SECRET, SECRET)
+  })
+
+  test('a JWT_SECRET (or previous secret) shorter than 32 bytes is refused', () => {
+    assert.match(problemsOf({ JWT_SECRET: 'x'.repeat(31) })[0]!, /^JWT_SECRET: must be at least 32 bytes/)
+    // Bytes, not characters: 16 two-byte characters are 32 bytes.
+    assert.equal(loadConfig({ JWT_SECRET: 'é'.repeat(16) }).JWT_SECRET, 'é'.repeat(16))
+    assert.match(
+      problemsOf({ JWT_SECRET: SECRET, JWT_PREVIOUS_SECRETS: `${SECRET},short` })[0]!,
+      /^JWT_PREVIOUS_SECRETS/,
+    )
+  })
+})

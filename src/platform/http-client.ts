@@ -1,0 +1,116 @@
+import dns from 'node:dns'
+import type { LookupFunction } from 'node:net'
+import ipaddr from 'ipaddr.js'
+import { Agent, request } from 'undici'
+
+/** Raised when a destination resolves to an address the service must not reach. */
+export class ForbiddenDestinationError extends Error {
+  readonly code = 'EFORBIDDENDEST'
+}
+
+export interface HttpResponse {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  /** At most `maxBodyBytes` of the answer, as text. */
+  body: string
+}
+
+export interface HttpClient {
+  post(url: string, opts: { headers: Record<string, string>; body: string }): Promise<HttpResponse>
+  /** Throws ForbiddenDestinationError when the URL's host is (or resolves to) a refused address. */
+  checkDestination(url: string): Promise<void>
+  close(): Promise<void>
+}
+
+export interface HttpClientOptions {
+  /** Allow loopback, private, link-local and other non-public addresses (WEBHOOK_ALLOW_PRIVATE). */
+  allowPrivate: boolean
+  timeoutMs: number
+  maxBodyBytes?: number
+}
+
+/** Only globally routable unicast addresses; IPv4-mapped IPv6 is judged as the IPv4 it carries. */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false
+  return ipaddr.process(address).range() === 'unicast'
+}
+
+function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[(.*)\]$/, '$1')
+}
+
+/**
+ * The one outbound HTTP client. The address check runs inside the connection's DNS look-up, so the
+ * address that is checked is the address that is connected to (no window for DNS rebinding); IP
+ * literals, which skip the look-up, are checked before connecting. Redirects are never followed:
+ * a 3xx is an answer like any other.
+ */
+export function createHttpClient(opts: HttpClientOptions): HttpClient {
+  const maxBody = opts.maxBodyBytes ?? 1024
+  const guardedLookup: LookupFunction = (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '', 0)
+      const list = addresses as dns.LookupAddress[]
+      const refused = opts.allowPrivate ? undefined : list.find((a) => !isPublicAddress(a.address))
+      if (refused || list.length === 0) {
+        const e = new ForbiddenDestinationError(
+          `${hostname} resolves to ${refused?.address ?? 'nothing'}, which is not a public address`,
+        )
+        return callback(e as NodeJS.ErrnoException, '', 0)
+      }
+      if ((options as { all?: boolean }).all)
+        return (callback as (e: null, a: dns.LookupAddress[]) => void)(null, list)
+      callback(null, list[0]!.address, list[0]!.family)
+    })
+  }
+  const agent = new Agent({
+    connect: { lookup: guardedLookup, timeout: opts.timeoutMs },
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    keepAliveTimeout: 4_000,
+  })
+
+  function checkLiteral(url: URL) {
+    const host = hostOf(url)
+    if (!opts.allowPrivate && ipaddr.isValid(host) && !isPublicAddress(host))
+      throw new ForbiddenDestinationError(`${host} is not a public address`)
+  }
+
+  return {
+    async post(target, { headers, body }) {
+      const url = new URL(target)
+      checkLiteral(url)
+      const res = await request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': 'wristband-webhooks/0.1', ...headers },
+        body,
+        dispatcher: agent,
+        signal: AbortSignal.timeout(opts.timeoutMs),
+      })
+      const chunks: Buffer[] = []
+      let size = 0
+      for await (const chunk of res.body) {
+        const b = chunk as Buffer
+        chunks.push(b)
+        size += b.length
+        if (size >= maxBody) break
+      }
+      // Leaving the loop early ends the stream; the rest of an oversized answer is discarded.
+      res.body.destroy()
+      return {
+        status: res.statusCode,
+        headers: res.headers,
+        body: Buffer.concat(chunks).subarray(0, maxBody).toString('utf8'),
+      }
+    },
+    async checkDestination(target) {
+      const url = new URL(target)
+      checkLiteral(url)
+      if (opts.allowPrivate || ipaddr.isValid(hostOf(url))) return
+      const addresses = await dns.promises.lookup(hostOf(url), { all: true })
+      const refused = addresses.find((a) => !isPublicAddress(a.address))
+      if (refused) throw new ForbiddenDestinationError(`${url.hostname} resolves to ${refused.address}`)
+    },
+    close: () => agent.close(),
+  }
+}

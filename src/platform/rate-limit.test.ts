@@ -1,0 +1,146 @@
+import assert from 'node:assert/strict'
+import { before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { LightMyRequestResponse } from 'fastify'
+import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
+import { backends, httpBackends } from '../../test/helpers/backends.js'
+
+const LOGIN_LIMIT = 10
+
+/** A cheap request to /auth/login (422, no password hashing) that still counts against the limit. */
+function hit(t: TestApp, address: string): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url: '/auth/login',
+    payload: {},
+    headers: { 'x-forwarded-for': address },
+  })
+}
+
+async function exhaust(t: TestApp, address: string, n = LOGIN_LIMIT): Promise<void> {
+  for (let i = 0; i < n; i++) assert.equal((await hit(t, address)).statusCode, 422, `request ${i + 1}`)
+}
+
+function assertLimited(res: LightMyRequestResponse, limit = LOGIN_LIMIT) {
+  assert.equal(res.statusCode, 429)
+  const body = res.json()
+  assert.deepEqual(Object.keys(body).sort(), ['detail', 'error', 'limit', 'retry_after'])
+  assert.equal(body.error, 'rate_limit_exceeded')
+  assert.equal(typeof body.detail, 'string')
+  assert.equal(body.limit, limit)
+  assert.ok(Number.isInteger(body.retry_after) && body.retry_after >= 1 && body.retry_after <= 60)
+  assert.equal(res.headers['retry-after'], String(body.retry_after))
+}
+
+forEachBackend(httpBackends, 'rate limits per address', (ctx) => {
+  let t: TestApp
+  before(() => {
+    t = ctx()
+  })
+
+  test('the 11th login request of a minute from one X-Forwarded-For address is 429', async () => {
+    await exhaust(t, '198.51.100.1')
+    assertLimited(await hit(t, '198.51.100.1'))
+    assertLimited(await hit(t, '198.51.100.1'))
+  })
+
+  test('another address is unaffected, and so is another route from the same address', async () => {
+    await exhaust(t, '198.51.100.2')
+    assertLimited(await hit(t, '198.51.100.2'))
+    assert.equal((await hit(t, '198.51.100.3')).statusCode, 422)
+    const verify = await t.request({
+      method: 'POST',
+      url: '/tokens/verify',
+      payload: { token: 'x' },
+      headers: { 'x-forwarded-for': '198.51.100.2' },
+    })
+    assert.equal(verify.statusCode, 200)
+  })
+
+  test('the client address is the first of an X-Forwarded-For list', async () => {
+    await exhaust(t, '198.51.100.4, 10.0.0.1')
+    assertLimited(await hit(t, '198.51.100.4, 10.0.0.2'))
+    assertLimited(await hit(t, '198.51.100.4'))
+  })
+
+  test('an exceeded limit is audited once per address and route, not per request', async () => {
+    await exhaust(t, '198.51.100.6')
+    for (let i = 0; i < 3; i++) assertLimited(await hit(t, '198.51.100.6'))
+    const audited = () =>
+      t.db.db
+        .selectFrom('audit_log')
+        .select(['kind', 'detail'])
+        .where('kind', '=', 'rate_limit_hit')
+        .where('ip', '=', '198.51.100.6')
+        .execute()
+    // The audit write does not hold up the 429; wait for it to land. The later hits are dropped
+    // before any write starts, so once one row is there the count is final.
+    let rows = await audited()
+    for (let i = 0; i < 100 && rows.length === 0; i++) {
+      await sleep(20)
+      rows = await audited()
+    }
+    assert.equal(rows.length, 1)
+    assert.deepEqual(JSON.parse(String(rows[0]!.detail)), { route: '/auth/login' })
+  })
+})
+
+forEachBackend(
+  httpBackends.slice(0, 1),
+  'TRUST_PROXY=false',
+  (ctx) => {
+    test('X-Forwarded-For is ignored: every request counts against the socket address', async () => {
+      const t = ctx()
+      for (let i = 0; i < LOGIN_LIMIT; i++)
+        assert.equal((await t.request({ method: 'POST', url: '/auth/login', payload: {} })).statusCode, 422)
+      assertLimited(await t.request({ method: 'POST', url: '/auth/login', payload: {} }))
+    })
+  },
+  { TRUST_PROXY: 'false' },
+)
+
+for (const backend of backends.filter((b) => b.name.includes('redis'))) {
+  describe(
+    `rate-limit counters shared through Redis [${backend.name}]`,
+    backend.skip ? { skip: backend.skip } : {},
+    () => {
+      test('two instances count one address together', async () => {
+        const p = await backend.provision()
+        const a = await startApp(backend, {}, p)
+        const b = await startApp(backend, {}, p)
+        try {
+          await exhaust(a, '198.51.100.9', LOGIN_LIMIT / 2)
+          await exhaust(b, '198.51.100.9', LOGIN_LIMIT / 2)
+          assertLimited(await hit(a, '198.51.100.9'))
+          assertLimited(await hit(b, '198.51.100.9'))
+          assert.equal((await hit(b, '198.51.100.10')).statusCode, 422)
+        } finally {
+          await a.close()
+          await b.close()
+          await p.dispose()
+        }
+      })
+    },
+  )
+}
+
+describe('Redis configured but unreachable', () => {
+  test('requests go through and the outage is logged once, not per request', async () => {
+    const t = await startApp(backends[0]!, { REDIS_URL: 'redis://127.0.0.1:1' })
+    try {
+      // Spread over several of the client's reconnection attempts (100 ms, 200 ms, 300 ms apart), each of
+      // which fails again: the warning must still appear once.
+      for (let i = 0; i < LOGIN_LIMIT + 5; i++) {
+        assert.equal((await hit(t, '198.51.100.20')).statusCode, 422)
+        await sleep(50)
+      }
+      const verify = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token: 'x' } })
+      assert.deepEqual(verify.json(), { valid: false, claims: null })
+      const warnings = t.logs.filter((l) => l.includes('redis unreachable'))
+      assert.equal(warnings.length, 1, warnings.join(''))
+      assert.equal(JSON.parse(warnings[0]!).level, 40)
+    } finally {
+      await t.close()
+    }
+  })
+})

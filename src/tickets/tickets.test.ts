@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict'
+import { before, test } from 'node:test'
+import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
+import { httpBackends } from '../../test/helpers/backends.js'
+import {
+  deviceToken,
+  newTicketType,
+  newTransfer,
+  type PartnerKeys,
+  partnerGet,
+  seedPartner,
+} from '../partner/test-partner.js'
+import { MAX_BATCH } from './tickets.routes.js'
+
+const LOCAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/
+
+forEachBackend(httpBackends, 'ticket use', (ctx) => {
+  let t: TestApp
+  let keys: PartnerKeys
+  let scanner: string
+  let otherScanner: string
+  let ticketUid: string
+  let otherTicketUid: string
+  before(async () => {
+    t = ctx()
+    keys = await seedPartner(t)
+    scanner = (await login(t, 'op@example.com', 'operator')).access_token
+    otherScanner = (await login(t, 'op2@example.com', 'operator')).access_token
+    ticketUid = await newTicketType(t, keys.write)
+    otherTicketUid = await newTicketType(t, keys.other, 'winter-fest-2026')
+  })
+
+  const use = (uid: string, token?: string, payload?: Record<string, unknown>) =>
+    t.request({
+      method: 'POST',
+      url: `/tickets/${uid}/use`,
+      ...(token ? { token } : {}),
+      ...(payload ? { payload } : {}),
+    })
+
+  test('the first use answers USED with the local time of the event; a second use is 409 with it', async () => {
+    const { transfer_uid, company_ticket_id } = await newTransfer(t, keys.write, ticketUid)
+    const first = await use(transfer_uid, scanner, { access_gate: 'North' })
+    assert.equal(first.statusCode, 200, first.body)
+    const body = first.json()
+    assert.equal(body.status, 'USED')
+    assert.match(body.used_timestamp, LOCAL)
+    const berlin = new Intl.DateTimeFormat('sv-SE', {
+      timeZone: 'Europe/Berlin',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+    })
+      .format(t.clock.now())
+      .replace(' ', 'T')
+    assert.equal(body.used_timestamp.slice(0, 16), berlin)
+    const second = await use(transfer_uid, scanner)
+    assert.equal(second.statusCode, 409)
+    assert.equal(second.json().used_timestamp, body.used_timestamp)
+    const seen = (await partnerGet(t, `/companies/transfer/${company_ticket_id}`, keys.read)).json()
+    assert.equal(seen.status, 'USED')
+    assert.equal(seen.used_timestamp, body.used_timestamp)
+  })
+
+  test('ten scans of one ticket at once: exactly one 200, nine 409 with the same timestamp', async () => {
+    const { transfer_uid } = await newTransfer(t, keys.write, ticketUid)
+    const answers = await Promise.all(Array.from({ length: 10 }, () => use(transfer_uid, scanner)))
+    const ok = answers.filter((r) => r.statusCode === 200)
+    const conflicts = answers.filter((r) => r.statusCode === 409)
+    assert.equal(ok.length, 1)
+    assert.equal(conflicts.length, 9)
+    for (const c of conflicts) assert.equal(c.json().used_timestamp, ok[0]!.json().used_timestamp)
+  })
+
+  test('401 without a token, 422 for a malformed uid, 403 without ticket:scan there, 404 unknown', async () => {
+    const { transfer_uid } = await newTransfer(t, keys.write, ticketUid)
+    assert.equal((await use(transfer_uid)).statusCode, 401)
+    assert.equal((await use('not-a-uid', scanner)).statusCode, 422)
+    assert.equal((await use(transfer_uid, scanner, { gate: 'x' })).statusCode, 422)
+    assert.equal((await use(transfer_uid, otherScanner)).statusCode, 403, 'operator of another event')
+    assert.equal(
+      (await use(transfer_uid, deviceToken(t, 1, 1))).statusCode,
+      403,
+      'device tokens carry no ticket:scan',
+    )
+    assert.equal((await use('0'.repeat(32), scanner)).statusCode, 404)
+    assert.equal((await use('0'.repeat(32), deviceToken(t, 1, 1))).statusCode, 403, '403 comes before 404')
+    const other = await newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026')
+    assert.equal((await use(other.transfer_uid, otherScanner)).statusCode, 200, 'baseline operator scopes')
+    assert.equal((await use(transfer_uid, scanner)).statusCode, 200)
+  })
+
+  test('use-batch answers each scan in order; the first processed scan counts', async () => {
+    const a = await newTransfer(t, keys.write, ticketUid)
+    const b = await newTransfer(t, keys.write, ticketUid)
+    const foreign = await newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026')
+    assert.equal((await use(b.transfer_uid, scanner)).statusCode, 200)
+    const res = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token: deviceToken(t, 1, 1),
+      payload: {
+        scans: [
+          { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:15:30.123+00:00', access_gate: 'South' },
+          { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
+          { transfer_uid: 'f'.repeat(32), used_at: '2026-07-18T20:10:00Z' },
+          { transfer_uid: foreign.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
+          { transfer_uid: b.transfer_uid, used_at: '2026-07-18T20:10:00-05:00' },
+        ],
+      },
+    })
+    assert.equal(res.statusCode, 200, res.body)
+    const { results } = res.json()
+    assert.deepEqual(
+      results.map((r: { status: string }) => r.status),
+      ['USED', 'ALREADY_USED', 'NOT_FOUND', 'FORBIDDEN', 'ALREADY_USED'],
+    )
+    assert.deepEqual(results.map((r: { transfer_uid: string }) => r.transfer_uid).slice(0, 2), [
+      a.transfer_uid,
+      a.transfer_uid,
+    ])
+    // 20:15:30.123 UTC is 22:15:30.123 in Berlin (summer time).
+    assert.equal(results[0].used_timestamp, '2026-07-18T22:15:30.123')
+    assert.equal(results[1].used_timestamp, '2026-07-18T22:15:30.123')
+    assert.equal(results[2].used_timestamp, undefined)
+    const again = await use(a.transfer_uid, scanner)
+    assert.equal(again.json().used_timestamp, '2026-07-18T22:15:30.123')
+  })
+
+  test('use-batch: at most 500 scans, offsets required, a token is required', async () => {
+    const scan = { transfer_uid: '0'.repeat(32), used_at: '2026-07-18T20:10:00Z' }
+    const token = deviceToken(t, 1, 1)
+    const tooMany = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token,
+      payload: { scans: Array.from({ length: MAX_BATCH + 1 }, () => scan) },
+    })
+    assert.equal(tooMany.statusCode, 422)
+    const full = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token,
+      payload: { scans: Array.from({ length: MAX_BATCH }, () => scan) },
+    })
+    assert.equal(full.statusCode, 200)
+    assert.equal(full.json().results.length, MAX_BATCH)
+    const noOffset = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token,
+      payload: { scans: [{ ...scan, used_at: '2026-07-18T20:10:00' }] },
+    })
+    assert.equal(noOffset.statusCode, 422)
+    assert.deepEqual(noOffset.json().detail[0].loc, ['body', 'scans', 0, 'used_at'])
+    const anon = await t.request({ method: 'POST', url: '/tickets/use-batch', payload: { scans: [scan] } })
+    assert.equal(anon.statusCode, 401)
+  })
+
+  test('concurrent batches from two devices: one USED per ticket across both', async () => {
+    const tickets = await Promise.all(Array.from({ length: 5 }, () => newTransfer(t, keys.write, ticketUid)))
+    const scans = tickets.map((x) => ({ transfer_uid: x.transfer_uid, used_at: '2026-07-18T20:10:00Z' }))
+    const [one, two] = await Promise.all(
+      [1, 2].map(() =>
+        t.request({
+          method: 'POST',
+          url: '/tickets/use-batch',
+          token: deviceToken(t, 1, 1),
+          payload: { scans },
+        }),
+      ),
+    )
+    const statuses = [...one!.json().results, ...two!.json().results].map((r: { status: string }) => r.status)
+    assert.equal(statuses.filter((s) => s === 'USED').length, 5)
+    assert.equal(statuses.filter((s) => s === 'ALREADY_USED').length, 5)
+  })
+})

@@ -1,0 +1,291 @@
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import net from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import pino from 'pino'
+import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { TestClock } from '../../test/helpers/clock.js'
+import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
+import { memoryRevocations, type RevocationStore, redisRevocations } from './revocations.js'
+
+const HOUR = 3_600_000
+
+async function isValid(t: TestApp, token: string): Promise<boolean> {
+  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
+  assert.equal(res.statusCode, 200)
+  return res.json().valid
+}
+
+async function loggedOut(t: TestApp): Promise<string> {
+  const pair = await login(t, 'ev1@example.com')
+  const res = await t.request({
+    method: 'POST',
+    url: '/auth/logout',
+    token: pair.access_token,
+    payload: { refresh_token: pair.refresh_token },
+  })
+  assert.equal(res.statusCode, 200)
+  return pair.refresh_token
+}
+
+/** Deletes every key of a prefix: what a Redis restart without persistence leaves behind. */
+async function wipeRedis(url: string, prefix: string): Promise<number> {
+  const client = new Redis(url, { lazyConnect: true })
+  await client.connect()
+  let cursor = '0'
+  let n = 0
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    if (keys.length) n += await client.del(...keys)
+    cursor = next
+  } while (cursor !== '0')
+  client.disconnect()
+  return n
+}
+
+for (const backend of backends) {
+  describe(`revocation store contract [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
+    let p: ProvisionedBackend
+    before(async () => {
+      p = await backend.provision()
+    })
+    after(async () => {
+      await p?.dispose()
+    })
+
+    describe('the store itself', () => {
+      let handle: DatabaseHandle
+      let store: RevocationStore
+      let redis: Redis | undefined
+      const clock = new TestClock()
+      before(async () => {
+        handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
+        await handle.migrate()
+        const deps = { db: handle.db, clock }
+        if (p.env.REDIS_URL) {
+          redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
+          await redis.connect()
+          store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
+        } else {
+          store = memoryRevocations(deps)
+        }
+        await store.start()
+      })
+      after(async () => {
+        store?.stop()
+        redis?.disconnect()
+        await handle?.close()
+      })
+
+      test('revoke, then isRevoked is true for that jti only', async () => {
+        const jti = randomBytes(18).toString('base64url')
+        assert.equal(await store.isRevoked(jti), false)
+        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+        assert.equal(await store.isRevoked(jti), true)
+        assert.equal(await store.isRevoked(`${jti}x`), false)
+        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+        assert.equal(await store.isRevoked(jti), true, 'revoking twice is harmless')
+      })
+
+      test('a revocation is written to the database, the durable record', async () => {
+        const jti = randomBytes(18).toString('base64url')
+        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+        const row = await handle.db
+          .selectFrom('revoked_tokens')
+          .selectAll()
+          .where('jti', '=', jti)
+          .executeTakeFirst()
+        assert.ok(row)
+      })
+    })
+
+    test('revocations survive a restart of the service', async () => {
+      const first = await startApp(backend, {}, p)
+      let revoked: string
+      try {
+        await first.seed(STANDARD_SEED)
+        revoked = await loggedOut(first)
+        assert.equal(await isValid(first, revoked), false)
+      } finally {
+        await first.close()
+      }
+      const second = await startApp(backend, {}, p)
+      try {
+        assert.equal(await isValid(second, revoked), false)
+        const live = await login(second, 'ev1@example.com')
+        assert.equal(await isValid(second, live.refresh_token), true)
+      } finally {
+        await second.close()
+      }
+    })
+
+    test('revocations survive a restart of Redis (its keys gone)', redisOnly(backend.name), async () => {
+      const t = await startApp(backend, {}, p)
+      try {
+        await t.seed(STANDARD_SEED)
+        const revoked = await loggedOut(t)
+        const live = (await login(t, 'ev1@example.com')).refresh_token
+        assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
+        assert.equal(await isValid(t, revoked), false)
+        assert.equal(await isValid(t, live), true)
+      } finally {
+        await t.close()
+      }
+    })
+
+    test(
+      'two instances sharing storage: revoked on one, refused on the other',
+      redisOnly(backend.name),
+      async () => {
+        const a = await startApp(backend, {}, p)
+        const b = await startApp(backend, {}, p)
+        try {
+          await a.seed(STANDARD_SEED)
+          const pair = await login(a, 'ev1@example.com')
+          assert.equal(await isValid(b, pair.refresh_token), true)
+          const res = await a.request({
+            method: 'POST',
+            url: '/auth/logout',
+            token: pair.access_token,
+            payload: { refresh_token: pair.refresh_token },
+          })
+          assert.equal(res.statusCode, 200)
+          assert.equal(await isValid(b, pair.refresh_token), false)
+          const refreshOnB = await b.request({
+            method: 'POST',
+            url: '/auth/refresh',
+            payload: { refresh_token: pair.refresh_token },
+          })
+          assert.equal(refreshOnB.statusCode, 401)
+        } finally {
+          await a.close()
+          await b.close()
+        }
+      },
+    )
+  })
+}
+
+/** Sharing between instances and Redis restarts only mean something where Redis holds the state. */
+function redisOnly(name: string) {
+  return name.includes('redis') ? {} : { skip: `${name}: in-process state is per instance, no Redis` }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return
+    await sleep(20)
+  }
+  assert.fail(`gave up waiting for ${what}`)
+}
+
+/** A Redis server of our own, so that it can be killed and restarted without touching the shared one. */
+async function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  )
+  try {
+    await until('redis-server to accept connections', async () => {
+      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null })
+      probe.on('error', () => {})
+      try {
+        await probe.connect()
+        return true
+      } catch {
+        return false
+      } finally {
+        probe.disconnect()
+      }
+    })
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return child
+}
+
+async function stopRedis(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGKILL')
+  await exited
+}
+
+const redisServer = spawnSync('redis-server', ['--version']).status === 0
+describe(
+  'revocations across a real Redis outage and restart',
+  !process.env.TEST_REDIS_URL
+    ? { skip: 'TEST_REDIS_URL is not set: Redis suite SKIPPED' }
+    : !redisServer
+      ? { skip: 'redis-server is not installed: Redis restart suite SKIPPED' }
+      : {},
+  () => {
+    test('revoked tokens stay refused while Redis is down and after it restarts empty; one warning per outage', async () => {
+      const port = await freePort()
+      let redis = await startRedis(port)
+      const t = await startApp(backends[0]!, { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: 'wbr:' })
+      const spy = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 50 })
+      spy.on('error', () => {})
+      const warnings = () => t.logs.filter((l) => l.includes('redis unreachable')).length
+      try {
+        await t.seed(STANDARD_SEED)
+        const revoked = await loggedOut(t)
+        const live = (await login(t, 'ev1@example.com')).refresh_token
+
+        await stopRedis(redis)
+        await until('the outage warning', () => warnings() === 1)
+        assert.equal(await isValid(t, revoked), false, 'down: the database answers')
+        assert.equal(await isValid(t, live), true)
+        for (let i = 0; i < 12; i++)
+          assert.notEqual(
+            (
+              await t.request({
+                method: 'POST',
+                url: '/auth/login',
+                payload: {},
+                headers: { 'x-forwarded-for': '192.0.2.5' },
+              })
+            ).statusCode,
+            429,
+            'limits fail open',
+          )
+        await sleep(400) // several failed reconnection attempts
+        assert.equal(warnings(), 1, 'one warning per outage, not per attempt or request')
+
+        redis = await startRedis(port)
+        await until('the recovery note', () => t.logs.some((l) => l.includes('redis reachable again')))
+        await spy.connect()
+        await until('the reload into Redis', async () => (await spy.exists('wbr:rv:complete')) === 1)
+        assert.ok((await spy.keys('wbr:rv:*')).length >= 2, 'the revocation was copied back into Redis')
+        assert.equal(await isValid(t, revoked), false, 'restarted empty: still refused')
+        assert.equal(await isValid(t, live), true)
+
+        await stopRedis(redis)
+        await until('a warning for the second outage', () => warnings() === 2)
+      } finally {
+        spy.disconnect()
+        await t.close()
+        await stopRedis(redis)
+      }
+    })
+  },
+)

@@ -1,0 +1,124 @@
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import type { HttpClient } from '../platform/http-client.js'
+import { type JobHandler, RetryLater } from '../platform/jobs/jobs.js'
+import { signatureHeaders } from './signing.js'
+import { disableWebhook, type WebhookJobPayload } from './webhooks.store.js'
+
+export interface WebhookDeliveryDeps {
+  db: Db
+  clock: Clock
+  http: HttpClient
+  /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry */
+  retrySchedule: readonly number[]
+}
+
+/** A receiver cannot push a retry further out than the longest step of our own schedule. */
+const MAX_RETRY_AFTER_MS = 24 * 3600_000
+
+/** Retry-After as seconds or as an HTTP date, in milliseconds from now; undefined when absent or bad. */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value
+  if (!v) return undefined
+  const ms = /^\d+$/.test(v.trim()) ? Number(v.trim()) * 1000 : Date.parse(v) - now
+  if (!Number.isFinite(ms)) return undefined
+  return Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS)
+}
+
+/**
+ * One attempt to deliver a notification. Every attempt is recorded with its status, duration and the
+ * first kilobyte of the answer. 2xx: delivered. 410: the receiver is gone, the webhook is disabled and
+ * nothing more is sent. Anything else (other statuses, redirects, timeouts, refused connections,
+ * refused addresses): retried on the schedule, or after the receiver's Retry-After.
+ */
+export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<WebhookJobPayload> {
+  return {
+    retrySchedule: deps.retrySchedule,
+    async run({ deliveryId }, { attempt }) {
+      const { db, clock } = deps
+      const delivery = await db
+        .selectFrom('webhook_deliveries')
+        .select(['id', 'uid', 'event_id', 'payload', 'status'])
+        .where('id', '=', deliveryId)
+        .executeTakeFirst()
+      if (!delivery || delivery.status === 'delivered') return
+      const hook = await db
+        .selectFrom('webhooks')
+        .select(['id', 'url', 'secret', 'disabled_at'])
+        .where('event_id', '=', delivery.event_id)
+        .executeTakeFirst()
+      if (!hook || hook.disabled_at !== null) {
+        await db
+          .updateTable('webhook_deliveries')
+          .set({ status: 'failed', next_attempt_at: null })
+          .where('id', '=', deliveryId)
+          .execute()
+        return
+      }
+
+      const startedAt = clock.now()
+      const started = performance.now()
+      let status: number | null = null
+      let error: string | null = null
+      let body: string | null = null
+      let retryAfter: number | undefined
+      try {
+        const res = await deps.http.post(hook.url, {
+          headers: signatureHeaders(
+            hook.secret,
+            delivery.uid,
+            Math.floor(startedAt / 1000),
+            delivery.payload,
+          ),
+          body: delivery.payload,
+        })
+        status = res.status
+        body = res.body
+        retryAfter = retryAfterMs(res.headers['retry-after'], clock.now())
+      } catch (err) {
+        const e = err as Error & { code?: string; cause?: { code?: string; message?: string } }
+        error = [e.code ?? e.cause?.code, e.cause?.message ?? e.message]
+          .filter(Boolean)
+          .join(': ')
+          .slice(0, 500)
+      }
+      const duration = Math.round(performance.now() - started)
+
+      const now = clock.now()
+      const ok = status !== null && status >= 200 && status < 300
+      const gone = status === 410
+      const lastAttempt = attempt > deps.retrySchedule.length
+      const delay = retryAfter ?? (deps.retrySchedule[attempt - 1] ?? 0) * 1000
+      const outcome = ok ? 'delivered' : gone || lastAttempt ? 'failed' : 'pending'
+      await db.transaction().execute(async (tx) => {
+        await tx
+          .insertInto('webhook_attempts')
+          .values({
+            delivery_id: deliveryId,
+            attempted_at: startedAt,
+            url: hook.url,
+            status_code: status,
+            duration_ms: duration,
+            error,
+            response_body: body,
+          })
+          .execute()
+        await tx
+          .updateTable('webhook_deliveries')
+          .set((eb) => ({
+            status: outcome,
+            attempts: eb('attempts', '+', 1),
+            delivered_at: ok ? now : null,
+            next_attempt_at: outcome === 'pending' ? now + delay : null,
+          }))
+          .where('id', '=', deliveryId)
+          .execute()
+        if (gone) await disableWebhook(tx, hook.id, 'receiver answered 410 Gone', now)
+      })
+      if (ok || gone) return
+      const reason = error ?? `receiver answered ${status}`
+      if (retryAfter !== undefined && !lastAttempt) throw new RetryLater(retryAfter, reason)
+      throw new Error(reason)
+    },
+  }
+}

@@ -1,0 +1,262 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
+import { partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
+import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses, Message } from '../platform/schemas.js'
+import { newWebhookSecret } from './signing.js'
+import {
+  deleteWebhook,
+  findDelivery,
+  findWebhook,
+  listDeliveries,
+  redeliver,
+  upsertWebhook,
+} from './webhooks.store.js'
+
+export interface WebhookRoutesDeps {
+  db: Db
+  clock: Clock
+  http: HttpClient
+  /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
+  kick: () => void
+}
+
+const security = [{ APIKeyHeader: [] }]
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
+const WebhookRequest = Type.Object(
+  {
+    url: Type.String({
+      format: 'uri',
+      maxLength: 2048,
+      pattern: '^https?://',
+      description: 'http(s) address of the receiver; loopback and private addresses are refused',
+    }),
+  },
+  { additionalProperties: false },
+)
+
+const WebhookView = Type.Object({
+  url: Type.String(),
+  enabled: Type.Boolean(),
+  disabled_reason: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+})
+
+const WebhookRegistered = Type.Object({
+  ...WebhookView.properties,
+  secret: Type.String({ description: 'Signing secret (Standard Webhooks), shown only in this answer' }),
+})
+
+const Attempt = Type.Object({
+  attempted_at: Type.String({ format: 'date-time' }),
+  url: Type.String(),
+  status_code: Type.Union([Type.Integer(), Type.Null()]),
+  duration_ms: Type.Integer(),
+  error: Type.Union([Type.String(), Type.Null()]),
+  response_body: Type.Union([Type.String(), Type.Null()], { description: 'First kilobyte of the answer' }),
+})
+
+const Delivery = Type.Object({
+  id: Type.Integer(),
+  webhook_id: Type.String({ description: 'The webhook-id header, the same on every attempt' }),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+  payload: Type.Record(Type.String(), Type.Unknown()),
+  attempts: Type.Integer(),
+  created_at: Type.String({ format: 'date-time' }),
+  delivered_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  next_attempt_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  attempt_log: Type.Array(Attempt),
+})
+
+const DeliveriesQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    before: Type.Optional(Type.Integer({ minimum: 1, description: 'Only deliveries with a smaller id' })),
+    status: Type.Optional(
+      Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+function view(h: {
+  url: string
+  disabled_at: number | null
+  disabled_reason: string | null
+  created_at: number
+  updated_at: number
+}) {
+  return {
+    url: h.url,
+    enabled: h.disabled_at === null,
+    disabled_reason: h.disabled_reason,
+    created_at: iso(h.created_at)!,
+    updated_at: iso(h.updated_at)!,
+  }
+}
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async (app, deps) => {
+  const { db, clock } = deps
+  const write = partnerAuth(deps, 'write')
+  const read = partnerAuth(deps, 'read')
+  const rate = perMinute(PARTNER_RATE_LIMIT)
+
+  app.put(
+    '/companies/webhook',
+    {
+      config: rate,
+      ...write,
+      schema: {
+        tags: ['webhooks'],
+        summary: 'Register the receiver of use notifications; answers the signing secret once',
+        description:
+          'Replacing the receiver issues a new secret and re-enables a webhook disabled by a 410 answer.',
+        security,
+        body: WebhookRequest,
+        response: { 200: WebhookRegistered, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => {
+      const partner = partnerOf(request)
+      const { url } = request.body
+      try {
+        await deps.http.checkDestination(url)
+      } catch (err) {
+        const forbidden = err instanceof ForbiddenDestinationError
+        throw new ValidationFailed([
+          {
+            loc: ['body', 'url'],
+            msg: forbidden
+              ? `Value error, ${(err as Error).message}; receivers on loopback or private addresses are refused`
+              : 'Value error, the host name does not resolve',
+            type: 'value_error',
+            input: url,
+          },
+        ])
+      }
+      const secret = newWebhookSecret()
+      const hook = await upsertWebhook(db, partner.eventId, url, secret, clock.now())
+      return { ...view(hook), secret }
+    },
+  )
+
+  app.get(
+    '/companies/webhook',
+    {
+      config: rate,
+      ...read,
+      schema: {
+        tags: ['webhooks'],
+        summary: 'The registered receiver (without its secret)',
+        security,
+        response: { 200: WebhookView, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const hook = await findWebhook(db, partnerOf(request).eventId)
+      if (!hook) throw new NotFoundError('No webhook is registered')
+      return view(hook)
+    },
+  )
+
+  app.delete(
+    '/companies/webhook',
+    {
+      config: rate,
+      ...write,
+      schema: {
+        tags: ['webhooks'],
+        summary: 'Remove the receiver; pending deliveries are given up',
+        security,
+        response: { 200: Message, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      if (!(await deleteWebhook(db, partnerOf(request).eventId)))
+        throw new NotFoundError('No webhook is registered')
+      return { message: 'Webhook removed' }
+    },
+  )
+
+  app.get(
+    '/companies/webhook/deliveries',
+    {
+      config: rate,
+      ...read,
+      schema: {
+        tags: ['webhooks'],
+        summary: 'Notifications sent to the receiver, newest first, with every attempt',
+        security,
+        querystring: DeliveriesQuery,
+        response: { 200: Type.Object({ deliveries: Type.Array(Delivery) }), ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => {
+      const { limit = 50, before, status } = request.query
+      const rows = await listDeliveries(db, partnerOf(request).eventId, {
+        limit,
+        ...(before !== undefined ? { before } : {}),
+        ...(status !== undefined ? { status } : {}),
+      })
+      return {
+        deliveries: rows.map((d) => ({
+          id: d.id,
+          webhook_id: d.uid,
+          status: d.status as 'pending' | 'delivered' | 'failed',
+          payload: JSON.parse(d.payload) as Record<string, unknown>,
+          attempts: d.attempts,
+          created_at: iso(d.created_at)!,
+          delivered_at: iso(d.delivered_at),
+          next_attempt_at: iso(d.next_attempt_at),
+          attempt_log: d.attempts_log.map((a) => ({
+            attempted_at: iso(a.attempted_at)!,
+            url: a.url,
+            status_code: a.status_code,
+            duration_ms: a.duration_ms,
+            error: a.error,
+            response_body: a.response_body,
+          })),
+        })),
+      }
+    },
+  )
+
+  app.post(
+    '/companies/webhook/deliveries/:id/retry',
+    {
+      config: rate,
+      ...write,
+      schema: {
+        tags: ['webhooks'],
+        summary: 'Send a notification again now (same webhook-id)',
+        security,
+        params: Type.Object({ id: Type.Integer({ minimum: 1 }) }, { additionalProperties: false }),
+        response: { 202: Message, ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => {
+      const partner = partnerOf(request)
+      const delivery = await findDelivery(db, partner.eventId, request.params.id)
+      if (!delivery) throw new NotFoundError('No such delivery')
+      const hook = await findWebhook(db, partner.eventId)
+      if (!hook || hook.disabled_at !== null)
+        throw new ConflictError(
+          'No enabled webhook: register the receiver again with PUT /companies/webhook',
+          {
+            error: 'webhook_disabled',
+          },
+        )
+      await redeliver(db, delivery.id, clock.now())
+      deps.kick()
+      reply.code(202)
+      return { message: 'Redelivery scheduled' }
+    },
+  )
+}

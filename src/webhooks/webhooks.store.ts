@@ -1,0 +1,139 @@
+import type { Db } from '../platform/db/database.js'
+import { enqueue } from '../platform/jobs/jobs.js'
+import { randomToken } from '../platform/random.js'
+
+export const WEBHOOK_JOB = 'webhook'
+
+export interface WebhookJobPayload {
+  deliveryId: number
+}
+
+export function findWebhook(db: Db, eventId: number) {
+  return db.selectFrom('webhooks').selectAll().where('event_id', '=', eventId).executeTakeFirst()
+}
+
+/** Registers (or replaces) the event's receiver with a new secret, enabled again if it was disabled. */
+export async function upsertWebhook(db: Db, eventId: number, url: string, secret: string, now: number) {
+  return db
+    .insertInto('webhooks')
+    .values({ event_id: eventId, url, secret, created_at: now, updated_at: now })
+    .onConflict((oc) =>
+      oc
+        .column('event_id')
+        .doUpdateSet({ url, secret, disabled_at: null, disabled_reason: null, updated_at: now }),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+export async function deleteWebhook(db: Db, eventId: number): Promise<boolean> {
+  const r = await db.deleteFrom('webhooks').where('event_id', '=', eventId).executeTakeFirst()
+  return Number(r.numDeletedRows) > 0
+}
+
+export async function disableWebhook(db: Db, id: number, reason: string, now: number) {
+  await db
+    .updateTable('webhooks')
+    .set({ disabled_at: now, disabled_reason: reason, updated_at: now })
+    .where('id', '=', id)
+    .execute()
+}
+
+/**
+ * The outbox write: a delivery and its job, in the caller's transaction, when the event has an enabled
+ * receiver. Returns whether one was written.
+ */
+export async function queueNotification(
+  tx: Db,
+  now: number,
+  eventId: number,
+  transferId: number | null,
+  payload: Record<string, unknown>,
+): Promise<boolean> {
+  const hook = await tx
+    .selectFrom('webhooks')
+    .select('id')
+    .where('event_id', '=', eventId)
+    .where('disabled_at', 'is', null)
+    .executeTakeFirst()
+  if (!hook) return false
+  const d = await tx
+    .insertInto('webhook_deliveries')
+    .values({
+      uid: `msg_${randomToken(18)}`,
+      event_id: eventId,
+      transfer_id: transferId,
+      payload: JSON.stringify(payload),
+      status: 'pending',
+      next_attempt_at: now,
+      created_at: now,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  await enqueue(tx, now, {
+    kind: WEBHOOK_JOB,
+    payload: { deliveryId: d.id } satisfies WebhookJobPayload,
+    dedupeKey: `webhook:${d.id}`,
+  })
+  return true
+}
+
+/**
+ * Schedules another attempt of a delivery now: a pending job is moved forward, otherwise (delivered or
+ * given up) a new job starts a fresh round of retries. The webhook-id stays the same.
+ */
+export async function redeliver(db: Db, deliveryId: number, now: number): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    await tx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'pending', next_attempt_at: now })
+      .where('id', '=', deliveryId)
+      .execute()
+    const queued = await enqueue(tx, now, {
+      kind: WEBHOOK_JOB,
+      payload: { deliveryId } satisfies WebhookJobPayload,
+      dedupeKey: `webhook:${deliveryId}`,
+    })
+    if (!queued)
+      await tx
+        .updateTable('jobs')
+        .set({ run_at: now })
+        .where('dedupe_key', '=', `webhook:${deliveryId}`)
+        .execute()
+  })
+}
+
+export async function listDeliveries(
+  db: Db,
+  eventId: number,
+  opts: { limit: number; before?: number; status?: string },
+) {
+  let q = db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('event_id', '=', eventId)
+    .orderBy('id', 'desc')
+    .limit(opts.limit)
+  if (opts.before !== undefined) q = q.where('id', '<', opts.before)
+  if (opts.status !== undefined) q = q.where('status', '=', opts.status)
+  const deliveries = await q.execute()
+  const ids = deliveries.map((d) => d.id)
+  const attempts = ids.length
+    ? await db
+        .selectFrom('webhook_attempts')
+        .selectAll()
+        .where('delivery_id', 'in', ids)
+        .orderBy('id')
+        .execute()
+    : []
+  return deliveries.map((d) => ({ ...d, attempts_log: attempts.filter((a) => a.delivery_id === d.id) }))
+}
+
+export function findDelivery(db: Db, eventId: number, id: number) {
+  return db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'status'])
+    .where('event_id', '=', eventId)
+    .where('id', '=', id)
+    .executeTakeFirst()
+}

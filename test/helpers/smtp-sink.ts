@@ -1,0 +1,108 @@
+import type { AddressInfo } from 'node:net'
+import { type ParsedMail, simpleParser } from 'mailparser'
+import { SMTPServer } from 'smtp-server'
+import { startApp, type TestApp } from './app.js'
+import type { Backend } from './backends.js'
+
+/**
+ * A real SMTP server on a loopback port that keeps every message it receives, parsed. It can be
+ * stopped and started again on the same port to play a mail-server outage.
+ */
+export class SmtpSink {
+  readonly messages: ParsedMail[] = []
+  private waiters: { match: (m: ParsedMail) => boolean; resolve: (m: ParsedMail) => void }[] = []
+  private server: SMTPServer | undefined
+  port = 0
+
+  async start(): Promise<void> {
+    const server = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ['STARTTLS'],
+      logger: false,
+      onData: (stream, _session, callback) => {
+        simpleParser(stream)
+          .then((mail) => {
+            this.messages.push(mail)
+            this.waiters = this.waiters.filter((w) => {
+              if (!w.match(mail)) return true
+              w.resolve(mail)
+              return false
+            })
+            callback()
+          })
+          .catch(callback)
+      },
+    })
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(this.port, '127.0.0.1', () => resolve())
+    })
+    this.port = (server.server.address() as AddressInfo).port
+    this.server = server
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server
+    this.server = undefined
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  get url(): string {
+    return `smtp://127.0.0.1:${this.port}`
+  }
+
+  /** Messages sent to `to` so far. */
+  to(to: string): ParsedMail[] {
+    return this.messages.filter((m) => addresses(m).includes(to))
+  }
+
+  /** The first message to `to` whose subject matches, received already or still to come. */
+  waitFor(to: string, subject: RegExp, timeoutMs = 10_000): Promise<ParsedMail> {
+    const match = (m: ParsedMail) => addresses(m).includes(to) && subject.test(m.subject ?? '')
+    const seen = this.messages.find(match)
+    if (seen) return Promise.resolve(seen)
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`no mail to ${to} matching ${subject} within ${timeoutMs} ms`)),
+        timeoutMs,
+      )
+      this.waiters.push({
+        match,
+        resolve: (m) => {
+          clearTimeout(timer)
+          resolve(m)
+        },
+      })
+    })
+  }
+}
+
+function addresses(m: ParsedMail): string[] {
+  const to = m.to === undefined ? [] : Array.isArray(m.to) ? m.to : [m.to]
+  return to.flatMap((a) => a.value.map((v) => v.address ?? ''))
+}
+
+/** An app instance that sends its mail over SMTP to a fresh sink, polling jobs every 50 ms. */
+export async function startAppWithMail(
+  backend: Backend,
+  env: Record<string, string> = {},
+): Promise<{ t: TestApp; sink: SmtpSink; close(): Promise<void> }> {
+  const sink = new SmtpSink()
+  await sink.start()
+  let t: TestApp
+  try {
+    t = await startApp(backend, { SMTP_URL: sink.url, JOBS_POLL_MS: '50', ...env })
+  } catch (err) {
+    // A listening sink would keep the test process alive after the failure.
+    await sink.stop()
+    throw err
+  }
+  return {
+    t,
+    sink,
+    async close() {
+      await t.close()
+      await sink.stop()
+    },
+  }
+}
