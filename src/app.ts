@@ -242,6 +242,8 @@ async function assemble(
       },
       components: {
         securitySchemes: {
+          // The dashboard's own JSON, read by its pages with the session cookie of /dashboard/login.
+          DashboardSession: { type: 'apiKey', in: 'cookie', name: 'wb_session' },
           OAuth2PasswordBearer: {
             type: 'oauth2',
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },

@@ -18,7 +18,7 @@ forEachBackend(httpBackends, 'dashboard users managed by a superadmin', (ctx) =>
   const create = (payload: Record<string, unknown>, token = root) =>
     t.request({ method: 'POST', url: '/admin/dashboard-users', token, payload })
   const events = (session: string) =>
-    t.request({ method: 'GET', url: '/dashboard/events', cookies: { wb_session: session } })
+    t.request({ method: 'GET', url: '/dashboard', cookies: { wb_session: session } })
 
   test('a superadmin creates a dashboard user who then signs in and sees only their events', async () => {
     const res = await create({ username: 'box-office', password: 'long-enough-1', event_ids: [2] })

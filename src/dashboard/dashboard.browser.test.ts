@@ -107,7 +107,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
 
       test('sign-in leads to the event list and the event page, whose figures come from the JSON', async () => {
         await signIn('partner1', 's3cret-pass')
-        assert.equal(new URL(page.url()).pathname, '/dashboard/events')
+        assert.equal(new URL(page.url()).pathname, '/dashboard')
         const session = (await context.cookies()).find((c) => c.name === 'wb_session')
         assert.ok(session)
         assert.equal(session.httpOnly, true)
@@ -201,7 +201,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       })
 
       test('sign-out ends the session', async () => {
-        await page.goto(`${base}/dashboard/events`)
+        await page.goto(`${base}/dashboard`)
         await page.getByRole('button', { name: 'Sign out' }).click()
         await page.waitForLoadState('domcontentloaded')
         assert.equal(new URL(page.url()).pathname, '/dashboard/login')

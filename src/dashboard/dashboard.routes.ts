@@ -6,7 +6,7 @@ import cookie from '@fastify/cookie'
 import formbody from '@fastify/formbody'
 import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
 import {
   AppError,
@@ -105,12 +105,16 @@ const statsApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, dep
   )
 }
 
-/** Reads the session cookie; `required` routes answer 401 (JSON) or go to sign-in (pages) without one. */
-function loadSession(deps: SessionDeps, required: boolean) {
-  return async (request: FastifyRequest) => {
+/**
+ * Reads the session cookie; `required` routes answer 401 (JSON) or go to sign-in (pages) without one.
+ * A preParsing hook, like protect(): after the rate limit (onRequest), before body validation.
+ */
+function loadSession(deps: SessionDeps, required: boolean): preParsingAsyncHookHandler {
+  return async (request, _reply, payload) => {
     const token = request.cookies[SESSION_COOKIE]
     request.dashboardSession = token ? await resumeSession(deps, token) : null
     if (required && !request.dashboardSession) throw new UnauthorizedError('Not signed in')
+    return payload
   }
 }
 
@@ -124,10 +128,11 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, d
     '/dashboard/api/events/:event_id/stats',
     {
       config: perMinute(120),
-      onRequest: loadSession(deps, true),
+      preParsing: loadSession(deps, true),
       schema: {
         tags: ['dashboard'],
         summary: 'Figures of one event for the signed-in dashboard page (session cookie)',
+        security: [{ DashboardSession: [] }],
         params: EventIdParams,
         querystring: StatsQuery,
         response: { 200: EventStats, ...errorResponses(401, 403, 404) },
@@ -175,12 +180,15 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     root: path.join(packageRoot(), 'src', 'dashboard', 'assets'),
     prefix: '/dashboard/assets/',
     index: false,
+    // One route per file, found at start: the route table names every asset the dashboard serves.
+    wildcard: false,
   })
   await app.register(fastifyStatic, {
     root: path.dirname(createRequire(import.meta.url).resolve('uplot')),
     prefix: '/dashboard/assets/uplot/',
     decorateReply: false,
     index: false,
+    wildcard: false,
   })
 
   app.addHook('onSend', async (request, reply) => {
@@ -231,28 +239,51 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     if (err instanceof NotFoundError) return page(404, 'Not found', 'There is no such page or event.')
     if (err instanceof AppError && err.statusCode === 503)
       return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
+    // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
+    // media type, too large.
+    const status = err instanceof SyntaxError ? 400 : (err.statusCode ?? 500)
+    if (status >= 400 && status < 500) return page(status, 'Bad request', 'The request was not understood.')
     request.log.error({ err }, 'dashboard page failed')
     return page(500, 'Something went wrong', 'The page could not be shown. Try again shortly.')
   })
 
-  const pageSchema = (summary: string) => ({ tags: ['dashboard'], summary, hide: true })
-
-  app.get('/dashboard', { config: perMinute(120), schema: pageSchema('Dashboard home') }, async (_r, reply) =>
-    reply.redirect('/dashboard/events', 303),
-  )
+  /** Pages answer HTML; `statuses` are the pages a route may answer besides its success. */
+  const pageSchema = (summary: string, success: 200 | 303, ...statuses: number[]) => ({
+    tags: ['dashboard pages'],
+    summary,
+    response: Object.fromEntries(
+      [success, ...statuses, 429].map((status) => [
+        status,
+        status === 303
+          ? { description: 'See Other: the page to go to next (Location)', type: 'null' }
+          : { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } },
+      ]),
+    ),
+  })
 
   app.get(
     '/dashboard/login',
-    { config: perMinute(120), onRequest: loadSession(deps, false), schema: pageSchema('Sign-in page') },
+    {
+      config: perMinute(120),
+      preParsing: loadSession(deps, false),
+      schema: pageSchema('Sign-in page (to the event list when already signed in)', 200, 303),
+    },
     async (request, reply) => {
-      if (request.dashboardSession) return reply.redirect('/dashboard/events', 303)
+      if (request.dashboardSession) return reply.redirect('/dashboard', 303)
       return renderSignIn(request, reply, 200)
     },
   )
 
   app.post(
     '/dashboard/login',
-    { config: perMinute(10), schema: { ...pageSchema('Sign in'), body: SignInForm } },
+    {
+      config: perMinute(10),
+      schema: {
+        ...pageSchema('Sign in: opens a session (cookie) and goes to the event list', 303, 401, 403, 422),
+        consumes: ['application/x-www-form-urlencoded'],
+        body: SignInForm,
+      },
+    },
     async (request, reply) => {
       // Double-submit token: a sign-in form posted from another site cannot know the cookie's value.
       const expected = request.cookies[LOGIN_CSRF_COOKIE]
@@ -275,7 +306,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         secure: secure(request),
         maxAge: SESSION_MAX_MS / 1000,
       })
-      return reply.redirect('/dashboard/events', 303)
+      return reply.redirect('/dashboard', 303)
     },
   )
 
@@ -283,8 +314,12 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     '/dashboard/logout',
     {
       config: perMinute(30),
-      onRequest: loadSession(deps, true),
-      schema: { ...pageSchema('Sign out'), body: CsrfForm },
+      preParsing: loadSession(deps, true),
+      schema: {
+        ...pageSchema('Sign out (needs the session and its CSRF token)', 303, 403, 422),
+        consumes: ['application/x-www-form-urlencoded'],
+        body: CsrfForm,
+      },
     },
     async (request, reply) => {
       const session = sessionOf(request)
@@ -297,11 +332,11 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
   )
 
   app.get(
-    '/dashboard/events',
+    '/dashboard',
     {
       config: perMinute(120),
-      onRequest: loadSession(deps, true),
-      schema: pageSchema('Events of the account'),
+      preParsing: loadSession(deps, true),
+      schema: pageSchema('The events of the signed-in account (to sign-in without a session)', 200, 303),
     },
     async (request, reply) => {
       const session = sessionOf(request)
@@ -314,8 +349,16 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     '/dashboard/events/:event_id',
     {
       config: perMinute(120),
-      onRequest: loadSession(deps, true),
-      schema: { ...pageSchema('Figures of one event'), params: EventIdParams },
+      preParsing: loadSession(deps, true),
+      schema: {
+        ...pageSchema(
+          "One event's figures, refreshed in place (to sign-in without a session)",
+          200,
+          303,
+          403,
+        ),
+        params: EventIdParams,
+      },
     },
     async (request, reply) => {
       const session = sessionOf(request)

@@ -38,7 +38,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
   test('a dashboard user signs in; the session cookie is HttpOnly, SameSite=Strict and stored hashed', async () => {
     const res = await postSignIn(t, 'partner1', 's3cret-pass')
     assert.equal(res.statusCode, 303)
-    assert.equal(res.headers.location, '/dashboard/events')
+    assert.equal(res.headers.location, '/dashboard')
     const cookie = cookieOf(res, 'wb_session')
     assert.ok(cookie)
     assert.equal(cookie.httpOnly, true)
@@ -50,7 +50,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
     assert.ok(rows.every((r) => r.token_hash !== cookie.value))
     const list = await t.request({
       method: 'GET',
-      url: '/dashboard/events',
+      url: '/dashboard',
       cookies: { wb_session: cookie.value },
     })
     assert.equal(list.statusCode, 200)
@@ -70,7 +70,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
       assert.equal(res.statusCode, 303, name)
     }
     const root = await dashboardSession(t, 'root@example.com')
-    const list = await t.request({ method: 'GET', url: '/dashboard/events', cookies: { wb_session: root } })
+    const list = await t.request({ method: 'GET', url: '/dashboard', cookies: { wb_session: root } })
     assert.match(list.body, /Summer Fest/)
     assert.match(list.body, /Winter Fest/)
     // Operators have no dashboard.
@@ -117,13 +117,13 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
     const session = await dashboardSession(t, 'partner1')
     const page = await t.request({
       method: 'GET',
-      url: '/dashboard/events',
+      url: '/dashboard',
       cookies: { wb_session: session },
     })
     const token = formToken(page.body)
     const other = await dashboardSession(t, 'partner1')
     const otherToken = formToken(
-      (await t.request({ method: 'GET', url: '/dashboard/events', cookies: { wb_session: other } })).body,
+      (await t.request({ method: 'GET', url: '/dashboard', cookies: { wb_session: other } })).body,
     )
     assert.notEqual(token, otherToken, 'CSRF tokens are per session')
 
@@ -145,7 +145,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
     assert.equal(foreign.statusCode, 403)
     const still = await t.request({
       method: 'GET',
-      url: '/dashboard/events',
+      url: '/dashboard',
       cookies: { wb_session: session },
     })
     assert.equal(still.statusCode, 200, 'a refused sign-out left the session alive')
@@ -161,7 +161,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
     assert.equal(out.headers.location, '/dashboard/login')
     const after = await t.request({
       method: 'GET',
-      url: '/dashboard/events',
+      url: '/dashboard',
       cookies: { wb_session: session },
     })
     assert.equal(after.statusCode, 303)
@@ -185,7 +185,7 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
   test('a session expires after two idle hours', async () => {
     const session = await dashboardSession(t, 'partner1')
     t.clock.advance(2 * 60 * 60_000 + 1)
-    const res = await t.request({ method: 'GET', url: '/dashboard/events', cookies: { wb_session: session } })
+    const res = await t.request({ method: 'GET', url: '/dashboard', cookies: { wb_session: session } })
     assert.equal(res.statusCode, 303)
   })
 

@@ -66,7 +66,7 @@ function layout(opts: LayoutOptions, body: SafeHtml): string {
 </head>
 <body>
   <header class="top">
-    <a class="brand" href="/dashboard/events">wristband <span>dashboard</span></a>
+    <a class="brand" href="/dashboard">wristband <span>dashboard</span></a>
     ${account}
   </header>
   ${body}
@@ -137,7 +137,7 @@ export function eventPage(session: { viewer: Viewer; csrfToken: string }, event:
   return layout(
     { title: event.name, session, scripts: true },
     html`<main class="event" data-stats-url="/dashboard/api/events/${event.id}/stats">
-    <nav class="crumbs"><a href="/dashboard/events">Events</a></nav>
+    <nav class="crumbs"><a href="/dashboard">Events</a></nav>
     <div class="heading">
       <h1>${event.name}</h1>
       <p class="meta">${event.uid} · ${event.timezone} · <span class="status" data-status aria-live="polite">Loading…</span></p>
@@ -201,6 +201,6 @@ export function messagePage(
 ): string {
   return layout(
     { title, ...(session ? { session } : {}) },
-    html`<main class="narrow"><h1>${title}</h1><p>${message}</p><p><a href="/dashboard/events">Back to the events</a></p></main>`,
+    html`<main class="narrow"><h1>${title}</h1><p>${message}</p><p><a href="/dashboard">Back to the events</a></p></main>`,
   )
 }
