@@ -167,6 +167,20 @@ forEachBackend(
           now: t.clock.now(),
         })
       ).record.id
+    const freshDashboardUser = async () => {
+      const [user] = (
+        await t.seed({
+          dashboard_users: [
+            {
+              username: `matrix-${Math.random().toString(36).slice(2)}`,
+              password: 's3cret-pass',
+              event_ids: [1],
+            },
+          ],
+        })
+      ).dashboard_users!
+      return user!.id!
+    }
     const ensureWebhook = (event: Event) =>
       upsertWebhook(t.db.db, event, 'http://127.0.0.1:9/hook', `whsec_${'a'.repeat(32)}`, t.clock.now())
     /** The claim link of a new transfer's e-mail (any unclaimed link will do). */
@@ -198,6 +212,25 @@ forEachBackend(
       },
       'GET /admin/sensitive/ping': () => ({}),
       'GET /admin/audit': () => ({}),
+      'GET /admin/dashboard-users': () => ({}),
+      'POST /admin/dashboard-users': () => ({
+        payload: {
+          username: `matrix-${Math.random().toString(36).slice(2)}`,
+          password: 's3cret-pass',
+          event_ids: [1],
+        },
+      }),
+      'PATCH /admin/dashboard-users/{user_id}': async () => ({
+        url: `/admin/dashboard-users/${await freshDashboardUser()}`,
+        payload: { event_ids: [2] },
+      }),
+      'DELETE /admin/dashboard-users/{user_id}': async () => ({
+        url: `/admin/dashboard-users/${await freshDashboardUser()}`,
+      }),
+      'GET /events/{event_id}/stats': (_r, event) => ({ url: `/events/${event}/stats` }),
+      'GET /dashboard/api/events/{event_id}/stats': (_r, event) => ({
+        url: `/dashboard/api/events/${event}/stats`,
+      }),
       'POST /tokens/api-key': (_r, event) => ({
         payload: { event_id: event, name: 'matrix', scopes: ['api:read'] },
       }),
