@@ -54,10 +54,6 @@ export class JwtCodec {
           cache: 10_000,
           cacheTTL: 15 * 60_000,
           errorCacheTTL: 60_000,
-          // Short tokens (all the service issues) are their own cache key, saving a SHA-256 per call;
-          // long ones are hashed so 10,000 entries stay small.
-          cacheKeyBuilder: (token: string) =>
-            token.length <= 1024 ? token : createHash('sha256').update(token).digest('base64'),
         }) as VerifyFn,
       )
     }
