@@ -24,7 +24,6 @@ import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
-import { SecretBox } from './mfa/secret-box.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
@@ -123,8 +122,9 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   app.addSchema(ErrorBody)
   app.addSchema(HTTPValidationError)
   app.addSchema(RateLimited)
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 
   // Resources are closed in reverse order of opening, when the app closes or fails to build.
@@ -256,14 +256,14 @@ async function assemble(
 
   await app.register(healthRoutes)
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
-  await app.register(tokenVerifyRoutes, { tokens })
+  await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(mfaRoutes, {
     db,
     clock,
     tokens,
     audit,
-    box: new SecretBox(secrets[0]!, config.JWT_PREVIOUS_SECRETS),
+    box: createSealer(secrets, 'mfa-secret'),
     backoff,
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -7,43 +6,12 @@ import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { TEST_SECRET } from '../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../test/helpers/backends.js'
+import { wristband } from '../test/helpers/cli.js'
 import { openDatabase } from './platform/db/database.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 // The installed command: bin/wristband.js runs the compiled program in dist/, built once below.
-const BIN = path.join(ROOT, 'bin', 'wristband.js')
-
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-/** Runs the real command line in its own process, with only the given environment. */
-function wristband(args: string[], env: Record<string, string>, input?: string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-cli-'))
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => {
-      stdout += d
-    })
-    child.stderr.on('data', (d) => {
-      stderr += d
-    })
-    child.on('error', reject)
-    child.on('close', (code) => {
-      fs.rmSync(cwd, { recursive: true, force: true })
-      resolve({ code, stdout, stderr })
-    })
-    child.stdin.end(input ?? '')
-  })
-}
+const _BIN = path.join(ROOT, 'bin', 'wristband.js')
 
 const SEED = {
   events: [{ id: 1, uid: 'cli-fest', name: 'CLI Fest', timezone: 'Europe/Berlin' }],

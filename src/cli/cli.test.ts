@@ -6,36 +6,10 @@ import { fileURLToPath } from 'node:url'
 import { sql } from 'kysely'
 import { login, STANDARD_SEED, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { type Run, wristband } from '../../test/helpers/cli.js'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const bin = path.join(root, 'bin/wristband.js')
-
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-/** Runs the real `wristband` program (bin/wristband.js on the built dist/) with only `env` set. */
-function wristband(args: string[], env: Record<string, string>, input?: string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-      cwd: env.DATA_DIR ?? root,
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => {
-      stdout += d
-    })
-    child.stderr.on('data', (d) => {
-      stderr += d
-    })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(input ?? '')
-  })
-}
 
 function ok(run: Run): string {
   assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)

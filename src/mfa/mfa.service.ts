@@ -5,17 +5,17 @@ import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
+import type { Sealer } from '../platform/keys.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 import { acceptActiveStep, findMfaAdmin, type MfaAdmin, promotePending, savePending } from './mfa.store.js'
-import type { SecretBox } from './secret-box.js'
 
 export interface MfaDeps {
   db: Db
   clock: Clock
   tokens: TokenService
   audit: AuditLog
-  box: SecretBox
+  box: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff
 }

@@ -18,6 +18,8 @@ export interface Sealer {
   seal(plaintext: string, context: string): string
   /** The plaintext, or null when tampered with, moved to another context, or sealed under a retired secret. */
   open(sealed: string, context: string): string | null
+  /** Whether a value was sealed under a previous secret and should be sealed again. */
+  isStale(sealed: string): boolean
 }
 
 const VERSION = 'v1'
@@ -47,6 +49,7 @@ export function createSealer(secrets: readonly string[], purpose: string): Seale
         ...[iv, body, cipher.getAuthTag()].map((b) => b.toString('base64url')),
       ].join('.')
     },
+    isStale: (sealed) => sealed.split('.')[1] !== current.id,
     open(sealed, context) {
       const [version, keyId, iv, body, tag] = sealed.split('.')
       const key = keyId === undefined ? undefined : byId.get(keyId)

@@ -14,6 +14,9 @@ export function createRedis(url: string, log: FastifyBaseLogger): Redis {
     connectTimeout: 2000,
     commandTimeout: 1000,
     retryStrategy: (times) => Math.min(100 * times, 2000),
+    // Commands issued in the same tick (rate-limit count, revocation look-up, across concurrent
+    // requests) go out in one write.
+    enableAutoPipelining: true,
   })
   let healthy = true
   redis.on('error', (err) => {

@@ -72,7 +72,14 @@ export function redisRevocations(
 ): RevocationStore {
   const marker = `${prefix}rv:complete`
   const key = (jti: string) => `${prefix}rv:${jti}`
-  const check = (jti: string) => redis.eval(CHECK, 2, marker, key(jti)) as Promise<number>
+  // Sent once as a script, then called by its hash (EVALSHA), not as the script's text every time.
+  if (!('wbRevocationCheck' in redis))
+    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 2, lua: CHECK })
+  const check = (jti: string) =>
+    (redis as unknown as { wbRevocationCheck(a: string, b: string): Promise<number> }).wbRevocationCheck(
+      marker,
+      key(jti),
+    )
 
   async function fromDb(jti: string): Promise<boolean> {
     const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()

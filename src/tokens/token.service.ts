@@ -7,7 +7,7 @@ import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import type { Claims, Grant, Role } from './claims.js'
-import { InvalidTokenError, type JwtCodec } from './jwt.js'
+import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
 import type { RevocationStore } from './revocations.js'
 
@@ -101,14 +101,8 @@ export class TokenService {
 
   /** Verifies a JWT of one of `types` (signature, aud, iss, exp); no revocation check. */
   verifyJwt(token: string, types: readonly string[]): Claims {
-    let claims: Claims
-    try {
-      claims = this.deps.jwt.verify(token)
-    } catch (err) {
-      if (err instanceof InvalidTokenError) throw new UnauthorizedError()
-      throw err
-    }
-    if (!types.includes(claims.type)) throw new UnauthorizedError()
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims || !types.includes(claims.type)) throw new UnauthorizedError()
     return claims
   }
 
@@ -129,12 +123,8 @@ export class TokenService {
         return claims ? { valid: true, claims } : INVALID
       }
     }
-    let claims: Claims
-    try {
-      claims = this.deps.jwt.verify(token)
-    } catch {
-      return INVALID
-    }
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims) return INVALID
     const revoked = this.deps.revocations.isRevoked(claims.jti)
     if (revoked === true || (revoked !== false && (await revoked))) return INVALID
     return { valid: true, claims }

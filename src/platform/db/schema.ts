@@ -24,7 +24,7 @@ export interface AdministratorsTable {
   disabled: Generated<number>
   created_at: number
   updated_at: number
-  /** Active TOTP secret, sealed (mfa/secret-box.ts); null until a first verify */
+  /** Active TOTP secret, sealed (platform/keys.ts); null until a first verify */
   mfa_secret: string | null
   /** Last time step accepted for the active secret */
   mfa_last_step: number | null
