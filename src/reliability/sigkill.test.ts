@@ -3,8 +3,9 @@ import { after, before, describe, test } from 'node:test'
 import { Agent, request } from 'undici'
 import { nextAddress, STANDARD_SEED, TEST_SECRET } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { wristband } from '../../test/helpers/cli.js'
 import { freePort } from '../../test/helpers/processes.js'
-import { runCli, ServiceProcess } from '../../test/helpers/service.js'
+import { ServiceProcess } from '../../test/helpers/service.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
@@ -77,7 +78,7 @@ for (const backend of httpBackends) {
         LOG_LEVEL: 'warn',
         NODE_ENV: 'production',
       }
-      const seeded = await runCli(['seed', '-'], env, JSON.stringify(STANDARD_SEED), p.env.DATA_DIR)
+      const seeded = await wristband(['seed', '-'], env, JSON.stringify(STANDARD_SEED))
       assert.equal(seeded.code, 0, seeded.stderr)
       handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
       receiver = await startReceiver()

@@ -5,40 +5,7 @@ import { killProcess } from './processes.js'
 import { until } from './until.js'
 
 /** The installed command: bin/wristband.js runs the compiled program in dist/ (the test runner builds it). */
-export const BIN = fileURLToPath(new URL('../../bin/wristband.js', import.meta.url))
-
-export interface CliRun {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-/** Runs `wristband <args>` in its own process with only the given environment. */
-export function runCli(
-  args: string[],
-  env: Record<string, string>,
-  input = '',
-  cwd?: string,
-): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      ...(cwd ? { cwd } : {}),
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => {
-      stdout += d
-    })
-    child.stderr.on('data', (d) => {
-      stderr += d
-    })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(input)
-  })
-}
+const BIN = fileURLToPath(new URL('../../bin/wristband.js', import.meta.url))
 
 /**
  * The real service (`wristband serve --workers 1`) as a child process on its own port, which can be
