@@ -29,6 +29,7 @@ const SAMPLE_MS = 5000
  */
 const LEVEL_SHARE = 0.1
 const SECRET = randomBytes(32).toString('base64url')
+const METRICS_TOKEN = randomBytes(18).toString('base64url')
 const PASSWORD = 's3cret-pass'
 const EVENT_UID = 'soak-fest'
 const ACCOUNTS = 20
@@ -75,6 +76,7 @@ const env = {
   REDIS_URL: redisUrl,
   REDIS_PREFIX: prefix,
   JWT_SECRET: SECRET,
+  METRICS_TOKEN,
   LOG_LEVEL: 'warn',
   NODE_ENV: 'production',
 }
@@ -109,6 +111,7 @@ function nextAddress(): string {
 interface Answer {
   status: number
   body: Record<string, unknown>
+  raw: string
 }
 
 async function call(
@@ -128,8 +131,9 @@ async function call(
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   })
-  const text = await res.body.text()
-  return { status: res.statusCode, body: text ? JSON.parse(text) : {} }
+  const raw = await res.body.text()
+  const json = res.headers['content-type']?.toString().startsWith('application/json')
+  return { status: res.statusCode, body: json && raw ? JSON.parse(raw) : {}, raw }
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -137,6 +141,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
 }
 
+const whole = (bytes: number | undefined) => (bytes === undefined ? '?' : (bytes / 2 ** 20).toFixed(0))
 const mb = (bytes: number | undefined) => (bytes === undefined ? 'n/a' : `${(bytes / 2 ** 20).toFixed(0)} MB`)
 
 async function main(): Promise<number> {
@@ -302,12 +307,23 @@ async function main(): Promise<number> {
     return 'verify'
   }
 
-  const samples: { t: number; rss: (number | undefined)[] }[] = []
+  // RSS from /proc; the V8 heap in use from each instance's own /metrics, to tell a leak in the
+  // program (heap keeps rising) from memory the allocator or V8 simply has not handed back.
+  const heapUsed = async (origin: string) => {
+    const res = await call(origin, 'GET', '/metrics', undefined, { authorization: `Bearer ${METRICS_TOKEN}` })
+    const m = /^nodejs_heap_size_used_bytes (\d+)/m.exec(String(res.raw))
+    return m ? Number(m[1]) : undefined
+  }
+  const samples: { t: number; rss: (number | undefined)[]; heap: (number | undefined)[] }[] = []
   const start = Date.now()
   const end = start + SECONDS * 1000
-  const sample = () => samples.push({ t: (Date.now() - start) / 1000, rss: instances.map((i) => i.rss()) })
-  sample()
-  const sampler = setInterval(sample, SAMPLE_MS)
+  const sample = async () => {
+    const t = (Date.now() - start) / 1000
+    const rss = instances.map((i) => i.rss())
+    samples.push({ t, rss, heap: await Promise.all(origins.map(heapUsed)) })
+  }
+  await sample()
+  const sampler = setInterval(() => void sample(), SAMPLE_MS)
   console.log(`soak: ${SECONDS} s, ${CONCURRENCY} concurrent requests, instances on ${origins.join(' and ')}`)
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -323,7 +339,7 @@ async function main(): Promise<number> {
     }),
   )
   clearInterval(sampler)
-  sample()
+  await sample()
 
   // What the service answered is what it stored.
   const stored = await handle.db
@@ -359,15 +375,15 @@ async function main(): Promise<number> {
   const mid = samples[Math.floor(samples.length / 2)]!
   const last = samples.at(-1)!
   const third = Math.floor(samples.length / 3)
-  const mean = (list: typeof samples, i: number) => {
-    const v = list.map((s) => s.rss[i]).filter((r): r is number => r !== undefined)
+  const mean = (list: typeof samples, i: number, what: 'rss' | 'heap' = 'rss') => {
+    const v = list.map((s) => s[what][i]).filter((r): r is number => r !== undefined)
     return v.length ? v.reduce((a, b) => a + b, 0) / v.length : undefined
   }
   let levelled = true
   console.log(
-    '\n| instance | RSS start | RSS middle | RSS end | mean, middle third | mean, last third | levelled off |',
+    '\n| instance | RSS start | RSS middle | RSS end | RSS mean, middle third | RSS mean, last third | levelled off | heap used, middle third | heap used, last third |',
   )
-  console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- |')
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |')
   instances.forEach((inst, i) => {
     const middleThird = mean(samples.slice(third, 2 * third), i)
     const lastThird = mean(samples.slice(2 * third), i)
@@ -375,15 +391,12 @@ async function main(): Promise<number> {
       middleThird === undefined || lastThird === undefined || lastThird <= middleThird * (1 + LEVEL_SHARE)
     levelled &&= ok
     console.log(
-      `| ${inst.port} | ${mb(samples[0]!.rss[i])} | ${mb(mid.rss[i])} | ${mb(last.rss[i])} | ${mb(middleThird)} | ${mb(lastThird)} | ${ok ? 'yes' : 'NO'} |`,
+      `| ${inst.port} | ${mb(samples[0]!.rss[i])} | ${mb(mid.rss[i])} | ${mb(last.rss[i])} | ${mb(middleThird)} | ${mb(lastThird)} | ${ok ? 'yes' : 'NO'} | ${mb(mean(samples.slice(third, 2 * third), i, 'heap'))} | ${mb(mean(samples.slice(2 * third), i, 'heap'))} |`,
     )
   })
   console.log(
-    `\nRSS samples every ${SAMPLE_MS / 1000} s (MB): ${samples
-      .map(
-        (s) =>
-          `${s.t.toFixed(0)}s ${s.rss.map((r) => (r === undefined ? '?' : (r / 2 ** 20).toFixed(0))).join('/')}`,
-      )
+    `\nRSS | heap used, every ${SAMPLE_MS / 1000} s (MB, one instance / the other): ${samples
+      .map((s) => `${s.t.toFixed(0)}s ${s.rss.map(whole).join('/')} | ${s.heap.map(whole).join('/')}`)
       .join(', ')}`,
   )
   const failed = totalErrors > 0 || !integrity || !levelled
