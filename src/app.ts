@@ -15,6 +15,7 @@ import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { ConsumerService } from './consumers/consumers.service.js'
 import { PhoneCodes } from './consumers/phone-codes.js'
+import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { healthRoutes } from './health/health.routes.js'
@@ -241,6 +242,8 @@ async function assemble(
       },
       components: {
         securitySchemes: {
+          // The dashboard's own JSON, read by its pages with the session cookie of /dashboard/login.
+          DashboardSession: { type: 'apiKey', in: 'cookie', name: 'wb_session' },
           OAuth2PasswordBearer: {
             type: 'oauth2',
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
@@ -258,6 +261,7 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
   await app.register(mfaRoutes, {
     db,
     clock,

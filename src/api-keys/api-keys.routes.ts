@@ -94,7 +94,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         response: { 200: APIKeyResponse, ...errorResponses(401, 403, 404) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const claims = claimsOf(request)
       const { event_id, name, scopes } = request.body
       requireEventAccess(claims, event_id)
@@ -114,7 +114,6 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         outcome: 'success',
         detail: { key_id: record.id, event_id, name, scopes },
       })
-      reply.header('cache-control', 'no-store')
       return {
         id: record.id,
         api_key: plaintext,

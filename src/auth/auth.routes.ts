@@ -22,9 +22,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
         response: { 200: TokenResponse, ...errorResponses(401) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const { email, password, role = 'admin' } = request.body
-      reply.header('cache-control', 'no-store')
       return loginStaff(deps, { email, password, role }, request.ip)
     },
   )
@@ -40,8 +39,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
         response: { 200: TokenResponse, ...errorResponses(401) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return deps.tokens.refresh(request.body.refresh_token, request.ip)
     },
   )

@@ -44,9 +44,8 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         response: { 200: TokenResponse, ...errorResponses(401) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const phone = normalizePhone(request.body.phone)
-      reply.header('cache-control', 'no-store')
       return consumers.loginWithPassword(phone, request.body.password, request.ip)
     },
   )
@@ -82,9 +81,8 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         response: { 200: TokenResponse, ...errorResponses(401) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const phone = normalizePhone(request.body.phone)
-      reply.header('cache-control', 'no-store')
       return consumers.verifyPhoneLogin(phone, request.body.code, request.ip)
     },
   )
@@ -117,10 +115,9 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         response: { 200: MessagingCheckResponse, ...errorResponses(400) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const phone = normalizePhone(request.body.phone)
       const verification_token = await consumers.checkVerification(phone, request.body.code)
-      reply.header('cache-control', 'no-store')
       return { status: 'approved' as const, verification_token }
     },
   )
@@ -136,9 +133,8 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         response: { 200: TokenResponse, ...errorResponses(400, 409) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const phone = normalizePhone(request.body.phone)
-      reply.header('cache-control', 'no-store')
       return consumers.register({ ...request.body, phone }, request.ip)
     },
   )

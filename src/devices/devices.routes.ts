@@ -60,8 +60,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         response: { 200: DeviceLoginResponse, ...errorResponses(403, 404) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return devices.login(request.body.dev_mac, request.body.event_id, request.ip)
     },
   )
@@ -83,8 +82,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         response: { 200: DeviceTokenResponse, ...errorResponses(401, 403, 404) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return devices.issueDeviceToken(
         claimsOf(request),
         request.params.device_id,
@@ -109,8 +107,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         response: { 200: OperatorLoginResponse, ...errorResponses(401) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return devices.operatorToken(request.body, request.ip)
     },
   )

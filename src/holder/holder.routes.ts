@@ -96,8 +96,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         response: { 200: LinkView, ...errorResponses(404) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return (await linkView(request.params.token)).view
     },
   )

@@ -32,8 +32,7 @@ export const idpRoutes: FastifyPluginAsyncTypebox<IdpLoginDeps> = async (app, de
         response: { 200: TokenResponse, ...errorResponses(401, 503) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return loginWithIdp(deps, request.body.id_token, request.ip)
     },
   )

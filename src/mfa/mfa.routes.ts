@@ -41,8 +41,7 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         response: { 200: MFASetupResponse, ...errorResponses(401, 403) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return setupMfa(deps, Number(claimsOf(request).sub), request.ip)
     },
   )
@@ -64,8 +63,7 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         response: { 200: TokenResponse, ...errorResponses(400, 401, 403) },
       },
     },
-    async (request, reply) => {
-      reply.header('cache-control', 'no-store')
+    async (request) => {
       return verifyMfa(deps, Number(claimsOf(request).sub), request.body.code, request.ip)
     },
   )

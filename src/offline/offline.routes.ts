@@ -60,7 +60,7 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
         response: { 200: OfflineTokenResponse, ...errorResponses(401, 403, 404) },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const claims = claimsOf(request)
       const { event_id, device_id } = request.body
       if (!reachesEvent(claims, event_id)) throw new ForbiddenError()
@@ -79,7 +79,6 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
         outcome: 'success',
         detail: { event_id, device_id: device_id ?? null, jti: issued.claims.jti },
       })
-      reply.header('cache-control', 'no-store')
       return {
         offline_token: issued.token,
         expires_at: new Date(issued.claims.exp * 1000).toISOString(),

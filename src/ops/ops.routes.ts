@@ -45,10 +45,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<{ database: DatabaseHandle; re
     },
     async (_request, reply) => {
       const { ready, checks } = await checkReadiness(deps)
-      return reply
-        .code(ready ? 200 : 503)
-        .header('cache-control', 'no-store')
-        .send({ status: ready ? 'ready' : 'unavailable', checks })
+      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks })
     },
   )
 }

@@ -77,7 +77,6 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetDeps> =
     async (_request, reply) =>
       reply
         .header('content-security-policy', RESET_PAGE_CSP)
-        .header('cache-control', 'no-store')
         .type('text/html; charset=utf-8')
         .send(RESET_PAGE),
   )

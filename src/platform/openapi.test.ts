@@ -21,8 +21,13 @@ type OpenApi = {
   }
 }
 
-// The documentation's own routes are deliberately not part of the document they serve.
-const DOCS_MACHINERY = (url: string) => url === '/openapi.json' || url === '/docs' || url.startsWith('/docs/')
+// The documentation's own routes are deliberately not part of the document they serve, and the
+// dashboard's static files (scripts, styles) are files, not operations.
+const DOCS_MACHINERY = (url: string) =>
+  url === '/openapi.json' ||
+  url === '/docs' ||
+  url.startsWith('/docs/') ||
+  url.startsWith('/dashboard/assets/')
 
 forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => {
   let t: TestApp
@@ -55,7 +60,12 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       assert.ok(op, `${method} ${url} is missing from /openapi.json`)
       assert.ok(op.summary && op.tags?.length, `${method} ${url} has a summary and tags`)
       assert.ok(
-        op.responses?.['200'] ?? op.responses?.['201'] ?? op.responses?.['202'] ?? op.responses?.['204'],
+        // 303: a browser form answered with the page to go to next (the dashboard's sign-in and sign-out).
+        op.responses?.['200'] ??
+          op.responses?.['201'] ??
+          op.responses?.['202'] ??
+          op.responses?.['204'] ??
+          op.responses?.['303'],
         `${method} ${url} success`,
       )
       if (['POST', 'PUT', 'PATCH'].includes(method)) {
@@ -85,8 +95,11 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
           url,
           ...(op.requestBody ? { payload: {} } : {}),
         })
-        // Bearer routes (OAuth2 scheme) and partner routes (api_key header) both declare their credential.
-        const bearer = (op.security ?? []).some((s) => 'OAuth2PasswordBearer' in s || 'APIKeyHeader' in s)
+        // Bearer routes (OAuth2 scheme), partner routes (api_key header) and the dashboard's JSON (session
+        // cookie) all declare their credential.
+        const bearer = (op.security ?? []).some(
+          (s) => 'OAuth2PasswordBearer' in s || 'APIKeyHeader' in s || 'DashboardSession' in s,
+        )
         if (bearer) assert.equal(res.statusCode, 401, `${method} ${path} without a credential`)
         else assert.notEqual(res.statusCode, 401, `${method} ${path} answers 401 but declares no security`)
       }

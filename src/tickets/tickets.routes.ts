@@ -142,6 +142,11 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
           ])
         return { ...s, usedAt }
       })
+      // As for a single use: a token that may upload or scan nowhere is refused as a whole (403), not
+      // answered per scan, which would also tell it which transfer_uids exist.
+      const scopes = Object.values(claims.permissions ?? {}).flat()
+      if (!scopes.includes('sync:upload') && !scopes.includes('ticket:scan'))
+        throw new ForbiddenError('This token lacks sync:upload and ticket:scan')
       const results = []
       // In order, one at a time: a ticket scanned twice in one batch is USED, then ALREADY_USED.
       for (const s of scans) {

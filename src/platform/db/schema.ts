@@ -311,7 +311,22 @@ export interface WebhookAttemptsTable {
   response_body: string | null
 }
 
+/** Web dashboard sessions; the cookie value itself is never stored. */
+export interface DashboardSessionsTable {
+  /** SHA-256 (hex) of the cookie value */
+  token_hash: string
+  /** dashboard_user, admin or network_manager */
+  subject_kind: string
+  subject_id: number
+  /** synchronizer token that every state-changing form of this session carries */
+  csrf_token: string
+  created_at: number
+  last_seen_at: number
+  expires_at: number
+}
+
 export interface Database {
+  dashboard_sessions: DashboardSessionsTable
   password_reset_tokens: PasswordResetTokensTable
   ticket_types: TicketTypesTable
   holder_links: HolderLinksTable

@@ -1,0 +1,220 @@
+// End-to-end: Debian's Chromium, driven by playwright-core, against the real service on a real port.
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
+import { httpBackends } from '../../test/helpers/backends.js'
+import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+]
+const ARTIFACTS = path.resolve('test-artifacts')
+/** The cell texts of table rows (runs in the page). */
+const rowsText = (rows: { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }[]) =>
+  rows.map((r) => Array.from(r.querySelectorAll('td'), (c) => c.textContent ?? ''))
+
+const DESKTOP = { width: 1280, height: 800 }
+const PHONE = { width: 390, height: 844 }
+
+if (process.env.SKIP_BROWSER_TESTS === '1') {
+  describe('dashboard in Chromium', { skip: 'SKIP_BROWSER_TESTS=1: browser tests SKIPPED' }, () => {})
+} else {
+  forEachBackend(
+    httpBackends,
+    'dashboard in Chromium',
+    (ctx) => {
+      let t: TestApp
+      let activity: Activity
+      let base: string
+      let context: BrowserContext
+      let page: Page
+      let userDataDir: string
+      /** Console errors and page errors, CSP violations included: every test ends with none. */
+      const problems: string[] = []
+
+      before(async () => {
+        if (!fs.existsSync(CHROMIUM)) {
+          throw new Error(
+            `${CHROMIUM} is missing: install it with \`apt-get install -y chromium\` (scripts/ci-system-deps.sh does), or set SKIP_BROWSER_TESTS=1 to skip the browser tests`,
+          )
+        }
+        t = ctx()
+        activity = await createActivity(t)
+        base = await t.app.listen({ host: '127.0.0.1', port: 0 })
+        userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-chromium-'))
+        context = await chromium.launchPersistentContext(userDataDir, {
+          executablePath: CHROMIUM,
+          args: ARGS,
+          headless: true,
+          viewport: DESKTOP,
+          locale: 'en-US',
+          timezoneId: 'UTC',
+        })
+        page = context.pages()[0] ?? (await context.newPage())
+        page.on('console', (m) => {
+          if (m.type() === 'error') problems.push(m.text())
+        })
+        page.on('pageerror', (e) => problems.push(e.message))
+        // The page refreshes on a 15-second timer; a fake clock lets the test move it.
+        await page.clock.install()
+      })
+
+      after(async () => {
+        await context?.close()
+        await activity?.receiver.close()
+        if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true })
+      })
+
+      async function figures(): Promise<Record<string, string>> {
+        return page
+          .locator('[data-figure]')
+          .evaluateAll((els) =>
+            Object.fromEntries(els.map((e) => [e.getAttribute('data-figure'), e.textContent])),
+          )
+      }
+
+      async function signIn(username: string, password: string) {
+        await page.goto(`${base}/dashboard/login`)
+        await page.getByLabel('Username or e-mail').fill(username)
+        await page.getByLabel('Password').fill(password)
+        await page.getByRole('button', { name: 'Sign in' }).click()
+        await page.waitForLoadState('domcontentloaded')
+      }
+
+      test('a wrong password keeps the user on the sign-in form with a message', async () => {
+        await signIn('partner1', 'not-the-password')
+        assert.equal(new URL(page.url()).pathname, '/dashboard/login')
+        assert.equal(await page.getByRole('alert').textContent(), 'Incorrect username or password')
+        fs.mkdirSync(ARTIFACTS, { recursive: true })
+        await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-sign-in-refused.png') })
+        assert.deepEqual(
+          (await context.cookies()).filter((c) => c.name === 'wb_session'),
+          [],
+        )
+      })
+
+      test('sign-in leads to the event list and the event page, whose figures come from the JSON', async () => {
+        await signIn('partner1', 's3cret-pass')
+        assert.equal(new URL(page.url()).pathname, '/dashboard')
+        const session = (await context.cookies()).find((c) => c.name === 'wb_session')
+        assert.ok(session)
+        assert.equal(session.httpOnly, true)
+        assert.equal(session.sameSite, 'Strict')
+        assert.equal(await page.locator('ul.events li').count(), 1)
+        await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-events.png') })
+        await page.getByRole('link', { name: /Summer Fest/ }).click()
+        assert.equal(new URL(page.url()).pathname, '/dashboard/events/1')
+        await page.locator('[data-status]').filter({ hasText: 'Updated' }).waitFor()
+        assert.equal(await page.locator('h1').textContent(), 'Summer Fest')
+        // The figures of the activity the test created through the partner, holder and ticket APIs.
+        assert.deepEqual(await figures(), {
+          issued: '5',
+          claimed: '2',
+          used: '4',
+          revenue: '368.30',
+          balance: '30.35',
+          promo_balance: '5.70',
+          webhook_delivered: '2',
+          webhook_pending: '0',
+          webhook_failing: '2',
+          webhook_failed: '0',
+        })
+        assert.deepEqual(await page.locator('[data-ticket-types] tr').evaluateAll(rowsText), [
+          ['Weekend pass', '2026-07-18 10:00', '89.50', '3', '1', '2', '268.50'],
+          ['Day pass', '2026-07-18 10:00', '49.90', '2', '1', '2', '99.80'],
+          ['VIP lounge', '2026-07-18 10:00', '199.00', '0', '0', '0', '0.00'],
+        ])
+        assert.match(String(await page.locator('[data-webhook-error]').textContent()), /HTTP 503/)
+        assert.match(String(await page.locator('[data-webhook-url]').textContent()), /127\.0\.0\.1/)
+        assert.match(String(await page.locator('[data-uses-total]').textContent()), /^4 uses in the range/)
+        assert.equal(await page.locator('[data-chart="uses"] canvas').count(), 1)
+        assert.equal(await page.locator('[data-chart="gates"] canvas').count(), 1)
+        assert.equal(await page.locator('[data-gates-note]').textContent(), '3 gates, all uses of the event')
+      })
+
+      test('the range selector changes the uses-over-time chart', async () => {
+        const total = page.locator('[data-uses-total]')
+        await page.locator('[data-range]').selectOption('1h')
+        await total.filter({ hasText: /^3 uses in the range · one bar per 5 minutes/ }).waitFor()
+        await page.locator('[data-range]').selectOption('30d')
+        await total.filter({ hasText: /^4 uses in the range · one bar per day/ }).waitFor()
+        await page.locator('[data-range]').selectOption('24h')
+        await total.filter({ hasText: /^4 uses in the range · one bar per hour/ }).waitFor()
+      })
+
+      test('the figures refresh without a page reload', async () => {
+        const loadedBefore = await page.locator('main').getAttribute('data-loaded')
+        let navigations = 0
+        page.on('framenavigated', () => navigations++)
+        const refreshed = page.waitForResponse((r) => r.url().includes('/dashboard/api/events/1/stats'))
+        await page.clock.runFor(16_000)
+        assert.equal((await refreshed).status(), 200)
+        await page.waitForFunction(
+          `document.querySelector('main').dataset.loaded !== ${JSON.stringify(loadedBefore)}`,
+        )
+        assert.equal(navigations, 0)
+      })
+
+      test('screenshots of the event page at desktop and phone width', async () => {
+        fs.mkdirSync(ARTIFACTS, { recursive: true })
+        const name = `dashboard-event-${ctx().config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres'}`
+        await page.setViewportSize(DESKTOP)
+        await page.waitForTimeout(50)
+        const desktop = path.join(ARTIFACTS, `${name}-desktop.png`)
+        await page.screenshot({ path: desktop, fullPage: true })
+        await page.setViewportSize(PHONE)
+        await page.waitForTimeout(50)
+        // At phone width nothing may stick out sideways.
+        const overflow = await page.evaluate<number>(
+          'document.documentElement.scrollWidth - window.innerWidth',
+        )
+        assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone screen`)
+        await page.screenshot({ path: path.join(ARTIFACTS, `${name}-phone.png`), fullPage: true })
+        await page.setViewportSize(DESKTOP)
+        if (process.env.UPDATE_DOCS_SCREENSHOT === '1' && name.endsWith('sqlite')) {
+          fs.copyFileSync(desktop, path.resolve('docs', 'dashboard.png'))
+        }
+      })
+
+      test("another event's figures are refused, as a page and as JSON", async () => {
+        const res = await page.goto(`${base}/dashboard/events/2`)
+        assert.equal(res?.status(), 403)
+        assert.equal(await page.locator('h1').textContent(), 'Not allowed')
+        const json = await page.evaluate(async () => {
+          const r = await fetch('/dashboard/api/events/2/stats')
+          return { status: r.status, body: await r.text() }
+        })
+        assert.equal(json.status, 403)
+        assert.doesNotMatch(json.body, /winter/i)
+      })
+
+      test('sign-out ends the session', async () => {
+        await page.goto(`${base}/dashboard`)
+        await page.getByRole('button', { name: 'Sign out' }).click()
+        await page.waitForLoadState('domcontentloaded')
+        assert.equal(new URL(page.url()).pathname, '/dashboard/login')
+        await page.goto(`${base}/dashboard/events/1`)
+        assert.equal(new URL(page.url()).pathname, '/dashboard/login')
+      })
+
+      test('no console errors, script errors or CSP violations on any page', () => {
+        // The wrong-password answer (401) and the refused pages (403) log their status; nothing else may.
+        const unexpected = problems.filter((p) => !/status of (401|403)/.test(p))
+        assert.deepEqual(unexpected, [])
+      })
+    },
+    ACTIVITY_ENV,
+  )
+}

@@ -1,0 +1,371 @@
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import cookie from '@fastify/cookie'
+import formbody from '@fastify/formbody'
+import fastifyStatic from '@fastify/static'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import { Type } from 'typebox'
+import {
+  AppError,
+  ForbiddenError,
+  NotFoundError,
+  TooManyRequestsError,
+  UnauthorizedError,
+} from '../platform/errors.js'
+import { randomToken, safeEqual } from '../platform/random.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { errorResponses } from '../platform/schemas.js'
+import { hasScope } from '../tokens/claims.js'
+import { claimsOf, protect } from '../tokens/guard.js'
+import type { TokenService } from '../tokens/token.service.js'
+import { canSeeEvent, visibleEvents } from './access.js'
+import { dashboardUsersRoutes } from './dashboard-users.routes.js'
+import {
+  csrfMatches,
+  INVALID_SIGN_IN,
+  resumeSession,
+  SESSION_MAX_MS,
+  type Session,
+  type SessionDeps,
+  signIn,
+  signOut,
+} from './session.service.js'
+import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
+import { eventStats, findEvent } from './stats.service.js'
+import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
+
+export interface DashboardDeps extends SessionDeps {
+  tokens: TokenService
+}
+
+const SESSION_COOKIE = 'wb_session'
+const LOGIN_CSRF_COOKIE = 'wb_login_csrf'
+
+/**
+ * Pages may load scripts, styles and data from the service itself and nothing else; no inline
+ * script or style can run, so injected markup stays inert.
+ */
+export const PAGE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ')
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The dashboard session of the request, set on session routes. */
+    dashboardSession: Session | null
+  }
+}
+
+/**
+ * The web dashboard (`/dashboard`, session cookie) and the same figures for bearer tokens at
+ * `GET /events/{event_id}/stats`. Three contexts: the bearer API and the dashboard's JSON keep the
+ * JSON error bodies; the pages answer errors with pages and carry their own CSP.
+ */
+export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+  await app.register(cookie)
+  app.decorateRequest('dashboardSession', null)
+
+  await app.register(statsApiRoutes, deps)
+  await app.register(dashboardUsersRoutes, deps)
+  await app.register(sessionApiRoutes, deps)
+  await app.register(pageRoutes, deps)
+}
+
+const statsApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+  app.get(
+    '/events/:event_id/stats',
+    {
+      config: perMinute(120),
+      ...protect(deps.tokens),
+      schema: {
+        tags: ['dashboard'],
+        summary: 'Figures of one event: ticket types, balances, uses, webhook health',
+        description: 'Needs `reports:read` on the event. The dashboard page reads the same figures.',
+        security: [{ OAuth2PasswordBearer: [] }],
+        params: EventIdParams,
+        querystring: StatsQuery,
+        response: { 200: EventStats, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const { event_id } = request.params
+      if (!hasScope(claimsOf(request), event_id, 'reports:read')) throw new ForbiddenError()
+      return eventStats(deps, event_id, request.query.range ?? '24h')
+    },
+  )
+}
+
+/**
+ * Reads the session cookie; `required` routes answer 401 (JSON) or go to sign-in (pages) without one.
+ * A preParsing hook, like protect(): after the rate limit (onRequest), before body validation.
+ */
+function loadSession(deps: SessionDeps, required: boolean): preParsingAsyncHookHandler {
+  return async (request, _reply, payload) => {
+    const token = request.cookies[SESSION_COOKIE]
+    request.dashboardSession = token ? await resumeSession(deps, token) : null
+    if (required && !request.dashboardSession) throw new UnauthorizedError('Not signed in')
+    return payload
+  }
+}
+
+function sessionOf(request: FastifyRequest): Session {
+  if (!request.dashboardSession) throw new UnauthorizedError('Not signed in')
+  return request.dashboardSession
+}
+
+const sessionApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+  app.get(
+    '/dashboard/api/events/:event_id/stats',
+    {
+      config: perMinute(120),
+      preParsing: loadSession(deps, true),
+      schema: {
+        tags: ['dashboard'],
+        summary: 'Figures of one event for the signed-in dashboard page (session cookie)',
+        security: [{ DashboardSession: [] }],
+        params: EventIdParams,
+        querystring: StatsQuery,
+        response: { 200: EventStats, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      const session = sessionOf(request)
+      const { event_id } = request.params
+      if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
+      reply.header('cache-control', 'no-store')
+      return eventStats(deps, event_id, request.query.range ?? '24h')
+    },
+  )
+}
+
+/** The package root, found from this file both in src/ (tsx) and in dist/src/ (built). */
+function packageRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir)
+    if (up === dir) throw new Error('package.json not found above the dashboard module')
+    dir = up
+  }
+  return dir
+}
+
+const SignInForm = Type.Object(
+  {
+    username: Type.String({ minLength: 1, maxLength: 254 }),
+    password: Type.String({ minLength: 1, maxLength: 1024 }),
+    // Optional in the schema so that a missing token is the CSRF refusal (403), not a 422.
+    csrf_token: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+)
+
+const CsrfForm = Type.Object(
+  { csrf_token: Type.Optional(Type.String({ maxLength: 100 })) },
+  { additionalProperties: false },
+)
+
+const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+  await app.register(formbody)
+  await app.register(fastifyStatic, {
+    root: path.join(packageRoot(), 'src', 'dashboard', 'assets'),
+    prefix: '/dashboard/assets/',
+    index: false,
+    // One route per file, found at start: the route table names every asset the dashboard serves.
+    wildcard: false,
+  })
+  await app.register(fastifyStatic, {
+    root: path.dirname(createRequire(import.meta.url).resolve('uplot')),
+    prefix: '/dashboard/assets/uplot/',
+    decorateReply: false,
+    index: false,
+    wildcard: false,
+  })
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('content-security-policy', PAGE_CSP)
+    if (!request.url.startsWith('/dashboard/assets/')) reply.header('cache-control', 'no-store')
+  })
+
+  const secure = (request: FastifyRequest) => request.protocol === 'https'
+
+  function renderSignIn(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
+    const csrfToken = randomToken(32)
+    reply.setCookie(LOGIN_CSRF_COOKIE, csrfToken, {
+      path: '/dashboard/login',
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: secure(request),
+      maxAge: 60 * 60,
+    })
+    const body = request.body as { username?: unknown } | undefined
+    const username = typeof body?.username === 'string' ? body.username : undefined
+    return reply
+      .code(status)
+      .type('text/html; charset=utf-8')
+      .send(signInPage({ csrfToken, ...(username ? { username } : {}), ...(error ? { error } : {}) }))
+  }
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const session = request.dashboardSession ?? undefined
+    const page = (status: number, title: string, message: string) =>
+      reply
+        .code(status)
+        .type('text/html; charset=utf-8')
+        .send(messagePage(title, message, session))
+    const onSignIn = request.routeOptions.url === '/dashboard/login'
+    if (err instanceof TooManyRequestsError) {
+      reply.headers(err.headers)
+      const message = 'Too many attempts. Wait a minute and try again.'
+      return onSignIn ? renderSignIn(request, reply, 429, message) : page(429, 'Slow down', message)
+    }
+    if (err.validation) {
+      return onSignIn
+        ? renderSignIn(request, reply, 422, 'Enter your username and password.')
+        : page(422, 'Invalid request', 'The request was not understood.')
+    }
+    if (err instanceof UnauthorizedError) return reply.redirect('/dashboard/login', 303)
+    if (err instanceof ForbiddenError)
+      return page(403, 'Not allowed', 'This account has no access to that page, or the form has expired.')
+    if (err instanceof NotFoundError) return page(404, 'Not found', 'There is no such page or event.')
+    if (err instanceof AppError && err.statusCode === 503)
+      return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
+    // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
+    // media type, too large.
+    const status = err instanceof SyntaxError ? 400 : (err.statusCode ?? 500)
+    if (status >= 400 && status < 500) return page(status, 'Bad request', 'The request was not understood.')
+    request.log.error({ err }, 'dashboard page failed')
+    return page(500, 'Something went wrong', 'The page could not be shown. Try again shortly.')
+  })
+
+  /** Pages answer HTML; `statuses` are the pages a route may answer besides its success. */
+  const pageSchema = (summary: string, success: 200 | 303, ...statuses: number[]) => ({
+    tags: ['dashboard pages'],
+    summary,
+    response: Object.fromEntries(
+      [success, ...statuses, 429].map((status) => [
+        status,
+        status === 303
+          ? { description: 'See Other: the page to go to next (Location)', type: 'null' }
+          : { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } },
+      ]),
+    ),
+  })
+
+  app.get(
+    '/dashboard/login',
+    {
+      config: perMinute(120),
+      preParsing: loadSession(deps, false),
+      schema: pageSchema('Sign-in page (to the event list when already signed in)', 200, 303),
+    },
+    async (request, reply) => {
+      if (request.dashboardSession) return reply.redirect('/dashboard', 303)
+      return renderSignIn(request, reply, 200)
+    },
+  )
+
+  app.post(
+    '/dashboard/login',
+    {
+      config: perMinute(10),
+      schema: {
+        ...pageSchema('Sign in: opens a session (cookie) and goes to the event list', 303, 401, 403, 422),
+        consumes: ['application/x-www-form-urlencoded'],
+        body: SignInForm,
+      },
+    },
+    async (request, reply) => {
+      // Double-submit token: a sign-in form posted from another site cannot know the cookie's value.
+      const expected = request.cookies[LOGIN_CSRF_COOKIE]
+      const given = request.body.csrf_token
+      if (!expected || !given || !safeEqual(expected, given)) {
+        return renderSignIn(request, reply, 403, 'The sign-in form has expired. Please try again.')
+      }
+      let token: string
+      try {
+        ;({ token } = await signIn(deps, request.body, request.ip))
+      } catch (err) {
+        if (err instanceof UnauthorizedError) return renderSignIn(request, reply, 401, INVALID_SIGN_IN)
+        throw err
+      }
+      reply.clearCookie(LOGIN_CSRF_COOKIE, { path: '/dashboard/login' })
+      reply.setCookie(SESSION_COOKIE, token, {
+        path: '/dashboard',
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: secure(request),
+        maxAge: SESSION_MAX_MS / 1000,
+      })
+      return reply.redirect('/dashboard', 303)
+    },
+  )
+
+  app.post(
+    '/dashboard/logout',
+    {
+      config: perMinute(30),
+      preParsing: loadSession(deps, true),
+      schema: {
+        ...pageSchema('Sign out (needs the session and its CSRF token)', 303, 403, 422),
+        consumes: ['application/x-www-form-urlencoded'],
+        body: CsrfForm,
+      },
+    },
+    async (request, reply) => {
+      const session = sessionOf(request)
+      if (!csrfMatches(session, request.body.csrf_token))
+        throw new ForbiddenError('CSRF token missing or wrong')
+      await signOut(deps, session)
+      reply.clearCookie(SESSION_COOKIE, { path: '/dashboard' })
+      return reply.redirect('/dashboard/login', 303)
+    },
+  )
+
+  app.get(
+    '/dashboard',
+    {
+      config: perMinute(120),
+      preParsing: loadSession(deps, true),
+      schema: pageSchema('The events of the signed-in account (to sign-in without a session)', 200, 303),
+    },
+    async (request, reply) => {
+      const session = sessionOf(request)
+      const events = await visibleEvents(deps.db, session.viewer)
+      return reply.type('text/html; charset=utf-8').send(eventListPage(session, events))
+    },
+  )
+
+  app.get(
+    '/dashboard/events/:event_id',
+    {
+      config: perMinute(120),
+      preParsing: loadSession(deps, true),
+      schema: {
+        ...pageSchema(
+          "One event's figures, refreshed in place (to sign-in without a session)",
+          200,
+          303,
+          403,
+        ),
+        params: EventIdParams,
+      },
+    },
+    async (request, reply) => {
+      const session = sessionOf(request)
+      const { event_id } = request.params
+      if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
+      const event = await findEvent(deps.db, event_id)
+      return reply.type('text/html; charset=utf-8').send(eventPage(session, event))
+    },
+  )
+}

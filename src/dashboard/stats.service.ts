@@ -1,0 +1,166 @@
+import type { Static } from 'typebox'
+import { fromMinorUnits } from '../partner/formats.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { NotFoundError } from '../platform/errors.js'
+import type { EventStats } from './stats.schemas.js'
+import {
+  balancesLoaded,
+  ticketTypeFigures,
+  usesPerBucket,
+  usesPerGate,
+  webhookHealth,
+} from './stats.store.js'
+import type { Range } from './templates.js'
+
+export interface StatsDeps {
+  db: Db
+  clock: Clock
+}
+
+const MINUTE = 60_000
+const HOUR = 60 * MINUTE
+const DAY = 24 * HOUR
+
+/** Bucket width and count of each range of the uses-over-time chart. */
+export const RANGE_BUCKETS: Record<Range, { bucketMs: number; buckets: number }> = {
+  '1h': { bucketMs: 5 * MINUTE, buckets: 12 },
+  '24h': { bucketMs: HOUR, buckets: 24 },
+  '7d': { bucketMs: 6 * HOUR, buckets: 28 },
+  '30d': { bucketMs: DAY, buckets: 30 },
+}
+
+/** How far the event's wall clock is ahead of UTC at `at` (DST included), in milliseconds. */
+export function zoneOffsetMs(timeZone: string, at: number): number {
+  const parts: Record<string, number> = {}
+  const format = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  })
+  for (const p of format.formatToParts(at)) parts[p.type] = Number(p.value)
+  const wall = Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!)
+  return wall - (at - (at % 1000))
+}
+
+/** The instant at which the event's wall clock shows `wall` (wall time written as UTC epoch ms). */
+function wallToInstant(timeZone: string, wall: number): number {
+  const guess = wall - zoneOffsetMs(timeZone, wall)
+  return wall - zoneOffsetMs(timeZone, guess)
+}
+
+/**
+ * Bucket boundaries on the event's wall clock (whole hours, local midnight), the last bucket holding
+ * now; a day across a DST change is 23 or 25 hours long. Uses are counted by the database on a grid
+ * of `grainMs`, fine enough that every zone offset (whole, half or quarter hours) falls on it.
+ */
+export function bucketStarts(
+  timeZone: string,
+  now: number,
+  { bucketMs, buckets }: { bucketMs: number; buckets: number },
+) {
+  const current = Math.floor((now + zoneOffsetMs(timeZone, now)) / bucketMs) * bucketMs
+  const starts = Array.from({ length: buckets }, (_, i) =>
+    wallToInstant(timeZone, current - (buckets - 1 - i) * bucketMs),
+  )
+  return { starts, to: wallToInstant(timeZone, current + bucketMs), grainMs: Math.min(bucketMs, 15 * MINUTE) }
+}
+
+export async function findEvent(db: Db, eventId: number) {
+  const event = await db
+    .selectFrom('events')
+    .select(['id', 'uid', 'name', 'timezone'])
+    .where('id', '=', eventId)
+    .executeTakeFirst()
+  if (!event) throw new NotFoundError('Event not found')
+  return event
+}
+
+/** The figures of one event, as the page and the JSON API show them. Access is the caller's check. */
+export async function eventStats(
+  deps: StatsDeps,
+  eventId: number,
+  range: Range,
+): Promise<Static<typeof EventStats>> {
+  const { db } = deps
+  const event = await findEvent(db, eventId)
+  const now = deps.clock.now()
+
+  const { starts, to, grainMs } = bucketStarts(event.timezone, now, RANGE_BUCKETS[range])
+  const from = starts[0]!
+  const [types, balances, perBucket, gates, webhook] = await Promise.all([
+    ticketTypeFigures(db, eventId),
+    balancesLoaded(db, eventId),
+    usesPerBucket(db, eventId, from, to, grainMs),
+    usesPerGate(db, eventId),
+    webhookHealth(db, eventId),
+  ])
+
+  const counts = starts.map(() => 0)
+  for (const [grain, count] of perBucket) {
+    const at = from + grain * grainMs
+    let i = starts.length - 1
+    while (i > 0 && starts[i]! > at) i--
+    counts[i]! += count
+  }
+  const points = starts.map((start, i) => ({ t: start / 1000, count: counts[i]! }))
+  const sum = (f: (t: (typeof types)[number]) => number) => types.reduce((n, t) => n + f(t), 0)
+  const countOf = (status: string, tried?: number) =>
+    webhook.counts
+      .filter((c) => c.status === status && (tried === undefined || c.tried === tried))
+      .reduce((n, c) => n + c.count, 0)
+  const last = webhook.lastError
+
+  return {
+    event,
+    generated_at: new Date(now).toISOString(),
+    totals: {
+      issued: sum((t) => t.issued),
+      claimed: sum((t) => t.claimed),
+      used: sum((t) => t.used),
+      revenue: fromMinorUnits(sum((t) => t.price * t.issued)),
+      balance_loaded: fromMinorUnits(balances.balance),
+      promo_balance_loaded: fromMinorUnits(balances.promo_balance),
+    },
+    ticket_types: types.map((t) => ({
+      ticket_uid: t.uid,
+      name: t.name,
+      ticket_date: t.ticket_date,
+      price: fromMinorUnits(t.price),
+      issued: t.issued,
+      claimed: t.claimed,
+      used: t.used,
+      revenue: fromMinorUnits(t.price * t.issued),
+    })),
+    uses_over_time: {
+      range,
+      bucket_seconds: RANGE_BUCKETS[range].bucketMs / 1000,
+      from: new Date(from).toISOString(),
+      to: new Date(to).toISOString(),
+      total: points.reduce((n, p) => n + p.count, 0),
+      points,
+    },
+    uses_per_gate: gates,
+    webhook: {
+      configured: webhook.hook !== null,
+      url: webhook.hook?.url ?? null,
+      disabled: webhook.hook?.disabled_at != null,
+      disabled_reason: webhook.hook?.disabled_reason ?? null,
+      delivered: countOf('delivered'),
+      pending: countOf('pending', 0),
+      failing: countOf('pending', 1),
+      failed: countOf('failed'),
+      last_error: last
+        ? {
+            at: new Date(last.attempted_at).toISOString(),
+            message: last.error ?? `receiver answered HTTP ${last.status_code}`,
+          }
+        : null,
+    },
+  }
+}

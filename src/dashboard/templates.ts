@@ -1,0 +1,206 @@
+import type { Viewer } from './access.js'
+
+/** Markup that is already escaped; everything else interpolated into `html` is escaped. */
+class SafeHtml {
+  constructor(readonly value: string) {}
+  toString(): string {
+    return this.value
+  }
+}
+
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+}
+
+function escapeHtml(value: unknown): string {
+  if (value instanceof SafeHtml) return value.value
+  if (Array.isArray(value)) return value.map(escapeHtml).join('')
+  if (value === null || value === undefined || value === false) return ''
+  return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]!)
+}
+
+export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
+  let out = strings[0]!
+  for (let i = 0; i < values.length; i++) out += escapeHtml(values[i]) + strings[i + 1]!
+  return new SafeHtml(out)
+}
+
+export const ASSETS = '/dashboard/assets'
+
+interface LayoutOptions {
+  title: string
+  /** Present when signed in: shows the account and the sign-out form. */
+  session?: { viewer: Viewer; csrfToken: string }
+  /** Pages with figures load the chart library and the page script. */
+  scripts?: boolean
+}
+
+function layout(opts: LayoutOptions, body: SafeHtml): string {
+  const account = opts.session
+    ? html`<div class="account">
+        <span class="who">${opts.session.viewer.label}</span>
+        <form method="post" action="/dashboard/logout">
+          <input type="hidden" name="csrf_token" value="${opts.session.csrfToken}">
+          <button type="submit" class="link">Sign out</button>
+        </form>
+      </div>`
+    : ''
+  const scripts = opts.scripts
+    ? html`<link rel="stylesheet" href="${ASSETS}/uplot/uPlot.min.css">
+  <script src="${ASSETS}/uplot/uPlot.iife.min.js" defer></script>
+  <script src="${ASSETS}/dashboard.js" defer></script>`
+    : ''
+  return `<!doctype html>${html`<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <meta name="referrer" content="no-referrer">
+  <link rel="icon" href="data:,">
+  <title>${opts.title} · wristband</title>
+  <link rel="stylesheet" href="${ASSETS}/dashboard.css">
+  ${scripts}
+</head>
+<body>
+  <header class="top">
+    <a class="brand" href="/dashboard">wristband <span>dashboard</span></a>
+    ${account}
+  </header>
+  ${body}
+</body>
+</html>
+`}`
+}
+
+export function signInPage(opts: { csrfToken: string; username?: string; error?: string }): string {
+  return layout(
+    { title: 'Sign in' },
+    html`<main class="narrow">
+    <h1>Sign in</h1>
+    <p class="hint">Dashboard users sign in with their username; administrators and network managers with their e-mail address.</p>
+    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    <form method="post" action="/dashboard/login" class="stack">
+      <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
+      <label>Username or e-mail
+        <input name="username" autocomplete="username" required maxlength="254" value="${opts.username ?? ''}" autofocus>
+      </label>
+      <label>Password
+        <input name="password" type="password" autocomplete="current-password" required maxlength="1024">
+      </label>
+      <button type="submit">Sign in</button>
+    </form>
+  </main>`,
+  )
+}
+
+export interface EventSummary {
+  id: number
+  uid: string
+  name: string
+  timezone: string
+}
+
+export function eventListPage(
+  session: { viewer: Viewer; csrfToken: string },
+  events: EventSummary[],
+): string {
+  const list =
+    events.length === 0
+      ? html`<p class="empty">No events are assigned to this account.</p>`
+      : html`<ul class="events">${events.map(
+          (e) => html`<li><a href="/dashboard/events/${e.id}"><strong>${e.name}</strong>
+            <span class="meta">${e.uid} · ${e.timezone}</span></a></li>`,
+        )}</ul>`
+  return layout({ title: 'Events', session }, html`<main><h1>Events</h1>${list}</main>`)
+}
+
+export const RANGES = ['1h', '24h', '7d', '30d'] as const
+export type Range = (typeof RANGES)[number]
+
+const RANGE_LABELS: Record<Range, string> = {
+  '1h': 'Last hour',
+  '24h': 'Last 24 hours',
+  '7d': 'Last 7 days',
+  '30d': 'Last 30 days',
+}
+
+/**
+ * The event page is a frame: the page script fills every figure from the JSON endpoint and keeps
+ * refreshing it, so the page and API users read one source.
+ */
+export function eventPage(session: { viewer: Viewer; csrfToken: string }, event: EventSummary): string {
+  const tile = (key: string, label: string) =>
+    html`<div class="tile"><span class="label">${label}</span><span class="value" data-figure="${key}">–</span></div>`
+  return layout(
+    { title: event.name, session, scripts: true },
+    html`<main class="event" data-stats-url="/dashboard/api/events/${event.id}/stats">
+    <nav class="crumbs"><a href="/dashboard">Events</a></nav>
+    <div class="heading">
+      <h1>${event.name}</h1>
+      <p class="meta">${event.uid} · ${event.timezone} · <span class="status" data-status aria-live="polite">Loading…</span></p>
+    </div>
+    <section class="tiles" aria-label="Totals">
+      ${tile('issued', 'Tickets issued')}
+      ${tile('claimed', 'Claimed')}
+      ${tile('used', 'Used')}
+      ${tile('revenue', 'Revenue')}
+      ${tile('balance', 'Balance loaded')}
+      ${tile('promo_balance', 'Promotional balance loaded')}
+    </section>
+    <section class="panel">
+      <h2>Ticket types</h2>
+      <div class="scroll">
+        <table class="types">
+          <thead><tr><th>Ticket type</th><th>Date</th><th class="num">Price</th><th class="num">Issued</th><th class="num">Claimed</th><th class="num">Used</th><th class="num">Revenue</th></tr></thead>
+          <tbody data-ticket-types><tr><td colspan="7" class="empty">Loading…</td></tr></tbody>
+        </table>
+      </div>
+    </section>
+    <div class="charts">
+      <section class="panel">
+        <div class="panel-head">
+          <h2>Uses over time</h2>
+          <label class="range">Range
+            <select data-range>${RANGES.map(
+              (r) =>
+                html`<option value="${r}"${r === '24h' ? html` selected` : ''}>${RANGE_LABELS[r]}</option>`,
+            )}</select>
+          </label>
+        </div>
+        <div class="chart" data-chart="uses"></div>
+        <p class="chart-note" data-uses-total></p>
+      </section>
+      <section class="panel">
+        <h2>Uses per access gate</h2>
+        <div class="chart" data-chart="gates"></div>
+        <p class="chart-note" data-gates-note></p>
+      </section>
+    </div>
+    <section class="panel">
+      <h2>Webhook deliveries</h2>
+      <p class="meta" data-webhook-url></p>
+      <div class="tiles small">
+        ${tile('webhook_delivered', 'Delivered')}
+        ${tile('webhook_pending', 'Pending')}
+        ${tile('webhook_failing', 'Failing, retrying')}
+        ${tile('webhook_failed', 'Gave up')}
+      </div>
+      <p class="last-error" data-webhook-error></p>
+    </section>
+  </main>`,
+  )
+}
+
+export function messagePage(
+  title: string,
+  message: string,
+  session?: { viewer: Viewer; csrfToken: string },
+): string {
+  return layout(
+    { title, ...(session ? { session } : {}) },
+    html`<main class="narrow"><h1>${title}</h1><p>${message}</p><p><a href="/dashboard">Back to the events</a></p></main>`,
+  )
+}

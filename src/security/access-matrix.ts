@@ -1,0 +1,141 @@
+import { pathToFileURL } from 'node:url'
+
+/**
+ * Who may call which protected route: the one table that src/security/access-matrix.test.ts runs
+ * against the service and docs/access-matrix.md is generated from
+ * (`npm run --silent access-matrix`, which also lets Biome align the Markdown table).
+ *
+ * A cell is the expected HTTP status of a minimal valid call. On routes that concern an event the
+ * cell is `own|other`: the call about event 1 (every event-bound role below belongs to event 1),
+ * then the same call about event 2. `200 USED` also names the per-scan result of a batch upload.
+ */
+export const ROLES = [
+  'admin',
+  'superadmin',
+  'network_manager',
+  'operator',
+  'consumer',
+  'device',
+  'event_client',
+  'none',
+] as const
+export type MatrixRole = (typeof ROLES)[number]
+
+/** How each role signs in; event 1 is its own event. */
+export const ROLE_DESCRIPTIONS: Record<MatrixRole, string> = {
+  admin: 'administrator of event 1 (access token from POST /auth/login)',
+  superadmin: 'superadmin (every event)',
+  network_manager: 'network manager of event 1',
+  operator: 'operator of event 1 with pos:sell and ticket:scan there',
+  consumer: 'consumer (POST /auth/login/customer)',
+  device: 'offline device token of event 1 (POST /auth/login/device)',
+  event_client: 'API key of event 1 with api:read and api:write (wb_…)',
+  none: 'no credential',
+}
+
+export interface AccessRow {
+  /** `METHOD /path` exactly as in /openapi.json. */
+  route: string
+  /** One cell per role, in the order of ROLES. */
+  cells: Record<MatrixRole, string>
+  /** Why a cell may surprise a reader. */
+  note?: string
+}
+
+function row(route: string, cells: string[], note?: string): AccessRow {
+  if (cells.length !== ROLES.length)
+    throw new Error(`${route}: ${cells.length} cells for ${ROLES.length} roles`)
+  return {
+    route,
+    cells: Object.fromEntries(ROLES.map((role, i) => [role, cells[i]!])) as Record<MatrixRole, string>,
+    ...(note ? { note } : {}),
+  }
+}
+
+const ADMIN_ONLY = ['200', '200', '403', '403', '403', '401', '401', '401']
+const CONSUMER_ONLY = ['403', '403', '403', '403', '200', '401', '401', '401']
+const EVENT_ADMIN = ['200|403', '200|200', '403|403', '403|403', '403|403', '401|401', '401|401', '401|401']
+const PARTNER = ['401', '401', '401', '401', '401', '401']
+
+// biome-ignore format: the table is laid out in columns for reading
+export const ACCESS_MATRIX: readonly AccessRow[] = [
+  //                                                admin       superadmin  network_mgr operator    consumer    device      event_client none
+  row('POST /auth/logout',                          ['200',     '200',      '200',      '200',      '200',      '401',      '401',      '401'],
+    'Any access token, with a refresh token of the same subject; offline tokens and API keys have no session'),
+  row('GET /admin/me', ADMIN_ONLY),
+  row('POST /admin/mfa/setup', ADMIN_ONLY),
+  row('POST /admin/mfa/verify', ADMIN_ONLY),
+  row('GET /admin/sensitive/ping',                  ['403',     '403',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Administrators need a fresh MFA verification; the plain sign-in tokens of this table have none'),
+  row('GET /admin/audit',                           ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Superadmins only'),
+  row('GET /admin/dashboard-users',                 ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Superadmins only'),
+  row('POST /admin/dashboard-users',                ['403',     '201',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Superadmins only'),
+  row('PATCH /admin/dashboard-users/{user_id}',     ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Superadmins only'),
+  row('DELETE /admin/dashboard-users/{user_id}',    ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
+    'Superadmins only'),
+  row('GET /dashboard/api/events/{event_id}/stats', ['401|401', '401|401',  '401|401',  '401|401',  '401|401',  '401|401',  '401|401',  '401|401'],
+    'The dashboard page reads it with its session cookie; bearer tokens and API keys are not accepted'),
+  row('GET /events/{event_id}/stats',               ['200|403', '200|200',  '200|403',  '403|403',  '403|403',  '401|401',  '401|401',  '401|401'],
+    'Needs reports:read at the event; access tokens only. The dashboard pages use a session cookie instead'),
+  row('POST /tokens/api-key', EVENT_ADMIN),
+  row('DELETE /tokens/api-key/{key_id}', EVENT_ADMIN),
+  row('GET /tokens/api-keys', EVENT_ADMIN),
+  row('POST /tokens/offline',                       ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401']),
+  row('POST /devices/{device_id}/token',            ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
+    "The device's event decides; an offline token is not an access token"),
+  row('GET /consumers/me', CONSUMER_ONLY),
+  row('PATCH /consumers/me', CONSUMER_ONLY),
+  row('GET /consumers/me/tickets', CONSUMER_ONLY),
+  row('GET /consumers/me/wallets', CONSUMER_ONLY),
+  row('POST /holder/links/{token}/claim', CONSUMER_ONLY),
+  row('POST /tickets/{transfer_uid}/use',           ['403|403', '403|403',  '403|403',  '200|403',  '403|403',  '403|403',  '401|401',  '401|401'],
+    "Needs ticket:scan at the ticket's event; device tokens hold sync:upload, for batches"),
+  row('POST /tickets/use-batch',                    ['403|403', '403|403',  '403|403',  '200 USED|200 FORBIDDEN', '403|403', '200 USED|200 FORBIDDEN', '401|401', '401|401'],
+    'Answered per scan; a token that may scan nowhere is refused as a whole'),
+  //                                                 partner routes take the credential in the api_key header
+  row('POST /companies/ticket',                     [...PARTNER.map((c) => `${c}|${c}`),        '201|403',  '401|401']),
+  row('GET /companies/tickets',                     [...PARTNER.map((c) => `${c}|${c}`),        '200|403',  '401|401']),
+  row('POST /companies/transfer',                   [...PARTNER.map((c) => `${c}|${c}`),        '201|403',  '401|401']),
+  row('GET /companies/transfer/{company_ticket_id}', [...PARTNER.map((c) => `${c}|${c}`),       '200|404',  '401|401'],
+    "Another event's transfer is not found, not forbidden: its existence is not revealed"),
+  row('PUT /companies/webhook',                     [...PARTNER,                                '200',      '401']),
+  row('GET /companies/webhook',                     [...PARTNER,                                '200',      '401']),
+  row('DELETE /companies/webhook',                  [...PARTNER,                                '200',      '401']),
+  row('GET /companies/webhook/deliveries',          [...PARTNER,                                '200',      '401']),
+  row('POST /companies/webhook/deliveries/{id}/retry', [...PARTNER.map((c) => `${c}|${c}`),     '202|404',  '401|401'],
+    "Another event's delivery is not found"),
+]
+
+/** The table as Markdown, for docs/access-matrix.md. */
+export function renderMarkdown(): string {
+  const lines = [
+    '# Access-control matrix',
+    '',
+    'Generated from `src/security/access-matrix.ts` by `npm run --silent access-matrix`;',
+    '`src/security/access-matrix.test.ts` runs every cell against the service (SQLite and PostgreSQL) and fails',
+    'when a protected route of `/openapi.json` has no row, or when this file says something else than the table.',
+    '',
+    'A cell is the HTTP status of a minimal valid call. `own / other`: the call about event 1 (the',
+    "roles' own event), then about event 2. Order of checks: 429, 401, 422, 403, 404, 409.",
+    '',
+    '| role | who |',
+    '|---|---|',
+    ...ROLES.map((r) => `| ${r} | ${ROLE_DESCRIPTIONS[r]} |`),
+    '',
+    `| route | ${ROLES.join(' | ')} | note |`,
+    `|---|${ROLES.map(() => '---').join('|')}|---|`,
+    ...ACCESS_MATRIX.map(
+      (r) =>
+        `| \`${r.route}\` | ${ROLES.map((role) => r.cells[role].replace('|', ' / ')).join(' | ')} | ${r.note ?? ''} |`,
+    ),
+    '',
+  ]
+  return lines.join('\n')
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  process.stdout.write(renderMarkdown())
