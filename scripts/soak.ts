@@ -24,11 +24,13 @@ const ADDRESSES = 5000
 const SAMPLE_MS = 5000
 /**
  * Memory has levelled off when the floor (lowest sample) of RSS and of the V8 heap in use in the last
- * third of the run is at most this much above the floor in the middle third (the first third is
+ * third of the run is at most this share above the floor in the middle third (the first third is
  * warm-up: code is compiled, pools fill). Floors, because between two major collections the heap
  * climbs by a hundred megabytes or more and falls back: what a leak raises is the level it falls to.
  */
 const LEVEL_SHARE = 0.1
+/** ...or at most this many bytes, whichever is more: a 50 MB heap floor moves by a few MB from sample to sample. */
+const LEVEL_SLACK = 16 * 2 ** 20
 const SECRET = randomBytes(32).toString('base64url')
 const METRICS_TOKEN = randomBytes(18).toString('base64url')
 const PASSWORD = 's3cret-pass'
@@ -392,7 +394,9 @@ async function main(): Promise<number> {
     return v.length ? Math.min(...v) : undefined
   }
   const within = (middle: number | undefined, lastOne: number | undefined) =>
-    middle === undefined || lastOne === undefined || lastOne <= middle * (1 + LEVEL_SHARE)
+    middle === undefined ||
+    lastOne === undefined ||
+    lastOne <= middle + Math.max(middle * LEVEL_SHARE, LEVEL_SLACK)
   let levelled = true
   console.log(
     '\n| instance | RSS start | RSS middle | RSS end | RSS floor, middle third | RSS floor, last third | heap floor, middle third | heap floor, last third | levelled off |',
