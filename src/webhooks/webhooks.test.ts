@@ -134,11 +134,16 @@ forEachBackend(
       const attemptedAt = Date.parse(d!.attempt_log[0]!.attempted_at)
       const next = Date.parse(d!.next_attempt_at!)
       assert.ok(next - attemptedAt >= 120_000, `next attempt after ${next - attemptedAt} ms, not Retry-After`)
-      const job = await t.db.db
-        .selectFrom('jobs')
-        .select('run_at')
-        .where('dedupe_key', '=', `webhook:${d!.id}`)
-        .executeTakeFirstOrThrow()
+      // The delivery row is written inside the attempt; the job's next run right after it, when the
+      // runner releases the job: read it once released.
+      const job = await waitFor(() =>
+        t.db.db
+          .selectFrom('jobs')
+          .select('run_at')
+          .where('dedupe_key', '=', `webhook:${d!.id}`)
+          .where('locked_until', 'is', null)
+          .executeTakeFirst(),
+      )
       assert.ok(job.run_at - attemptedAt >= 120_000, 'the schedule (5 s) was used instead of Retry-After')
       t.clock.advance(121_000)
       await waitFor(() => receiver.log.length === before + 2)

@@ -1,0 +1,53 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import net from 'node:net'
+import { Redis } from 'ioredis'
+import { until } from './until.js'
+
+/** A port nobody listens on right now, for a child process to take. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+export const redisServerInstalled = spawnSync('redis-server', ['--version']).status === 0
+
+/** A Redis server of our own without persistence, so killing it and starting it again loses every key. */
+export async function startRedisServer(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  )
+  try {
+    await until('redis-server to accept connections', async () => {
+      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null })
+      probe.on('error', () => {})
+      try {
+        await probe.connect()
+        return true
+      } catch {
+        return false
+      } finally {
+        probe.disconnect()
+      }
+    })
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return child
+}
+
+/** SIGKILLs a child process (if still running) and waits until it is gone. */
+export async function killProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGKILL')
+  await exited
+}
