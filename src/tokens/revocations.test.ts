@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
@@ -9,6 +7,13 @@ import pino from 'pino'
 import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
+import {
+  freePort,
+  killProcess,
+  redisServerInstalled,
+  startRedisServer,
+} from '../../test/helpers/processes.js'
+import { until } from '../../test/helpers/until.js'
 import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
 import { memoryRevocations, type RevocationStore, redisRevocations } from './revocations.js'
 
@@ -175,73 +180,17 @@ function redisOnly(name: string) {
   return name.includes('redis') ? {} : { skip: `${name}: in-process state is per instance, no Redis` }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return
-    await sleep(20)
-  }
-  assert.fail(`gave up waiting for ${what}`)
-}
-
-/** A Redis server of our own, so that it can be killed and restarted without touching the shared one. */
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  )
-  try {
-    await until('redis-server to accept connections', async () => {
-      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null })
-      probe.on('error', () => {})
-      try {
-        await probe.connect()
-        return true
-      } catch {
-        return false
-      } finally {
-        probe.disconnect()
-      }
-    })
-  } catch (err) {
-    child.kill('SIGKILL')
-    throw err
-  }
-  return child
-}
-
-async function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.kill('SIGKILL')
-  await exited
-}
-
-const redisServer = spawnSync('redis-server', ['--version']).status === 0
 describe(
   'revocations across a real Redis outage and restart',
   !process.env.TEST_REDIS_URL
     ? { skip: 'TEST_REDIS_URL is not set: Redis suite SKIPPED' }
-    : !redisServer
+    : !redisServerInstalled
       ? { skip: 'redis-server is not installed: Redis restart suite SKIPPED' }
       : {},
   () => {
     test('revoked tokens stay refused while Redis is down and after it restarts empty; one warning per outage', async () => {
       const port = await freePort()
-      let redis = await startRedis(port)
+      let redis = await startRedisServer(port)
       const t = await startApp(backends[0]!, { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: 'wbr:' })
       const spy = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 50 })
       spy.on('error', () => {})
@@ -251,7 +200,7 @@ describe(
         const revoked = await loggedOut(t)
         const live = (await login(t, 'ev1@example.com')).refresh_token
 
-        await stopRedis(redis)
+        await killProcess(redis)
         await until('the outage warning', () => warnings() === 1)
         assert.equal(await isValid(t, revoked), false, 'down: the database answers')
         assert.equal(await isValid(t, live), true)
@@ -271,7 +220,7 @@ describe(
         await sleep(400) // several failed reconnection attempts
         assert.equal(warnings(), 1, 'one warning per outage, not per attempt or request')
 
-        redis = await startRedis(port)
+        redis = await startRedisServer(port)
         await until('the recovery note', () => t.logs.some((l) => l.includes('redis reachable again')))
         await spy.connect()
         await until('the reload into Redis', async () => (await spy.exists('wbr:rv:complete')) === 1)
@@ -279,12 +228,12 @@ describe(
         assert.equal(await isValid(t, revoked), false, 'restarted empty: still refused')
         assert.equal(await isValid(t, live), true)
 
-        await stopRedis(redis)
+        await killProcess(redis)
         await until('a warning for the second outage', () => warnings() === 2)
       } finally {
         spy.disconnect()
         await t.close()
-        await stopRedis(redis)
+        await killProcess(redis)
       }
     })
   },
