@@ -44,6 +44,11 @@ Options:
     const rawLimit = stringOption(values, 'limit', command, true)
     const limit = rawLimit === undefined ? 50 : integerOption(rawLimit, 'limit', command, 1, 10_000)
     const json = Boolean(values.json)
+    // Listening for the stop signal from the start: a signal that arrives while the first page is
+    // being printed must still end the follow cleanly (exit 0), not kill the process.
+    const stop = new AbortController()
+    if (values.follow)
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort())
     await withContext(loadConfig(), async (ctx) => {
       await audited(ctx, 'cli_audit_read', async () => ({
         detail: { follow: Boolean(values.follow), kind: kind ?? null, limit },
@@ -58,8 +63,6 @@ Options:
       }
       print(await listAuditEntries(ctx.db, { ...filter, limit }))
       if (!values.follow) return
-      const stop = new AbortController()
-      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort())
       while (!stop.signal.aborted) {
         print(await listAuditEntries(ctx.db, { ...filter, afterId: last, limit: 1000 }))
         await sleep(FOLLOW_INTERVAL_MS, undefined, { signal: stop.signal }).catch(() => undefined)
