@@ -95,8 +95,16 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     db,
     dialect,
     async migrate() {
-      const { error, results } = await migrator.migrateToLatest()
-      if (error) {
+      // Kysely takes no migration lock on SQLite: a second process migrating the same file at the same
+      // moment (`wristband migrate` beside a starting server) fails on a table the first one has just
+      // created. Its transaction rolled back, so trying again applies only what is still pending.
+      for (let attempt = 1; ; attempt++) {
+        const { error, results } = await migrator.migrateToLatest()
+        if (!error) return
+        if (dialect === 'sqlite' && attempt < 5) {
+          await new Promise((r) => setTimeout(r, 100 * attempt))
+          continue
+        }
         const failed = results?.find((r) => r.status === 'Error')
         throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message}`)
       }
