@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db/database.js'
+import type { TransfersTable } from '../platform/db/schema.js'
 
 export async function insertTicketType(
   db: Db,
@@ -43,19 +44,20 @@ export async function openLink(db: Db, eventId: number, email: string, now: numb
 
 export async function insertTransfer(
   db: Db,
-  t: {
-    uid: string
-    event_id: number
-    ticket_type_id: number
-    company_ticket_id: string
-    email: string
-    balance: number
-    promo_balance: number
-    access_gate: string | null
-    seat_number: string | null
-    link_id: number
-    created_at: number
-  },
+  t: Pick<
+    TransfersTable,
+    | 'uid'
+    | 'event_id'
+    | 'ticket_type_id'
+    | 'company_ticket_id'
+    | 'email'
+    | 'balance'
+    | 'promo_balance'
+    | 'access_gate'
+    | 'seat_number'
+    | 'link_id'
+    | 'created_at'
+  >,
 ) {
   await db
     .insertInto('transfers')
