@@ -41,7 +41,7 @@ import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
-import { registerRateLimit } from './platform/rate-limit.js'
+import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
@@ -217,9 +217,8 @@ async function assemble(
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
-  await registerRateLimit(app, {
-    ...(redis ? { redis } : {}),
-    prefix: config.REDIS_PREFIX,
+  registerRateLimit(app, {
+    store: redis ? redisCounters(redis, `${config.REDIS_PREFIX}rl:`) : memoryCounters(clock),
     onExceeded: (ip, route) => {
       metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`

@@ -4,6 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { LightMyRequestResponse } from 'fastify'
 import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
+import { TestClock } from '../../test/helpers/clock.js'
+import { memoryCounters } from './rate-limit.js'
 
 const LOGIN_LIMIT = 10
 
@@ -55,6 +57,33 @@ forEachBackend(httpBackends, 'rate limits per address', (ctx) => {
       headers: { 'x-forwarded-for': '198.51.100.2' },
     })
     assert.equal(verify.statusCode, 200)
+  })
+
+  test('every limited answer says the limit, what is left and when the window ends', async () => {
+    const first = await hit(t, '198.51.100.30')
+    assert.equal(first.headers['x-ratelimit-limit'], String(LOGIN_LIMIT))
+    assert.equal(first.headers['x-ratelimit-remaining'], String(LOGIN_LIMIT - 1))
+    const reset = Number(first.headers['x-ratelimit-reset'])
+    assert.ok(reset >= 1 && reset <= 60, `reset ${reset}`)
+    assert.equal((await hit(t, '198.51.100.30')).headers['x-ratelimit-remaining'], String(LOGIN_LIMIT - 2))
+  })
+
+  test('GET and POST of one path are counted apart', async () => {
+    const headers = { 'x-forwarded-for': '198.51.100.31' }
+    const url = '/admin/dashboard-users'
+    const remaining = async (method: 'GET' | 'POST') =>
+      Number((await t.request({ method, url, headers, payload: {} })).headers['x-ratelimit-remaining'])
+    const first = await remaining('GET')
+    for (let i = 0; i < 3; i++) await remaining('POST')
+    assert.equal(await remaining('GET'), first - 1)
+  })
+
+  test('a new window starts a minute later', async () => {
+    await exhaust(t, '198.51.100.32')
+    assertLimited(await hit(t, '198.51.100.32'))
+    if (t.config.REDIS_URL) return // Redis keeps the window by its own clock (PEXPIRE)
+    t.clock.advance(60_000)
+    assert.equal((await hit(t, '198.51.100.32')).statusCode, 422)
   })
 
   test('the client address is the first of an X-Forwarded-For list', async () => {
@@ -142,5 +171,40 @@ describe('Redis configured but unreachable', () => {
     } finally {
       await t.close()
     }
+  })
+})
+
+describe('in-process counters', () => {
+  const count = (store: ReturnType<typeof memoryCounters>, key: string) => {
+    let seen = 0
+    store(key, 60_000, (err, n) => {
+      assert.equal(err, null)
+      seen = n
+    })
+    return seen
+  }
+
+  test('count per key within a window, and start again when it ends', () => {
+    const clock = new TestClock()
+    const store = memoryCounters(clock)
+    assert.equal(count(store, 'a'), 1)
+    assert.equal(count(store, 'a'), 2)
+    assert.equal(count(store, 'b'), 1)
+    clock.advance(59_999)
+    assert.equal(count(store, 'a'), 3)
+    clock.advance(1)
+    assert.equal(count(store, 'a'), 1)
+  })
+
+  test('hold at most their capacity, dropping the key whose window began first', () => {
+    const clock = new TestClock()
+    const store = memoryCounters(clock, 3)
+    for (const key of ['a', 'b', 'c']) count(store, key)
+    count(store, 'a')
+    assert.equal(count(store, 'd'), 1) // evicts a: its window began first
+    assert.equal(count(store, 'b'), 2)
+    assert.equal(count(store, 'a'), 1) // a was dropped; it starts again (and evicts b)
+    assert.equal(count(store, 'b'), 1) // evicts c
+    assert.equal(count(store, 'd'), 2)
   })
 })

@@ -107,6 +107,21 @@ forEachBackend(
       assert.equal(malformed.headers['cache-control'], 'no-store')
     })
 
+    test('JSON answers carry the API set; HTML pages the whole helmet set', async () => {
+      const json = await t.request({ method: 'GET', url: '/health' })
+      for (const name of ['x-frame-options', 'referrer-policy', 'cross-origin-resource-policy'])
+        assert.ok(json.headers[name], `JSON: ${name}`)
+      assert.equal(json.headers['x-dns-prefetch-control'], undefined, 'JSON: no document-only headers')
+      for (const url of ['/docs/', '/dashboard/login']) {
+        const page = await t.request({ method: 'GET', url })
+        assert.match(String(page.headers['content-type']), /^text\/html/, url)
+        assertSecurityHeaders(page, url)
+        assert.equal(page.headers['x-dns-prefetch-control'], 'off', `${url}: x-dns-prefetch-control`)
+        assert.equal(page.headers['cross-origin-opener-policy'], 'same-origin', `${url}: COOP`)
+        assert.equal(page.headers['x-frame-options'], 'SAMEORIGIN', `${url}: x-frame-options`)
+      }
+    })
+
     test('over a real socket: no Server or X-Powered-By banner', async () => {
       await t.app.listen({ port: 0, host: '127.0.0.1' })
       const { port } = t.app.server.address() as AddressInfo

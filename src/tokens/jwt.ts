@@ -23,6 +23,11 @@ export function keyId(secret: string): string {
 
 type VerifyFn = (token: string) => Claims
 
+/** Tokens whose check is remembered; the oldest entry goes first. */
+const CHECKED_ENTRIES = 10_000
+/** Longer tokens are checked every time, so the cache holds at most about 20 MB of token text. */
+const CHECKED_MAX_LENGTH = 2048
+
 /**
  * HS256 JWT encoding with `aud`/`iss` asserted. The algorithm is pinned: `none`, HS384/HS512 and
  * asymmetric algorithms are refused whatever the header says, and header fields such as `jku` are
@@ -31,6 +36,7 @@ type VerifyFn = (token: string) => Claims
 export class JwtCodec {
   private readonly sign: (payload: Record<string, unknown>) => string
   private readonly verifiers = new Map<string, VerifyFn>()
+  private readonly checked = new Map<string, Claims | null>()
   private readonly currentKid: string
 
   constructor(private readonly opts: JwtOptions) {
@@ -46,14 +52,11 @@ export class JwtCodec {
           allowedIss: opts.issuer,
           // fast-jwt checks allowedAud/allowedIss only when the claim is present: require both.
           requiredClaims: ['type', 'sub', 'jti', 'iat', 'exp', 'aud', 'iss'],
-          // Expiry is checked below against the injected clock, so every outcome fast-jwt caches
-          // (signature, format, alg, aud, iss, claims present) belongs to the token string alone:
-          // a good token skips the HMAC and a repeated bad one is refused without building an error.
+          // Expiry is checked in tryVerify against the injected clock, so every outcome here
+          // (signature, format, alg, aud, iss, claims present) belongs to the token string alone and
+          // tryVerify can remember it.
           ignoreExpiration: true,
           ignoreNotBefore: true,
-          cache: 10_000,
-          cacheTTL: 15 * 60_000,
-          errorCacheTTL: 60_000,
         }) as VerifyFn,
       )
     }
@@ -85,19 +88,37 @@ export class JwtCodec {
 
   /**
    * The claims of a good token, or null. The hot path of POST /tokens/verify: a refusal builds no
-   * error object of ours (and, for a token seen before, none of fast-jwt's either).
+   * error object.
+   *
+   * The outcome of the signature and claim checks is remembered per token string (the token itself is
+   * the key: fast-jwt's own cache hashes every token with SHA-256 first, which cost as much as the HMAC
+   * it saves). Only outcomes that belong to the string are remembered: expiry and not-before are
+   * checked on every call against the clock, and revocation is the caller's, so a cached answer never
+   * outlives the token's `exp` or a revocation.
    */
   tryVerify(token: string): Claims | null {
-    let claims: Claims
-    try {
-      claims = this.verifierFor(token)(token)
-    } catch {
-      return null
+    let claims = this.checked.get(token)
+    if (claims === undefined) {
+      claims = this.check(token)
+      if (token.length <= CHECKED_MAX_LENGTH) {
+        if (this.checked.size >= CHECKED_ENTRIES) this.checked.delete(this.checked.keys().next().value!)
+        this.checked.set(token, claims)
+      }
     }
+    if (claims === null) return null
     const now = this.opts.clock.now() / 1000
     if (typeof claims.exp !== 'number' || claims.exp <= now) return null
     if (typeof claims.nbf === 'number' && claims.nbf > now) return null
     return claims
+  }
+
+  /** Signature, algorithm, format, `aud`, `iss` and the required claims: all properties of the string. */
+  private check(token: string): Claims | null {
+    try {
+      return this.verifierFor(token)(token)
+    } catch {
+      return null
+    }
   }
 
   private verifierFor(token: string): VerifyFn {
