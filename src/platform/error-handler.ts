@@ -33,52 +33,64 @@ function isUnavailable(err: unknown): boolean {
  */
 export function registerErrorHandler(app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    if (err.validation) {
-      return sendValidation(
-        reply,
-        toValidationIssues(
-          err.validation,
-          err.validationContext ?? 'body',
-          dataOf(request, err.validationContext),
-        ),
+    const limit = request.deferredLimit
+    if (limit && !limit.settled) {
+      // A route that counts its own requests (see RouteLimit.countedByRoute) refused this one before
+      // its handler ran (a malformed body): it is counted now, like every request, and may be a 429.
+      return limit.countAlone().then(
+        () => answer(err, request, reply),
+        (limited: FastifyError) => answer(limited, request, reply),
       )
     }
-    if (err instanceof ValidationFailed) return sendValidation(reply, err.issues)
-    if (err instanceof AppError) {
-      if (err.statusCode >= 500) request.log.warn({ err }, 'dependency unavailable')
-      return reply
-        .code(err.statusCode)
-        .headers(err.headers)
-        .send({ detail: err.message, ...err.extra })
-    }
-    switch (err.code) {
-      case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-        return sendValidation(reply, [
-          { loc: ['body'], msg: 'JSON decode error', type: 'json_invalid', ctx: { error: err.message } },
-        ])
-      case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return reply.code(413).send({ detail: 'Request body too large' })
-      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-        return reply.code(415).send({ detail: 'Unsupported media type: send application/json' })
-      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-        return reply.code(400).send({ detail: 'Invalid Content-Length' })
-    }
-    // A body that is not valid UTF-8 or otherwise unparsable by the JSON parser.
-    if (err instanceof SyntaxError) {
-      return sendValidation(reply, [{ loc: ['body'], msg: 'JSON decode error', type: 'json_invalid' }])
-    }
-    if (isUnavailable(err)) {
-      request.log.error({ err }, 'dependency unavailable')
-      return reply.code(503).send({ detail: 'Service temporarily unavailable' })
-    }
-    const status = err.statusCode ?? 500
-    if (status >= 400 && status < 500) return reply.code(status).send({ detail: err.message })
-    request.log.error({ err }, 'unhandled error')
-    return reply.code(500).send({ detail: 'Internal server error' })
+    return answer(err, request, reply)
   })
-
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ detail: 'Not Found' }))
+}
+
+function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  if (err.validation) {
+    return sendValidation(
+      reply,
+      toValidationIssues(
+        err.validation,
+        err.validationContext ?? 'body',
+        dataOf(request, err.validationContext),
+      ),
+    )
+  }
+  if (err instanceof ValidationFailed) return sendValidation(reply, err.issues)
+  if (err instanceof AppError) {
+    if (err.statusCode >= 500) request.log.warn({ err }, 'dependency unavailable')
+    return reply
+      .code(err.statusCode)
+      .headers(err.headers)
+      .send({ detail: err.message, ...err.extra })
+  }
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return sendValidation(reply, [
+        { loc: ['body'], msg: 'JSON decode error', type: 'json_invalid', ctx: { error: err.message } },
+      ])
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return reply.code(413).send({ detail: 'Request body too large' })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return reply.code(415).send({ detail: 'Unsupported media type: send application/json' })
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return reply.code(400).send({ detail: 'Invalid Content-Length' })
+  }
+  // A body that is not valid UTF-8 or otherwise unparsable by the JSON parser.
+  if (err instanceof SyntaxError) {
+    return sendValidation(reply, [{ loc: ['body'], msg: 'JSON decode error', type: 'json_invalid' }])
+  }
+  if (isUnavailable(err)) {
+    request.log.error({ err }, 'dependency unavailable')
+    return reply.code(503).send({ detail: 'Service temporarily unavailable' })
+  }
+  const status = err.statusCode ?? 500
+  if (status >= 400 && status < 500) return reply.code(status).send({ detail: err.message })
+  request.log.error({ err }, 'unhandled error')
+  return reply.code(500).send({ detail: 'Internal server error' })
 }
 
 function dataOf(request: FastifyRequest, context: string | undefined): unknown {

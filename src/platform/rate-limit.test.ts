@@ -2,9 +2,10 @@ import assert from 'node:assert/strict'
 import { before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { LightMyRequestResponse } from 'fastify'
-import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
+import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { memoryCounters } from './rate-limit.js'
 
 const LOGIN_LIMIT = 10
@@ -36,8 +37,9 @@ function assertLimited(res: LightMyRequestResponse, limit = LOGIN_LIMIT) {
 
 forEachBackend(httpBackends, 'rate limits per address', (ctx) => {
   let t: TestApp
-  before(() => {
+  before(async () => {
     t = ctx()
+    await t.seed(STANDARD_SEED)
   })
 
   test('the 11th login request of a minute from one X-Forwarded-For address is 429', async () => {
@@ -84,6 +86,46 @@ forEachBackend(httpBackends, 'rate limits per address', (ctx) => {
     if (t.config.REDIS_URL) return // Redis keeps the window by its own clock (PEXPIRE)
     t.clock.advance(60_000)
     assert.equal((await hit(t, '198.51.100.32')).statusCode, 422)
+  })
+
+  test('POST /tokens/verify: 600 a minute, valid, revoked, invalid and malformed requests alike', async () => {
+    // With Redis, verify counts in the same script call as its revocation look-up; a bad token, an
+    // API key and a revoked token take the other paths.
+    const pair = await login(t, 'ev1@example.com')
+    const out = await t.request({
+      method: 'POST',
+      url: '/auth/logout',
+      token: pair.access_token,
+      payload: { refresh_token: pair.refresh_token },
+    })
+    assert.equal(out.statusCode, 200)
+    const tokens = [pair.access_token, pair.refresh_token, 'not-a-token', 'wb_not-a-key']
+    let n = 0
+    await assertPerMinuteLimit(t, 600, () => ({
+      method: 'POST',
+      url: '/tokens/verify',
+      payload: { token: tokens[n++ % tokens.length] },
+    }))
+    // Malformed bodies count too, though the route's own code never runs for them.
+    const malformed = (address: string) =>
+      t.request({
+        method: 'POST',
+        url: '/tokens/verify',
+        payload: {},
+        headers: { 'x-forwarded-for': address },
+      })
+    for (let i = 0; i < 600; i++) assert.equal((await malformed('198.51.100.34')).statusCode, 422)
+    assert.equal((await malformed('198.51.100.34')).statusCode, 429)
+    const answer = await t.request({
+      method: 'POST',
+      url: '/tokens/verify',
+      payload: { token: pair.access_token },
+      headers: { 'x-forwarded-for': '198.51.100.33' },
+    })
+    assert.deepEqual(
+      [answer.json().valid, answer.headers['x-ratelimit-limit'], answer.headers['x-ratelimit-remaining']],
+      [true, '600', '599'],
+    )
   })
 
   test('the client address is the first of an X-Forwarded-For list', async () => {
@@ -177,7 +219,7 @@ describe('Redis configured but unreachable', () => {
 describe('in-process counters', () => {
   const count = (store: ReturnType<typeof memoryCounters>, key: string) => {
     let seen = 0
-    store(key, 60_000, (err, n) => {
+    store.count(key, 60_000, (err, n) => {
       assert.equal(err, null)
       seen = n
     })

@@ -7,6 +7,28 @@ import { TooManyRequestsError } from './errors.js'
 export interface RouteLimit {
   max: number
   windowMs: number
+  /**
+   * With Redis counters, the route counts the request itself, in the same script call as its own
+   * first Redis look-up (one round trip for both), from `request.deferredLimit`. With in-process
+   * counters the onRequest hook counts as for any route.
+   */
+  countedByRoute?: boolean
+}
+
+/** A request's count, left to the route (see `RouteLimit.countedByRoute`). */
+export interface DeferredLimit {
+  /** The counter's Redis key. */
+  readonly key: string
+  readonly windowMs: number
+  /**
+   * Applies the count the route's script returned: sets the x-ratelimit headers and throws
+   * TooManyRequestsError when over the limit. A count of null (the store failed) lets it through.
+   */
+  settle(count: number | null, resetInMs: number): void
+  /** Counts with a call of its own, for a request the route has no script call for; then settles. */
+  countAlone(): Promise<void>
+  /** Whether the request was counted (settle or countAlone ran). */
+  readonly settled: boolean
 }
 
 declare module 'fastify' {
@@ -14,22 +36,32 @@ declare module 'fastify' {
     /** Set with `perMinute(n)`; a route without it is not limited. */
     rateLimit?: RouteLimit
   }
+  interface FastifyRequest {
+    /** Set for a route that counts its own request (`countedByRoute` with Redis counters). */
+    deferredLimit: DeferredLimit | null
+  }
 }
 
 /** Route config for a limit of `max` requests per address per minute. */
-export function perMinute(max: number): { rateLimit: RouteLimit } {
-  return { rateLimit: { max, windowMs: 60_000 } }
+export function perMinute(max: number, opts: { countedByRoute?: boolean } = {}): { rateLimit: RouteLimit } {
+  return { rateLimit: { max, windowMs: 60_000, ...opts } }
 }
 
 /**
  * Counts one request against `key` in a fixed window and calls back with the count so far in the
  * window and the milliseconds until it ends. A store may call back synchronously.
  */
-export type CounterStore = (
+export type CountFn = (
   key: string,
   windowMs: number,
   done: (err: Error | null, count: number, resetInMs: number) => void,
 ) => void
+
+export interface CounterStore {
+  count: CountFn
+  /** Redis only: the key a count is kept under, for routes that count in their own script call. */
+  redisKey?: (key: string) => string
+}
 
 /**
  * In-process counters, bounded: when `capacity` keys are held, the key whose window began first is
@@ -39,7 +71,7 @@ export type CounterStore = (
  */
 export function memoryCounters(clock: Clock, capacity = 100_000): CounterStore {
   const windows = new Map<string, { count: number; endsAt: number }>()
-  return (key, windowMs, done) => {
+  const count: CountFn = (key, windowMs, done) => {
     const now = clock.now()
     let w = windows.get(key)
     if (w === undefined || w.endsAt <= now) {
@@ -50,12 +82,16 @@ export function memoryCounters(clock: Clock, capacity = 100_000): CounterStore {
     }
     done(null, ++w.count, w.endsAt - now)
   }
+  return { count }
 }
 
-// INCR and the window's expiry in one atomic step. A key left without an expiry (a crash between the
-// two calls cannot happen inside a script, but an operator's SET could) gets one, so no counter lives
-// forever.
-const HIT_SCRIPT = `
+/**
+ * INCR and the window's expiry in one atomic step, as Lua for a script of Redis: KEYS[1] is the
+ * counter, ARGV[1] the window; leaves `n` (the count) and `ttl` (ms until the window ends). A key left
+ * without an expiry (an operator's SET) gets one, so no counter lives forever. Routes that count in
+ * their own script start it with this text.
+ */
+export const COUNT_LUA = `
 local n = redis.call('INCR', KEYS[1])
 local ttl = -1
 if n > 1 then ttl = redis.call('PTTL', KEYS[1]) end
@@ -63,15 +99,10 @@ if ttl < 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   ttl = tonumber(ARGV[1])
 end
-return {n, ttl}
 `
 
 interface RedisWithRateHit extends Redis {
-  wristbandRateHit(
-    key: string,
-    windowMs: number,
-    cb: (err: Error | null, res?: [number, number]) => void,
-  ): void
+  wristbandRateHit(key: string, windowMs: number): Promise<[number, number]>
 }
 
 /**
@@ -80,13 +111,16 @@ interface RedisWithRateHit extends Redis {
  */
 export function redisCounters(redis: Redis, prefix: string): CounterStore {
   if (!('wristbandRateHit' in redis))
-    redis.defineCommand('wristbandRateHit', { numberOfKeys: 1, lua: HIT_SCRIPT })
+    redis.defineCommand('wristbandRateHit', { numberOfKeys: 1, lua: `${COUNT_LUA}return {n, ttl}` })
   const r = redis as RedisWithRateHit
-  return (key, windowMs, done) => {
-    r.wristbandRateHit(`${prefix}${key}`, windowMs, (err, res) => {
-      if (err || !res) done(err ?? new Error('no answer'), 0, 0)
-      else done(null, res[0], res[1])
-    })
+  return {
+    count: (key, windowMs, done) => {
+      r.wristbandRateHit(prefix + key, windowMs).then(
+        (res) => done(null, res[0], res[1]),
+        (err: Error) => done(err, 0, 0),
+      )
+    },
+    redisKey: (key) => prefix + key,
   }
 }
 
@@ -109,31 +143,61 @@ export interface RateLimitOptions {
  */
 export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): void {
   const { store, onExceeded } = opts
+  app.decorateRequest('deferredLimit', null)
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
     if (!limit) return
     const { max, windowMs } = limit
     const name = route.url
     const keyPrefix = `${String(route.method)} ${name}|`
-    const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-      const ip = request.ip
-      store(keyPrefix + ip, windowMs, (err, count, resetInMs) => {
-        if (err) {
-          done()
-          return
-        }
-        const resetSeconds = Math.max(1, Math.ceil(resetInMs / 1000))
-        reply.header('x-ratelimit-limit', max)
-        reply.header('x-ratelimit-remaining', count < max ? max - count : 0)
-        reply.header('x-ratelimit-reset', resetSeconds)
-        if (count <= max) {
-          done()
-          return
-        }
-        onExceeded?.(ip, name)
-        done(new TooManyRequestsError(max, resetSeconds))
-      })
+    // Sets the headers of a count; the error to answer with when it is over the limit.
+    const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number) => {
+      const resetSeconds = Math.max(1, Math.ceil(resetInMs / 1000))
+      reply.header('x-ratelimit-limit', max)
+      reply.header('x-ratelimit-remaining', count < max ? max - count : 0)
+      reply.header('x-ratelimit-reset', resetSeconds)
+      if (count <= max) return null
+      onExceeded?.(ip, name)
+      return new TooManyRequestsError(max, resetSeconds)
     }
+    const { redisKey } = store
+    const hook =
+      limit.countedByRoute && redisKey
+        ? (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+            const ip = request.ip
+            const settle = (count: number | null, resetInMs: number) => {
+              deferred.settled = true
+              if (count === null) return
+              const err = apply(reply, ip, count, resetInMs)
+              if (err) throw err
+            }
+            const deferred = {
+              settled: false,
+              key: redisKey(keyPrefix + ip),
+              windowMs,
+              settle,
+              countAlone: () =>
+                new Promise<void>((resolve, reject) => {
+                  store.count(keyPrefix + ip, windowMs, (err, count, resetInMs) => {
+                    try {
+                      settle(err ? null : count, resetInMs)
+                      resolve()
+                    } catch (limited) {
+                      reject(limited)
+                    }
+                  })
+                }),
+            }
+            request.deferredLimit = deferred
+            done()
+          }
+        : (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+            const ip = request.ip
+            store.count(keyPrefix + ip, windowMs, (err, count, resetInMs) => {
+              if (err) done()
+              else done(apply(reply, ip, count, resetInMs) ?? undefined)
+            })
+          }
     const existing = route.onRequest
     route.onRequest =
       existing === undefined ? [hook] : Array.isArray(existing) ? [...existing, hook] : [existing, hook]

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { COUNT_LUA, type DeferredLimit } from '../platform/rate-limit.js'
 
 /**
  * The jti blocklist. The database is the record (revocations survive restarts of the service and of
@@ -9,6 +10,15 @@ import type { Db } from '../platform/db/database.js'
  */
 export interface RevocationStore {
   isRevoked(jti: string): boolean | Promise<boolean>
+  /**
+   * Redis only: counts a request whose route counts itself (see DeferredLimit) and looks `jti` up in
+   * the same script call, one round trip for both. `count` is null when Redis failed (the limit then
+   * lets the request through, and the database answers the look-up).
+   */
+  countAndCheck?(
+    limit: DeferredLimit,
+    jti: string,
+  ): Promise<{ count: number | null; resetInMs: number; revoked: boolean }>
   revoke(entries: { jti: string; expiresAt: number }[]): Promise<void>
   start(): Promise<void>
   stop(): void
@@ -55,10 +65,24 @@ export function memoryRevocations({ db, clock }: Deps): RevocationStore {
 }
 
 // Answers -1 when the copy in Redis is not known to be complete (Redis restarted, reload running).
-const CHECK = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-return redis.call('EXISTS', KEYS[2])
+const LOOKUP_LUA = `
+local revoked = -1
+if redis.call('EXISTS', KEYS[2]) == 1 then revoked = redis.call('EXISTS', KEYS[3]) end
 `
+// KEYS: unused, the completeness marker, the jti's key (the same shape as COUNT_AND_CHECK's).
+const CHECK = `${LOOKUP_LUA}return revoked`
+// KEYS: the rate-limit counter, the marker, the jti's key; ARGV: the window. Returns {count, ttl, revoked}.
+const COUNT_AND_CHECK = `${COUNT_LUA}${LOOKUP_LUA}return {n, ttl, revoked}`
+
+interface RedisWithRevocationScripts extends Redis {
+  wbRevocationCheck(unused: string, marker: string, key: string): Promise<number>
+  wbCountAndCheck(
+    counter: string,
+    marker: string,
+    key: string,
+    windowMs: number,
+  ): Promise<[number, number, number]>
+}
 
 /**
  * Shared store: one Redis round trip per look-up. When Redis is unreachable, or has lost its data
@@ -73,13 +97,12 @@ export function redisRevocations(
   const marker = `${prefix}rv:complete`
   const key = (jti: string) => `${prefix}rv:${jti}`
   // Sent once as a script, then called by its hash (EVALSHA), not as the script's text every time.
-  if (!('wbRevocationCheck' in redis))
-    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 2, lua: CHECK })
-  const check = (jti: string) =>
-    (redis as unknown as { wbRevocationCheck(a: string, b: string): Promise<number> }).wbRevocationCheck(
-      marker,
-      key(jti),
-    )
+  if (!('wbRevocationCheck' in redis)) {
+    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 3, lua: CHECK })
+    redis.defineCommand('wbCountAndCheck', { numberOfKeys: 3, lua: COUNT_AND_CHECK })
+  }
+  const scripts = redis as RedisWithRevocationScripts
+  const check = (jti: string) => scripts.wbRevocationCheck(marker, marker, key(jti))
 
   async function fromDb(jti: string): Promise<boolean> {
     const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()
@@ -112,6 +135,16 @@ export function redisRevocations(
         // Redis unreachable: the database answers.
       }
       return fromDb(jti)
+    },
+    async countAndCheck(limit, jti) {
+      let res: [number, number, number]
+      try {
+        res = await scripts.wbCountAndCheck(limit.key, marker, key(jti), limit.windowMs)
+      } catch {
+        return { count: null, resetInMs: 0, revoked: await fromDb(jti) }
+      }
+      const revoked = res[2] === -1 ? await fromDb(jti) : res[2] === 1
+      return { count: res[0], resetInMs: res[1], revoked }
     },
     async revoke(entries) {
       const now = clock.now()

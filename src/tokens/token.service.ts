@@ -6,6 +6,7 @@ import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
+import type { DeferredLimit } from '../platform/rate-limit.js'
 import type { Claims, Grant, Role } from './claims.js'
 import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
@@ -116,17 +117,38 @@ export class TokenService {
    * (no promise), and the text of a valid answer is built once per claims object, which JwtCodec keeps
    * for as long as it remembers the token.
    */
-  introspect(token: string): string | Promise<string> {
-    for (const [prefix, resolve] of this.resolvers) {
-      if (token.startsWith(prefix))
-        return resolve(token).then((claims) => (claims ? this.accept(claims) : this.refuse()))
-    }
+  introspect(token: string, limit: DeferredLimit | null = null): string | Promise<string> {
+    if (limit) return this.introspectCounting(token, limit)
+    const resolve = this.resolverFor(token)
+    if (resolve) return resolve(token).then((claims) => (claims ? this.accept(claims) : this.refuse()))
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.refuse()
     const revoked = this.deps.revocations.isRevoked(claims.jti)
     if (revoked === false) return this.accept(claims)
     if (revoked === true) return this.refuse()
     return revoked.then((r) => (r ? this.refuse() : this.accept(claims)))
+  }
+
+  /**
+   * The same, for a request whose rate-limit count was left to the route (Redis): a JWT's count and
+   * revocation look-up go in one script call, one round trip; other credentials are counted first.
+   */
+  private async introspectCounting(token: string, limit: DeferredLimit): Promise<string> {
+    const { jwt, revocations } = this.deps
+    const resolve = this.resolverFor(token)
+    const claims = resolve ? null : jwt.tryVerify(token)
+    if (claims && revocations.countAndCheck) {
+      const r = await revocations.countAndCheck(limit, claims.jti)
+      limit.settle(r.count, r.resetInMs)
+      return r.revoked ? this.refuse() : this.accept(claims)
+    }
+    await limit.countAlone()
+    return this.introspect(token)
+  }
+
+  private resolverFor(token: string): CredentialResolver | undefined {
+    for (const [prefix, resolve] of this.resolvers) if (token.startsWith(prefix)) return resolve
+    return undefined
   }
 
   private accept(claims: Claims): string {
