@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer'
 import { randomUUID } from 'node:crypto'
 import path from 'node:path'
 import swagger from '@fastify/swagger'
@@ -107,16 +108,15 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
   app.removeContentTypeParser(['text/plain', 'application/json'])
   const parseJson = app.getDefaultJsonParser('error', 'error')
-  const utf8 = new TextDecoder('utf-8', { fatal: true })
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    let text: string
-    try {
-      text = utf8.decode(body as Buffer)
-    } catch {
+    const bytes = body as Buffer
+    if (!isUtf8(bytes)) {
       done(new SyntaxError('request body is not valid UTF-8'), undefined)
       return
     }
-    parseJson(request, text, done)
+    // A leading byte order mark is skipped, as the TextDecoder this replaced did (RFC 8259 allows it).
+    const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf
+    parseJson(request, bytes.toString('utf8', bom ? 3 : 0), done)
   })
   registerErrorHandler(app)
   app.decorateRequest('auth', null)

@@ -110,6 +110,15 @@ forEachBackend(httpBackends, 'request validation and error bodies', (ctx) => {
     assert.equal(detail[0]?.type, 'json_invalid')
   })
 
+  test('a UTF-8 byte order mark before the JSON is skipped; multi-byte characters are kept', async () => {
+    const raw = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from('{"email": "ünïcode@example.com", "password": "pässwörd", "role": "admin"}'),
+    ])
+    const res = await login(raw, { 'content-type': 'application/json' })
+    assert.equal(res.statusCode, 401, res.body)
+  })
+
   test('no body at all: the body is reported missing; a JSON non-object is model_type', async () => {
     const none = await t.request({ method: 'POST', url: '/auth/login' })
     assert.equal(none.statusCode, 422)
