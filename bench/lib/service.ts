@@ -104,6 +104,8 @@ export interface StartOptions {
   serveArgs?: string[]
   /** CPU list for taskset; 0 (pinned to CPU 0) unless given, `0,1` lets it use both. */
   cpu?: number | string
+  /** Options for node itself, before the script (e.g. `--inspect=127.0.0.1:9229`). */
+  nodeArgs?: string[]
 }
 
 /**
@@ -185,6 +187,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
 
     const args = ['--import', import.meta.resolve('tsx'), cli, 'serve', ...(opts.serveArgs ?? [])]
     if (opts.profileDir) args.unshift('--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`)
+    if (opts.nodeArgs) args.unshift(...opts.nodeArgs)
     // The data folder is the working directory, so a .env of the checkout is never picked up.
     proc = spawnPinned(opts.cpu ?? 0, args, serviceEnv(env), dataDir)
     const origin = `http://127.0.0.1:${port}`
