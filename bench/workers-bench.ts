@@ -225,6 +225,7 @@ function report(header: string, pairs: Record<Key, Segment>[]): string {
   const one = sum('one')
   const two = sum('two')
   const pinned = sum('pinned')
+  const cores = os.cpus().length
   const ratio = median(pairs.map((p) => p.two.rps / p.one.rps))
   const perCpuRatio = two.perCpu / one.perCpu
   const row = (label: string, s: ReturnType<typeof sum>) => [
@@ -268,14 +269,16 @@ function report(header: string, pairs: Record<Key, Segment>[]): string {
     `**Throughput, 2 workers / 1 worker: ${f2(ratio)}** (median of the rounds: ${pairs.map((p) => f2(p.two.rps / p.one.rps)).join(', ')}; the issue's goal is ≥ 1.7 on two cores).`,
     `Requests per service CPU-second, 2 workers / 1 worker: ${f2(perCpuRatio)} (1.00 = a request costs the same with two workers).`,
     '',
-    'What this machine prevents: it has two cores in all, and the same two cores also run wrk (which',
-    'needs most of a core to send this load), Redis (a round trip per request for the rate limit and one',
-    "for the revocation check) and the kernel's loopback networking, plus whatever else runs on it. With",
-    'one worker the service already has most of a core, and the machine is close to fully busy; a second',
-    'worker can only take CPU time from wrk and Redis, so the 1.7× of the issue cannot show here. It needs',
-    "the load generator and Redis on other machines (or at least other cores) than the service's two.",
-    'The per-CPU-second figure is the part that carries over: it says whether a request costs more with',
-    'two workers (cluster round-robin handoff in the primary, contention) than with one.',
+    `What this machine prevents: it has ${cores} cores in all, and the same cores also run wrk, Redis (a round`,
+    "trip per request for the rate limit and one for the revocation check), the kernel's loopback",
+    `networking and whatever else runs here. With one worker the machine was ${Math.round(100 * one.busy)} % busy (service`,
+    `${f2(one.cores)} cores, Redis ${f2(one.redisCores)}, everything else ${f2(one.busy * cores - one.cores - one.redisCores)}); with two, ${Math.round(100 * two.busy)} % (service ${f2(two.cores)}, Redis`,
+    `${f2(two.redisCores)}, everything else ${f2(two.busy * cores - two.cores - two.redisCores)}). Every request costs CPU in all of these, so even if the service`,
+    `scaled perfectly, filling the machine could raise throughput by at most 1 / ${f2(one.busy)} = ${f2(1 / one.busy)}× over one worker, short of the`,
+    "issue's 1.7×. Showing 1.7× needs the load generator and Redis on other machines or cores than the",
+    "service's two.",
+    'Requests per service CPU-second is the figure that carries over: below 1.00 means a request costs',
+    'more with two workers (the workers and wrk contending for the cores, cache and scheduler effects).',
     '',
   ].join('\n')
 }
