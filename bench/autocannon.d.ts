@@ -12,6 +12,10 @@ declare module 'autocannon' {
     url: string
     connections?: number
     duration?: number
+    /** Stop after this many requests instead of after `duration`. */
+    amount?: number
+    /** Requests per second across all connections (a fixed rate instead of as fast as possible). */
+    overallRate?: number
     pipelining?: number
     timeout?: number
     requests?: Request[]
@@ -20,7 +24,10 @@ declare module 'autocannon' {
     average: number
     mean: number
     p50: number
+    p90: number
     p99: number
+    p99_9: number
+    max: number
     total: number
   }
   export interface Result {

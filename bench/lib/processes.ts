@@ -65,6 +65,29 @@ export async function freePort(): Promise<number> {
 
 const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
 
+/** Resident memory of a process in bytes (VmRSS from /proc/<pid>/status). */
+export function rssBytes(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]
+  return kb === undefined ? 0 : Number(kb) * 1024
+}
+
+/** The processes whose parent is `pid` (node:cluster workers of a primary), from /proc. */
+export function childPids(pid: number): number[] {
+  const out: number[] = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (ppid === pid) out.push(Number(entry))
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out
+}
+
 /** CPU time (user + system, all threads) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -83,8 +106,16 @@ export interface Pinned {
   stop(graceMs?: number): Promise<void>
 }
 
-/** Starts `node args…` pinned to `cpu` with `env`; stdout is discarded (see the README: logs). */
-export function spawnPinned(cpu: number, args: string[], env: NodeJS.ProcessEnv, cwd: string): Pinned {
+/**
+ * Starts `node args…` pinned to `cpu` (a CPU number, or a taskset list such as `0,1`) with `env`;
+ * stdout is discarded (see the README: logs).
+ */
+export function spawnPinned(
+  cpu: number | string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+): Pinned {
   // The child inherits the bench's own priority (see pinSelf).
   const child = spawn('taskset', ['-c', String(cpu), process.execPath, ...args], {
     env,

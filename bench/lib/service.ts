@@ -81,6 +81,8 @@ function setupAddress(): string {
 
 export interface Service {
   origin: string
+  /** Process id of `wristband serve` (the primary when it runs workers). */
+  pid: number
   /** CPU seconds the service process has used so far. */
   cpu(): number
   store: Store
@@ -96,6 +98,14 @@ export interface StartOptions {
   logLevel?: string
   /** Folder for `--cpu-prof` output; no profiling when absent. */
   profileDir?: string
+  /** More settings of the service (e.g. METRICS_PORT, LOG_LEVEL). */
+  env?: Record<string, string>
+  /** Arguments after `serve`, e.g. `['--workers', '2']`. */
+  serveArgs?: string[]
+  /** CPU list for taskset; 0 (pinned to CPU 0) unless given, `0,1` lets it use both. */
+  cpu?: number | string
+  /** Options for node itself, before the script (e.g. `--inspect=127.0.0.1:9229`). */
+  nodeArgs?: string[]
 }
 
 /**
@@ -114,6 +124,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
     DATA_DIR: dataDir,
   }
   if (opts.logLevel) env.LOG_LEVEL = opts.logLevel
+  Object.assign(env, opts.env)
   const schema = `wbbench_${id}`
   const prefix = `wbbench:${id}:`
   if (store.database === 'postgres') {
@@ -174,10 +185,11 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
       await handle.close()
     }
 
-    const args = ['--import', import.meta.resolve('tsx'), cli, 'serve']
+    const args = ['--import', import.meta.resolve('tsx'), cli, 'serve', ...(opts.serveArgs ?? [])]
     if (opts.profileDir) args.unshift('--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`)
+    if (opts.nodeArgs) args.unshift(...opts.nodeArgs)
     // The data folder is the working directory, so a .env of the checkout is never picked up.
-    proc = spawnPinned(0, args, serviceEnv(env), dataDir)
+    proc = spawnPinned(opts.cpu ?? 0, args, serviceEnv(env), dataDir)
     const origin = `http://127.0.0.1:${port}`
     await waitForHttp(`${origin}/health`, proc)
 
@@ -192,6 +204,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
     const running = proc
     return {
       origin,
+      pid: running.child.pid!,
       cpu: () => running.cpu(),
       store,
       apiKey,
