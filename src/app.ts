@@ -218,7 +218,10 @@ async function assemble(
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
   registerRateLimit(app, {
-    store: redis ? redisCounters(redis, `${config.REDIS_PREFIX}rl:`) : memoryCounters(clock),
+    countersFor: redis
+      ? () => redisCounters(redis, `${config.REDIS_PREFIX}rl:`)
+      : // Per route, at most 50,000 addresses each (about 7 MB when full).
+        () => memoryCounters(clock, 50_000),
     onExceeded: (ip, route) => {
       metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`

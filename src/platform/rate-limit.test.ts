@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict'
 import { before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { LightMyRequestResponse } from 'fastify'
+import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { forEachBackend, login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
-import { memoryCounters } from './rate-limit.js'
+import { registerErrorHandler } from './error-handler.js'
+import { memoryCounters, perMinute, registerRateLimit } from './rate-limit.js'
 
 const LOGIN_LIMIT = 10
 
@@ -249,4 +250,24 @@ describe('in-process counters', () => {
     assert.equal(count(store, 'b'), 1) // evicts c
     assert.equal(count(store, 'd'), 2)
   })
+})
+
+test('a flood of addresses on one route never evicts the counts of another', async () => {
+  const app = Fastify()
+  registerErrorHandler(app)
+  const clock = new TestClock()
+  registerRateLimit(app, { countersFor: () => memoryCounters(clock, 3) })
+  app.post('/login', { config: perMinute(2) }, async () => ({ ok: true }))
+  app.post('/verify', { config: perMinute(100) }, async () => ({ ok: true }))
+  const post = (url: string, address: string) =>
+    app.inject({ method: 'POST', url, remoteAddress: address }).then((r) => r.statusCode)
+  try {
+    assert.deepEqual([await post('/login', '192.0.2.1'), await post('/login', '192.0.2.1')], [200, 200])
+    assert.equal(await post('/login', '192.0.2.1'), 429)
+    // More addresses on /verify than a route's store holds.
+    for (let i = 10; i < 20; i++) assert.equal(await post('/verify', `192.0.2.${i}`), 200)
+    assert.equal(await post('/login', '192.0.2.1'), 429, 'the login count survived the flood')
+  } finally {
+    await app.close()
+  }
 })

@@ -125,7 +125,12 @@ export function redisCounters(redis: Redis, prefix: string): CounterStore {
 }
 
 export interface RateLimitOptions {
-  store: CounterStore
+  /**
+   * The counters of one route, called once per limited route: in-process counters should be a store
+   * per route, so a flood of addresses on one route never evicts another route's counts (an attacker
+   * could otherwise reset their login window by spraying verify); Redis counters can be one store.
+   */
+  countersFor: () => CounterStore
   /** Called for every refused request. */
   onExceeded?: (ip: string, route: string) => void
 }
@@ -142,7 +147,7 @@ export interface RateLimitOptions {
  * of the throughput of POST /tokens/verify), and one Lua call per request with Redis.
  */
 export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): void {
-  const { store, onExceeded } = opts
+  const { countersFor, onExceeded } = opts
   app.decorateRequest('deferredLimit', null)
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
@@ -160,6 +165,7 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
       onExceeded?.(ip, name)
       return new TooManyRequestsError(max, resetSeconds)
     }
+    const store = countersFor()
     const { redisKey } = store
     const hook =
       limit.countedByRoute && redisKey
