@@ -4,7 +4,10 @@ import { DEV_TYPES } from './devices.service.js'
 const strict = { additionalProperties: false }
 const DevMac = Type.String({ minLength: 1, maxLength: 64, description: 'Device hardware address' })
 
-export const DeviceAuthRequest = Type.Object({ dev_mac: DevMac, event_id: Type.Integer() }, strict)
+export const DeviceAuthRequest = Type.Object(
+  { dev_mac: DevMac, event_id: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }) },
+  strict,
+)
 
 export const DeviceInfo = Type.Object({
   id: Type.Integer(),

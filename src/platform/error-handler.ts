@@ -83,6 +83,17 @@ function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply)
   if (err instanceof SyntaxError) {
     return sendValidation(reply, [{ loc: ['body'], msg: 'JSON decode error', type: 'json_invalid' }])
   }
+  // PostgreSQL refused a number that passed the schema but does not fit its column (an id beyond
+  // 32 bits): bad input, not a fault. SQLite stores 64-bit integers and never gets here.
+  if (err.code === '22003') {
+    return sendValidation(reply, [
+      {
+        loc: ['body'],
+        msg: 'Value error, a number is out of the range the service stores',
+        type: 'value_error',
+      },
+    ])
+  }
   if (isUnavailable(err)) {
     request.log.error({ err }, 'dependency unavailable')
     return reply.code(503).send({ detail: 'Service temporarily unavailable' })

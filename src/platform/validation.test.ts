@@ -134,6 +134,34 @@ forEachBackend(httpBackends, 'request validation and error bodies', (ctx) => {
     }
   })
 
+  test('numbers out of the range the service stores: 422, never a 500', async () => {
+    const { access_token } = await login(
+      Buffer.from(JSON.stringify({ email: 'root@example.com', password: 's3cret-pass' })),
+      {
+        'content-type': 'application/json',
+      },
+    ).then((r) => r.json())
+    for (const eventId of [-1995402123772197, 2 ** 40]) {
+      const device = await t.request({
+        method: 'POST',
+        url: '/devices/auth',
+        payload: { dev_mac: 'AA:BB:CC:DD:EE:FF', event_id: eventId },
+      })
+      assert.equal(device.statusCode, 422, device.body)
+      // An integer the schema lets through but PostgreSQL's column cannot hold (SQLite stores it).
+      const key = await t.request({
+        method: 'POST',
+        url: '/tokens/api-key',
+        token: access_token,
+        payload: { event_id: eventId, name: 'huge', scopes: ['api:read'] },
+      })
+      if (t.config.DATABASE_URL?.startsWith('postgres')) {
+        assert.equal(key.statusCode, 422, key.body)
+        assert.equal(key.json().detail[0].type, 'value_error')
+      } else assert.ok([404, 422].includes(key.statusCode), `${key.statusCode} ${key.body}`)
+    }
+  })
+
   test('a content type other than JSON: 415 with a detail', async () => {
     for (const type of ['application/xml', 'text/plain', 'application/x-www-form-urlencoded']) {
       const res = await login('email=a&password=b', { 'content-type': type })
