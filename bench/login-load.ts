@@ -22,17 +22,9 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { checkPassword, hashPassword } from '../src/platform/passwords.js'
 import { LoadGenerator, type Measurement, type StaticLoad } from './lib/load.js'
-import { abort, hasCommand, killAll, pinSelf, spawnPinned } from './lib/processes.js'
+import { abort, envNumber, guardRun, hasCommand, pinSelf, spawnPinned } from './lib/processes.js'
 import { f0, f1, f2, machineLine, percentile, table, writeResults } from './lib/report.js'
 import { BENCH_USER, STORES, startService } from './lib/service.js'
-
-function envNumber(name: string, def: number): number {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return def
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`)
-  return n
-}
 
 const SECONDS = Math.max(1, Math.round(envNumber('BENCH_LOGIN_SECONDS', 12)))
 const PAIRS = Math.max(1, Math.round(envNumber('BENCH_LOGIN_PAIRS', 3)))
@@ -244,13 +236,7 @@ async function verifyAtRate(origin: string, token: string, rate: number, seconds
 }
 
 async function main(): Promise<void> {
-  const limit = setTimeout(() => {
-    console.error(`login bench: time limit of ${TIME_LIMIT} s reached; stopping`)
-    void abort(1)
-  }, TIME_LIMIT * 1000)
-  limit.unref()
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
-  process.on('exit', killAll)
+  guardRun('login bench', TIME_LIMIT)
   if (!hasCommand('taskset')) throw new Error('login bench: taskset (util-linux) is required')
   pinSelf(1)
   const header = machineLine()

@@ -25,17 +25,18 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import autocannon from 'autocannon'
 import { connectInspector } from './lib/inspector.js'
-import { abort, freePort, hasCommand, killAll, pinSelf, rssBytes, track } from './lib/processes.js'
+import {
+  abort,
+  envNumber,
+  freePort,
+  guardRun,
+  hasCommand,
+  pinSelf,
+  rssBytes,
+  track,
+} from './lib/processes.js'
 import { f0, machineLine, mb, table, writeResults } from './lib/report.js'
 import { STORES, startService } from './lib/service.js'
-
-function envNumber(name: string, def: number): number {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return def
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`)
-  return n
-}
 
 const run = promisify(execFile)
 
@@ -90,13 +91,7 @@ interface Sample {
 }
 
 async function main(): Promise<void> {
-  const limit = setTimeout(() => {
-    console.error(`memory bench: time limit of ${TIME_LIMIT} s reached; stopping`)
-    void abort(1)
-  }, TIME_LIMIT * 1000)
-  limit.unref()
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
-  process.on('exit', killAll)
+  guardRun('memory bench', TIME_LIMIT)
   if (!hasCommand('wrk')) throw new Error('memory bench: needs wrk (apt-get install wrk)')
   if (ADDRESSES > 16_777_215) throw new Error('BENCH_MEMORY_ADDRESSES: at most 16,777,215 (10.0.0.0/8)')
   pinSelf(1)

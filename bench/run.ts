@@ -17,7 +17,7 @@ import {
   type StaticLoad,
   type Tool,
 } from './lib/load.js'
-import { abort, hasCommand, killAll, onAbort, pinSelf } from './lib/processes.js'
+import { abort, envNumber, guardRun, hasCommand, onAbort, pinSelf } from './lib/processes.js'
 import {
   type Backends,
   BENCH_SECRET,
@@ -31,14 +31,6 @@ import {
   startService,
 } from './lib/service.js'
 import type { PartnerBenchResult } from './partner-bench.js'
-
-function envNumber(name: string, def: number): number {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return def
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`)
-  return n
-}
 
 const DURATION = envNumber('BENCH_DURATION', 10)
 // wrk takes whole seconds.
@@ -385,13 +377,7 @@ function markdown(
 
 async function main(): Promise<void> {
   const started = new Date()
-  const limit = setTimeout(() => {
-    console.error(`bench: time limit of ${TIME_LIMIT} s reached; stopping`)
-    void abort(1)
-  }, TIME_LIMIT * 1000)
-  limit.unref()
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
-  process.on('exit', killAll)
+  guardRun('bench', TIME_LIMIT)
 
   if (!hasCommand('taskset')) throw new Error('bench: taskset (util-linux) is required to pin processes')
   if (os.cpus().length < 2) throw new Error('bench: needs two CPUs (one for the server, one for the load)')

@@ -19,17 +19,9 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { LoadGenerator, type Measurement, type StaticLoad } from './lib/load.js'
-import { abort, childPids, cpuSeconds, hasCommand, killAll, pinSelf } from './lib/processes.js'
+import { abort, childPids, cpuSeconds, envNumber, guardRun, hasCommand, pinSelf } from './lib/processes.js'
 import { f0, f1, f2, machineLine, table, writeResults } from './lib/report.js'
 import { checkRedis, type Service, STORES, startService } from './lib/service.js'
-
-function envNumber(name: string, def: number): number {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return def
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`)
-  return n
-}
 
 const DURATION = envNumber('BENCH_DURATION', 12)
 const SEGMENTS = Math.round(envNumber('BENCH_SEGMENTS', 3))
@@ -71,13 +63,7 @@ interface Segment extends Measurement {
 }
 
 async function main(): Promise<void> {
-  const limit = setTimeout(() => {
-    console.error(`workers bench: time limit of ${TIME_LIMIT} s reached; stopping`)
-    void abort(1)
-  }, TIME_LIMIT * 1000)
-  limit.unref()
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
-  process.on('exit', killAll)
+  guardRun('workers bench', TIME_LIMIT)
   if (!hasCommand('taskset')) throw new Error('workers bench: taskset (util-linux) is required')
   const why = await checkRedis(REDIS_URL)
   if (why) throw new Error(`workers bench: needs Redis at ${REDIS_URL} (${why})`)

@@ -160,3 +160,26 @@ export async function waitForHttp(url: string, proc: Pinned, timeoutMs = 30_000)
   }
   throw new Error(`no answer from ${url} within ${timeoutMs} ms:\n${proc.stderr()}`)
 }
+
+/** A positive number from the environment, or `def` when unset; anything else stops the bench. */
+export function envNumber(name: string, def: number): number {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return def
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`)
+  return n
+}
+
+/**
+ * What every bench script sets up first: it stops (children killed, clean-up run) after `seconds`,
+ * on Ctrl-C or SIGTERM, and kills its children however the process exits.
+ */
+export function guardRun(name: string, seconds: number): void {
+  const limit = setTimeout(() => {
+    console.error(`${name}: time limit of ${seconds} s reached; stopping`)
+    void abort(1)
+  }, seconds * 1000)
+  limit.unref()
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => void abort(130))
+  process.on('exit', killAll)
+}
