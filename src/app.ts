@@ -220,8 +220,7 @@ async function assemble(
   registerRateLimit(app, {
     countersFor: redis
       ? () => redisCounters(redis, `${config.REDIS_PREFIX}rl:`)
-      : // Per route, at most 50,000 addresses each (about 7 MB when full).
-        () => memoryCounters(clock, 50_000),
+      : () => memoryCounters(clock),
     onExceeded: (ip, route) => {
       metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`

@@ -64,12 +64,13 @@ export interface CounterStore {
 }
 
 /**
- * In-process counters, bounded: when `capacity` keys are held, the key whose window began first is
- * dropped (a Map keeps insertion order, and a key is re-inserted when its window restarts). Under a
+ * In-process counters, bounded (50,000 keys by default, about 7 MB when full): when `capacity` keys
+ * are held, the key whose window began first is dropped (a Map keeps insertion order, and a key is
+ * re-inserted when its window restarts). Under a
  * flood of more distinct addresses than that, an address that was dropped starts a fresh window;
  * memory never grows past the bound.
  */
-export function memoryCounters(clock: Clock, capacity = 100_000): CounterStore {
+export function memoryCounters(clock: Clock, capacity = 50_000): CounterStore {
   const windows = new Map<string, { count: number; endsAt: number }>()
   const count: CountFn = (key, windowMs, done) => {
     const now = clock.now()
