@@ -27,11 +27,10 @@ export async function loginStaff(
   ip: string,
 ): Promise<TokenResponse> {
   const backoffKey = `login:${input.role}:${input.email.trim().toLowerCase()}`
-  await deps.backoff.assertAllowed(backoffKey)
+  await deps.backoff.countAttempt(backoffKey)
   const account = await findStaffByEmail(deps.db, input.role, input.email)
   const check = await checkPassword(account?.password_hash ?? (await deps.dummyHash), input.password)
   if (!account || !check.ok) {
-    await deps.backoff.recordFailure(backoffKey)
     await deps.audit.record({
       kind: 'login',
       actor: `${input.role}:${input.email.slice(0, 254)}`,

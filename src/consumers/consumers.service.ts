@@ -76,11 +76,10 @@ export class ConsumerService {
   async loginWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
     const { db, audit, dummyHash, backoff } = this.deps
     const backoffKey = `login:consumer:${phone}`
-    await backoff.assertAllowed(backoffKey)
+    await backoff.countAttempt(backoffKey)
     const found = await findCustomerCredentials(db, phone)
     const check = await checkPassword(found?.password_hash ?? (await dummyHash), password)
     if (!found?.password_hash || !check.ok) {
-      await backoff.recordFailure(backoffKey)
       await audit.record({ kind: 'login', actor: `consumer:${phone}`, ip, outcome: 'failure' })
       throw new UnauthorizedError(INVALID_LOGIN)
     }

@@ -78,9 +78,10 @@ export class PhoneCodes {
   }
 
   /**
-   * Whether `code` is the phone's live code, consuming it. A wrong code counts a try; after
-   * MAX_WRONG_TRIES the code is dead. Of concurrent correct attempts exactly one gets true: the
-   * consuming UPDATE is conditional on the code still being live.
+   * Whether `code` is the phone's live code, consuming it. Each try is counted before the code is
+   * compared, by one conditional write, so that of any number of simultaneous tries at most
+   * MAX_WRONG_TRIES are compared; after that many the code is dead. Of concurrent correct attempts
+   * exactly one gets true: the consuming UPDATE is conditional on the code still being live.
    */
   async consume(purpose: CodePurpose, phone: string, code: string): Promise<boolean> {
     const { db, clock } = this.deps
@@ -94,25 +95,21 @@ export class PhoneCodes {
       .orderBy('id', 'desc')
       .executeTakeFirst()
     if (!row || row.expires_at <= now || row.attempts >= MAX_WRONG_TRIES) return false
-    const given = Buffer.from(this.hash(purpose, phone, code), 'hex')
-    const stored = Buffer.from(row.code_hash, 'hex')
-    if (given.length !== stored.length || !timingSafeEqual(given, stored)) {
-      await db
+    const live = () =>
+      db
         .updateTable('phone_codes')
-        .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
         .where('id', '=', row.id)
         .where('consumed_at', 'is', null)
-        .execute()
-      return false
-    }
-    const r = await db
-      .updateTable('phone_codes')
-      .set({ consumed_at: now })
-      .where('id', '=', row.id)
-      .where('consumed_at', 'is', null)
+        .where('expires_at', '>', now)
+    const counted = await live()
+      .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
       .where('attempts', '<', MAX_WRONG_TRIES)
-      .where('expires_at', '>', now)
       .executeTakeFirst()
+    if (Number(counted.numUpdatedRows) !== 1) return false
+    const given = Buffer.from(this.hash(purpose, phone, code), 'hex')
+    const stored = Buffer.from(row.code_hash, 'hex')
+    if (given.length !== stored.length || !timingSafeEqual(given, stored)) return false
+    const r = await live().set({ consumed_at: now }).executeTakeFirst()
     return Number(r.numUpdatedRows) === 1
   }
 }

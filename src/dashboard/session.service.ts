@@ -49,7 +49,7 @@ export async function signIn(
 ): Promise<{ token: string; session: Session }> {
   const name = input.username.trim()
   const backoffKey = `dashboard:${name.toLowerCase()}`
-  await deps.backoff.assertAllowed(backoffKey)
+  await deps.backoff.countAttempt(backoffKey)
   const accounts = await findAccounts(deps.db, name)
   let viewer: Viewer | undefined
   if (accounts.length === 0) await checkPassword(await deps.dummyHash, input.password)
@@ -60,7 +60,6 @@ export async function signIn(
     }
   }
   if (!viewer) {
-    await deps.backoff.recordFailure(backoffKey)
     await deps.audit.record({
       kind: 'dashboard_login',
       actor: name.slice(0, 254),

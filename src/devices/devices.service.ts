@@ -139,11 +139,12 @@ export class DeviceService {
   ) {
     const { db, audit, dummyHash, backoff } = this.deps
     const backoffKey = `login:operator:${input.email.trim().toLowerCase()}`
-    await backoff.assertAllowed(backoffKey)
+    await backoff.countAttempt(backoffKey)
     const user = await findOperatorByEmail(db, input.email)
     const check = await checkPassword(user?.password_hash ?? (await dummyHash), input.password)
+    // The right password forgets the count even when the device type is refused: that is no guess.
+    if (user && check.ok) await backoff.recordSuccess(backoffKey)
     if (!user || !check.ok || !devTypeAllowed(input.dev_type, user.mode)) {
-      if (!user || !check.ok) await backoff.recordFailure(backoffKey)
       await audit.record({
         kind: 'operator_token',
         actor: `operator:${input.email.slice(0, 254)}`,

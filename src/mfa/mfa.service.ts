@@ -117,18 +117,18 @@ export async function verifyMfa(
   code: string,
   ip: string,
 ): Promise<TokenResponse> {
+  // Counted first, before anything is read, so that simultaneous guesses meet the count in order.
+  const backoffKey = `mfa:admin:${adminId}`
+  await deps.backoff.countAttempt(backoffKey)
   const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
   const actor = `admin:${admin.id}`
-  const backoffKey = `mfa:admin:${admin.id}`
-  await deps.backoff.assertAllowed(backoffKey)
   const now = deps.clock.now()
 
   let check = await tryPending(deps, admin, code, now, ip)
   if (check === 'wrong') check = await tryActive(deps, admin, code, now)
   if (check !== 'accepted') {
     await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason: check } })
-    await deps.backoff.recordFailure(backoffKey)
     throw new BadRequestError(WRONG_CODE)
   }
   await deps.backoff.recordSuccess(backoffKey)

@@ -17,81 +17,92 @@ export const BACKOFF_POLICY = {
   WINDOW_MS: 15 * 60_000,
 } as const
 
-function lockFor(failures: number): number {
-  const over = failures - BACKOFF_POLICY.FREE_FAILURES
+function lockFor(attempts: number): number {
+  const over = attempts - BACKOFF_POLICY.FREE_FAILURES
   if (over <= 0) return 0
   return Math.min(BACKOFF_POLICY.BASE_LOCK_MS * 2 ** (over - 1), BACKOFF_POLICY.MAX_LOCK_MS)
 }
 
+/**
+ * An attempt is counted BEFORE its credential is checked, in one atomic step with the lock check:
+ * guesses sent at the same instant are then held to the same budget as guesses sent one by one
+ * (checking the lock, verifying and only then counting the failure let a burst of hundreds through).
+ * A failure keeps the count; a success forgets it.
+ */
 export interface Backoff {
-  /** Throws 429 while the key is locked. */
-  assertAllowed(key: string): Promise<void>
-  recordFailure(key: string): Promise<void>
+  /** Counts an attempt on `key`; throws 429 (without counting) while the key is locked. */
+  countAttempt(key: string): Promise<void>
+  /** The credential was right: the count and any lock are forgotten. */
   recordSuccess(key: string): Promise<void>
 }
 
 interface State {
-  failures: number
+  attempts: number
   lockedUntil: number
 }
 
-function memoryStore(clock: Clock) {
+/** Both stores answer "admitted" (0) or the time the key's lock ends. */
+interface Store {
+  attempt(key: string, now: number): Promise<number>
+  reset(key: string): Promise<void>
+}
+
+function memoryStore(): Store {
   const states = new LRUCache<string, State>({
     max: 100_000,
     ttl: BACKOFF_POLICY.WINDOW_MS,
     ttlAutopurge: false,
   })
   return {
-    async lockedUntil(key: string) {
-      return states.get(key)?.lockedUntil ?? 0
+    // Synchronous from the read to the write, so concurrent requests of one process cannot interleave.
+    async attempt(key, now) {
+      const s = states.get(key)
+      if (s && s.lockedUntil > now) return s.lockedUntil
+      const attempts = (s?.attempts ?? 0) + 1
+      states.set(key, { attempts, lockedUntil: now + lockFor(attempts) })
+      return 0
     },
-    async fail(key: string) {
-      const s = states.get(key) ?? { failures: 0, lockedUntil: 0 }
-      s.failures++
-      s.lockedUntil = clock.now() + lockFor(s.failures)
-      states.set(key, s)
-    },
-    async reset(key: string) {
+    async reset(key) {
       states.delete(key)
     },
   }
 }
 
-// KEYS[1] = counter, KEYS[2] = lock; ARGV = now, window, free, base, max
-const FAIL = `
-local n = redis.call('INCR', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// KEYS[1] = hash {n, until}; ARGV = now, window, free, base, max. The lock is compared with the
+// caller's clock, and the whole hash lives WINDOW_MS after the last attempt.
+const ATTEMPT = `
+local now = tonumber(ARGV[1])
+local locked = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
+if locked > now then return locked end
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 local over = n - tonumber(ARGV[3])
 if over > 0 then
   local ms = math.min(tonumber(ARGV[4]) * 2 ^ (over - 1), tonumber(ARGV[5]))
-  redis.call('SET', KEYS[2], tonumber(ARGV[1]) + ms, 'PX', math.floor(ms))
+  redis.call('HSET', KEYS[1], 'until', math.floor(now + ms))
 end
-return n
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 0
 `
 
-function redisStore(redis: Redis, prefix: string, clock: Clock) {
-  const k = (key: string) => [`${prefix}bo:n:${key}`, `${prefix}bo:l:${key}`] as const
+function redisStore(redis: Redis, prefix: string): Store {
+  const k = (key: string) => `${prefix}bo:${key}`
+  const p = BACKOFF_POLICY
   return {
-    async lockedUntil(key: string) {
-      return Number((await redis.get(k(key)[1])) ?? 0)
-    },
-    async fail(key: string) {
-      const [n, l] = k(key)
-      const p = BACKOFF_POLICY
-      await redis.eval(
-        FAIL,
-        2,
-        n,
-        l,
-        clock.now(),
+    async attempt(key, now) {
+      const r = await redis.eval(
+        ATTEMPT,
+        1,
+        k(key),
+        now,
         p.WINDOW_MS,
         p.FREE_FAILURES,
         p.BASE_LOCK_MS,
         p.MAX_LOCK_MS,
       )
+      return Number(r)
     },
-    async reset(key: string) {
-      await redis.del(...k(key))
+    async reset(key) {
+      await redis.del(k(key))
     },
   }
 }
@@ -101,9 +112,9 @@ function redisStore(redis: Redis, prefix: string, clock: Clock) {
  * unreachable each instance falls back to its own in-process count rather than dropping the check.
  */
 export function createBackoff(clock: Clock, redis?: Redis, prefix = ''): Backoff {
-  const local = memoryStore(clock)
-  const shared = redis ? redisStore(redis, prefix, clock) : undefined
-  async function use<T>(op: (s: typeof local) => Promise<T>): Promise<T> {
+  const local = memoryStore()
+  const shared = redis ? redisStore(redis, prefix) : undefined
+  async function use<T>(op: (s: Store) => Promise<T>): Promise<T> {
     if (shared) {
       try {
         return await op(shared)
@@ -114,18 +125,17 @@ export function createBackoff(clock: Clock, redis?: Redis, prefix = ''): Backoff
     return op(local)
   }
   return {
-    async assertAllowed(key) {
-      const until = await use((s) => s.lockedUntil(key))
-      const wait = until - clock.now()
-      if (wait > 0) {
+    async countAttempt(key) {
+      const now = clock.now()
+      const until = await use((s) => s.attempt(key, now))
+      if (until > now) {
         throw new TooManyRequestsError(
           BACKOFF_POLICY.FREE_FAILURES,
-          Math.ceil(wait / 1000),
+          Math.ceil((until - now) / 1000),
           'Too many failed attempts; try again later',
         )
       }
     },
-    recordFailure: (key) => use((s) => s.fail(key)),
     recordSuccess: (key) => use((s) => s.reset(key)),
   }
 }
