@@ -1,6 +1,7 @@
 import type { preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import type { Clock } from '../platform/clock.js'
 import { ForbiddenError } from '../platform/errors.js'
+import type { Claims } from '../tokens/claims.js'
 import { claimsOf, type GuardOptions, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 
@@ -9,17 +10,26 @@ export interface MfaFreshness {
   windowHours: number
 }
 
+/** Whether the token says MFA was verified within the freshness window, and if not, why. */
+export function mfaFreshness(
+  claims: Claims,
+  { clock, windowHours }: MfaFreshness,
+): 'fresh' | 'mfa_never' | 'mfa_stale' {
+  const verifiedAt = claims.mfa_verified_at
+  if (typeof verifiedAt !== 'number') return 'mfa_never'
+  return clock.now() / 1000 - verifiedAt > windowHours * 3600 ? 'mfa_stale' : 'fresh'
+}
+
 /**
  * A preHandler that lets a request through only when its access token says MFA was verified within
  * the freshness window. It reads the token alone (decisions.md §2), so it runs after `protect`.
  */
-export function requireFreshMfa({ clock, windowHours }: MfaFreshness): preHandlerAsyncHookHandler {
-  const windowSeconds = windowHours * 3600
+export function requireFreshMfa(freshness: MfaFreshness): preHandlerAsyncHookHandler {
   return async (request) => {
-    const verifiedAt = claimsOf(request).mfa_verified_at
-    if (typeof verifiedAt !== 'number')
+    const state = mfaFreshness(claimsOf(request), freshness)
+    if (state === 'mfa_never')
       throw new ForbiddenError('MFA verification required', { action: 'require_mfa', reason: 'mfa_never' })
-    if (clock.now() / 1000 - verifiedAt > windowSeconds)
+    if (state === 'mfa_stale')
       throw new ForbiddenError('MFA verification is too old; verify again', {
         action: 'require_mfa',
         reason: 'mfa_stale',

@@ -4,7 +4,7 @@ import { TokenResponse } from '../auth/auth.schemas.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import { type MfaFreshness, protectWithFreshMfa } from './fresh-mfa.js'
+import { type MfaFreshness, mfaFreshness, protectWithFreshMfa } from './fresh-mfa.js'
 import { type MfaDeps, setupMfa, verifyMfa } from './mfa.service.js'
 
 export const MFASetupResponse = Type.Object({
@@ -36,13 +36,17 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         summary: 'Start TOTP enrolment: a new secret, pending until a code from it is verified',
         description:
           'Each call returns a fresh secret and replaces any earlier pending one. An active secret keeps ' +
-          'working until a code from the new one is verified at /admin/mfa/verify.',
+          'working until a code from the new one is verified at /admin/mfa/verify. While MFA is enabled, ' +
+          'only a token with a fresh `mfa_verified_at` may start a re-enrolment: 403 ' +
+          '`{"detail", "error": "mfa_required"}` otherwise (a lost authenticator: `wristband admin reset-mfa`).',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: MFASetupResponse, ...errorResponses(401, 403) },
       },
     },
     async (request) => {
-      return setupMfa(deps, Number(claimsOf(request).sub), request.ip)
+      const claims = claimsOf(request)
+      const fresh = mfaFreshness(claims, deps.freshness) === 'fresh'
+      return setupMfa(deps, Number(claims.sub), request.ip, fresh)
     },
   )
 
@@ -56,7 +60,9 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         summary: 'Verify a TOTP code; switches MFA on and issues tokens carrying mfa_verified_at',
         description:
           'Accepts a code of the pending secret (which then becomes active) or of the active one, one 30-second ' +
-          'step either side of now, never the same code twice. A wrong or replayed code is 400; after 5 wrong ' +
+          'step either side of now, never the same code twice. While MFA is enabled, a pending secret counts ' +
+          'only from a token with a fresh `mfa_verified_at`; otherwise only the active secret is checked. ' +
+          'A wrong or replayed code is 400; after 5 wrong ' +
           'codes the administrator is locked out for a doubling time (429), whatever the client address.',
         security: [{ OAuth2PasswordBearer: [] }],
         body: MFAVerifyRequest,
@@ -64,7 +70,9 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
       },
     },
     async (request) => {
-      return verifyMfa(deps, Number(claimsOf(request).sub), request.body.code, request.ip)
+      const claims = claimsOf(request)
+      const fresh = mfaFreshness(claims, deps.freshness) === 'fresh'
+      return verifyMfa(deps, Number(claims.sub), request.body.code, request.ip, fresh)
     },
   )
 

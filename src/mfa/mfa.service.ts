@@ -4,7 +4,7 @@ import { loadGrant } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
+import { BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
@@ -39,11 +39,31 @@ export interface MfaSetup {
 
 /**
  * Starts enrolment: a fresh secret that stays pending until a code from it is verified. Any earlier
- * pending secret is dropped; the active one keeps working until then.
+ * pending secret is dropped; the active one keeps working until then. While MFA is enabled only a
+ * session with a fresh MFA verification (`freshMfa`) may start a re-enrolment: a password alone
+ * must never be enough to replace the second factor (decisions.md, "Security decisions").
  */
-export async function setupMfa(deps: MfaDeps, adminId: number, ip: string): Promise<MfaSetup> {
+export async function setupMfa(
+  deps: MfaDeps,
+  adminId: number,
+  ip: string,
+  freshMfa: boolean,
+): Promise<MfaSetup> {
   const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
+  if (admin.mfa_secret !== null && !freshMfa) {
+    await deps.audit.record({
+      kind: 'mfa_setup',
+      actor: `admin:${admin.id}`,
+      ip,
+      outcome: 'failure',
+      detail: { reason: 'mfa_required' },
+    })
+    throw new ForbiddenError(
+      'Replacing the authenticator needs a fresh MFA verification: verify a code of the current one first',
+      { error: 'mfa_required' },
+    )
+  }
   const secret = new Secret({ size: SECRET_BYTES })
   const totp = new TOTP({ ...TOTP_PARAMS, label: admin.email, secret })
   await savePending(deps.db, admin.id, deps.box.seal(secret.base32, context(admin.id)), deps.clock.now())
@@ -109,13 +129,16 @@ async function tryActive(deps: MfaDeps, admin: MfaAdmin, code: string, now: numb
 /**
  * Checks a code against the pending secret, else against the active one. Success issues a token pair
  * whose access token carries `mfa_verified_at`; a wrong or replayed code is 400 and counts towards
- * the administrator's back-off.
+ * the administrator's back-off. While MFA is enabled the pending secret is considered only from a
+ * session with a fresh MFA verification (`freshMfa`), so only the enabled secret turns a password-only
+ * session into a fresh one, and a pending secret replaces it only when its owner proved the old one.
  */
 export async function verifyMfa(
   deps: MfaDeps,
   adminId: number,
   code: string,
   ip: string,
+  freshMfa: boolean,
 ): Promise<TokenResponse> {
   // Counted first, before anything is read, so that simultaneous guesses meet the count in order.
   const backoffKey = `mfa:admin:${adminId}`
@@ -125,7 +148,8 @@ export async function verifyMfa(
   const actor = `admin:${admin.id}`
   const now = deps.clock.now()
 
-  let check = await tryPending(deps, admin, code, now, ip)
+  const pendingCounts = admin.mfa_secret === null || freshMfa
+  let check: CodeCheck = pendingCounts ? await tryPending(deps, admin, code, now, ip) : 'wrong'
   if (check === 'wrong') check = await tryActive(deps, admin, code, now)
   if (check !== 'accepted') {
     await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason: check } })

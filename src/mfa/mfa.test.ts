@@ -193,18 +193,32 @@ for (const backend of httpBackends) {
       assert.equal((await verify(codeAt(active, now))).statusCode, 400)
     })
 
+    /** A token with a fresh mfa_verified_at, from a code of the active secret (re-enrolment needs one). */
+    const freshToken = async () => {
+      t.clock.advance(STEP_MS)
+      alignToStep(t.clock)
+      const res = await verify(codeAt(active, t.clock.now()))
+      assert.equal(res.statusCode, 200, res.body)
+      return res.json().access_token as string
+    }
+
     test('a new secret stays pending: the active one keeps working until a code from the new one verifies', async () => {
-      const first = await setup()
-      const second = await setup()
+      const fresh = await freshToken()
+      const first = await setup(fresh)
+      const second = await setup(fresh)
       t.clock.advance(3 * STEP_MS)
       alignToStep(t.clock)
       const now = t.clock.now()
-      assert.equal((await verify(codeAt(first.secret, now))).statusCode, 400, 'superseded pending secret')
+      assert.equal(
+        (await verify(codeAt(first.secret, now), fresh)).statusCode,
+        400,
+        'superseded pending secret',
+      )
       assert.equal((await verify(codeAt(active, now))).statusCode, 200, 'active secret while pending')
 
       t.clock.advance(STEP_MS)
       const before = sink.to('ev1@example.com').length
-      const switched = await verify(codeAt(second.secret, t.clock.now()))
+      const switched = await verify(codeAt(second.secret, t.clock.now()), fresh)
       assert.equal(switched.statusCode, 200, switched.body)
       const mail = await sink.waitFor('ev1@example.com', /authenticator app was replaced/)
       assert.ok(sink.to('ev1@example.com').length > before)
@@ -217,7 +231,7 @@ for (const backend of httpBackends) {
     })
 
     test('setup alone does not switch MFA off', async () => {
-      await setup()
+      await setup(await freshToken())
       t.clock.advance(STEP_MS)
       alignToStep(t.clock)
       assert.equal((await verify(codeAt(active, t.clock.now()))).statusCode, 200)
