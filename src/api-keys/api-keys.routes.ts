@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import { storedGrant } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, NotFoundError } from '../platform/errors.js'
@@ -52,7 +53,7 @@ export interface ApiKeyRoutesDeps {
 /** Managing an event's API keys is part of managing the event. */
 const MANAGE = 'events:manage'
 
-function requireEventAccess(claims: Claims, eventId: number): void {
+function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number): void {
   if (!hasScope(claims, eventId, MANAGE)) throw new ForbiddenError()
 }
 
@@ -97,7 +98,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
     async (request) => {
       const claims = claimsOf(request)
       const { event_id, name, scopes } = request.body
-      requireEventAccess(claims, event_id)
+      // The key never expires: the account and its grant as stored now decide, not the token's claims.
+      requireEventAccess(await storedGrant(db, claims), event_id)
       await requireEvent(event_id)
       const actor = `admin:${claims.sub}`
       const { record, plaintext } = await createApiKey(db, {

@@ -1,5 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { updatePasswordHash } from '../identities/identities.store.js'
+import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -108,9 +108,11 @@ export class DeviceService {
    */
   async issueDeviceToken(caller: Claims, deviceId: number, operatorId: number, ip: string) {
     const { db } = this.deps
+    // The device token outlives the caller's access token: the account as stored now decides.
+    const grant = await storedGrant(db, caller)
     const d = await getDevice(db, deviceId)
     if (!d || d.archived) throw new NotFoundError('Device not found')
-    if (!reachesEvent(caller, d.event_id)) throw new ForbiddenError()
+    if (!reachesEvent(grant, d.event_id)) throw new ForbiddenError()
     const operator = await findOperatorAtEvent(db, operatorId, d.event_id)
     if (!operator) throw new NotFoundError("No such operator at the device's event")
     await setDeviceOperator(db, d.id, operator.id)

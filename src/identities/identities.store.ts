@@ -1,6 +1,8 @@
 import type { Db } from '../platform/db/database.js'
+import { UnauthorizedError } from '../platform/errors.js'
 import {
   adminGrant,
+  type Claims,
   consumerGrant,
   type Grant,
   networkManagerGrant,
@@ -89,4 +91,15 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
     default:
       return null
   }
+}
+
+/**
+ * The grant of a token's subject as stored now, for every route that creates a credential outliving
+ * the access token (API keys, dashboard users, device and offline tokens): a disabled or removed
+ * account is 401 and a narrowed grant applies at once, not only when the access token lapses.
+ */
+export async function storedGrant(db: Db, claims: Pick<Claims, 'role' | 'sub'>): Promise<Grant> {
+  const grant = await loadGrant(db, claims.role, Number(claims.sub))
+  if (!grant) throw new UnauthorizedError()
+  return grant
 }

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
-import { loadGrant } from '../identities/identities.store.js'
+import { storedGrant } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
-import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
+import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { type Grant, reachesEvent } from '../tokens/claims.js'
@@ -67,8 +67,7 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
       const event = await db.selectFrom('events').select('id').where('id', '=', event_id).executeTakeFirst()
       if (!event) throw new NotFoundError('Event not found')
       // The token outlives the access token by days: take the grant from the record as it is now.
-      const grant = await loadGrant(db, claims.role, Number(claims.sub))
-      if (!grant) throw new UnauthorizedError()
+      const grant = await storedGrant(db, claims)
       if (!reachesEvent(grant, event_id)) throw new ForbiddenError()
       const extra = { event_id, ...(device_id == null ? {} : { device_id }) }
       const issued = tokens.issueOffline(forEvent(grant, event_id), extra)

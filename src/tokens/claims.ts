@@ -124,6 +124,6 @@ export function reachesEvent(claims: Pick<Claims, 'permissions'>, eventId: numbe
   return Boolean(p && ((p[String(eventId)]?.length ?? 0) > 0 || (p['*']?.length ?? 0) > 0))
 }
 
-export function isSuperadmin(claims: Claims): boolean {
+export function isSuperadmin(claims: Pick<Claims, 'role' | 'permissions'>): boolean {
   return claims.role === 'admin' && Boolean(claims.permissions?.['*'])
 }
