@@ -19,7 +19,12 @@ const ADMINS = {
 forEachBackend(httpBackends, 'credential-creating routes re-read the account (audit item 6)', (ctx) => {
   let t: TestApp
   /** Access tokens issued while every account was enabled and fully granted. */
-  const tokens: Record<keyof typeof ADMINS, string> = { leaver: '', rootLeaver: '', narrowed: '', demoted: '' }
+  const tokens: Record<keyof typeof ADMINS, string> = {
+    leaver: '',
+    rootLeaver: '',
+    narrowed: '',
+    demoted: '',
+  }
   let deviceId = 0
   let operatorId = 0
   let dashboardUserId = 0
