@@ -1,4 +1,5 @@
 import fs from 'node:fs'
+import { deleteSessionsOf } from '../dashboard/sessions.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
@@ -151,8 +152,9 @@ ${PASSWORD_HELP}`,
 }
 
 /**
- * Finds the administrator, applies `change` and (when asked) revokes their refresh tokens, all in the
- * audited transaction; then puts the revoked tokens on the list the service reads.
+ * Finds the administrator, applies `change` and (when asked) ends their dashboard sessions and
+ * revokes their refresh tokens, all in the audited transaction; then puts the revoked tokens on the
+ * list the service reads.
  */
 async function onAdmin(
   ctx: CliContext,
@@ -162,6 +164,7 @@ async function onAdmin(
   const result = await audited(ctx, target.kind, async (tx) => {
     const admin = await findAdmin(tx, target.selector, target.command)
     const extra = await change(tx, admin)
+    if (target.endSessions) await deleteSessionsOf(tx, 'admin', admin.id)
     const revoked = target.endSessions ? await revokeSubject(tx, 'admin', admin.id, ctx.clock.now()) : []
     return { admin, revoked, detail: { admin_id: admin.id, email: admin.email, ...extra } }
   })
@@ -257,8 +260,8 @@ const resetPassword: Subcommand = {
   summary: 'Set a new password for an administrator and end their sessions',
   usage: `Usage: wristband admin reset-password (--email EMAIL | --id ID) [--password-stdin]
 
-Replaces the administrator's password and revokes every refresh token. Recorded in the audit log
-(never the password).
+Replaces the administrator's password, ends their dashboard sessions and revokes every refresh
+token. Recorded in the audit log (never the password).
 
 Options:
 ${SELECT_HELP}

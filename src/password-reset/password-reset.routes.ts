@@ -47,7 +47,8 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetDeps> =
         tags: ['password-reset'],
         summary: 'Set a new administrator password with the token of a reset link',
         description:
-          'Signs the administrator out everywhere (refresh tokens revoked) and e-mails a notice. Every token that ' +
+          'Signs the administrator out everywhere (refresh tokens revoked, dashboard sessions ended) and e-mails a ' +
+          'notice. Every token that ' +
           'does not work (unknown, expired, used, administrator deleted) gets the same 410.',
         params: Type.Object({ token: Type.String() }),
         body: PasswordResetConfirmBody,

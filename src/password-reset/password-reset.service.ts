@@ -1,4 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
+import { deleteSessionsOf } from '../dashboard/sessions.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -83,8 +84,9 @@ export async function requestReset(deps: PasswordResetDeps, email: string, ip: s
 }
 
 /**
- * Sets a new password through a reset link: the link is used up, every other outstanding link and
- * every refresh token of the administrator is revoked, and a notice is e-mailed. Any link that does
+ * Sets a new password through a reset link: the link is used up, every other outstanding link,
+ * every dashboard session and every refresh token of the administrator is revoked, and a notice is
+ * e-mailed. Any link that does
  * not work (unknown, expired, used, administrator gone) gets the same 410.
  */
 export async function confirmReset(
@@ -105,6 +107,7 @@ export async function confirmReset(
     const now = clock.now()
     if (!(await consumeToken(tx, found.id, now))) return false
     await setAdminPassword(tx, found.admin_id, hash, now)
+    await deleteSessionsOf(tx, 'admin', found.admin_id)
     await retireTokens(tx, found.admin_id, now)
     await queueMail(tx, now, passwordChangedMail(found.email))
     return true
