@@ -31,6 +31,7 @@ import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
+import { RESET_MAIL_JOB, resetMailJob } from './password-reset/reset-mail.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
@@ -198,6 +199,7 @@ async function assemble(
       ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
+  jobs.register(RESET_MAIL_JOB, resetMailJob({ db, clock, mail, config }))
   closers.push(() => jobs.stop())
   jobs.register(
     TRANSFER_MAIL_JOB,
