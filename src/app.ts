@@ -58,7 +58,7 @@ import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
-import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
+import { resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -208,9 +208,13 @@ async function assemble(
   // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
   closers.push(() => http.close())
+  // Webhook signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed
+  // under a previous signing secret are sealed under the current one now.
+  const webhookBox = createSealer(secrets, 'webhook-secret')
+  await resealStoredSecrets(db, webhookBox)
   jobs.register(
     WEBHOOK_JOB,
-    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE, box: webhookBox }),
   )
   // A committed notification goes out at once instead of at the next poll.
   const kickJobs = () => {
@@ -325,7 +329,7 @@ async function assemble(
   })
   await app.register(deviceRoutes, { devices, tokens })
   await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
-  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
+  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs, box: webhookBox })
   await app.register(ticketRoutes, {
     tokens,
     clock,

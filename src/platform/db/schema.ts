@@ -285,6 +285,7 @@ export interface WebhooksTable {
   id: Generated<number>
   event_id: number
   url: string
+  /** Signing secret, sealed (platform/keys.ts); plain `whsec_…` in rows from before sealing */
   secret: string
   disabled_at: number | null
   disabled_reason: string | null
