@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { dashboardSession } from '../../test/helpers/dashboard.js'
 import { tablesHolding } from '../../test/helpers/dump.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
@@ -87,7 +88,7 @@ for (const backend of httpBackends) {
       assert.equal(link.statusCode, 200, link.body)
     })
 
-    test('no row of any table holds an API key, a refresh token or an access token handed out over HTTP', async () => {
+    test('no row of any table holds an API key, a session cookie, a refresh token or an access token handed out over HTTP', async () => {
       const session = await login(t, 'ev1@example.com')
       const res = await t.request({
         method: 'POST',
@@ -97,9 +98,11 @@ for (const backend of httpBackends) {
       })
       assert.equal(res.statusCode, 200, res.body)
       const apiKey: string = res.json().api_key
+      const cookie = await dashboardSession(t, 'partner1')
       await jobsSettled()
       for (const [what, secret] of [
         ['API key', apiKey],
+        ['dashboard session cookie', cookie],
         ['refresh token', session.refresh_token],
         ['access token', session.access_token],
       ] as const)
