@@ -31,6 +31,7 @@ import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
+import { RESET_MAIL_JOB, resetMailJob } from './password-reset/reset-mail.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
@@ -57,7 +58,7 @@ import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
-import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
+import { resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -198,6 +199,7 @@ async function assemble(
       ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
       : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
   jobs.register(MAIL_JOB, mailJob(mail))
+  jobs.register(RESET_MAIL_JOB, resetMailJob({ db, clock, mail, config }))
   closers.push(() => jobs.stop())
   jobs.register(
     TRANSFER_MAIL_JOB,
@@ -206,9 +208,13 @@ async function assemble(
   // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
   closers.push(() => http.close())
+  // Webhook signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed
+  // under a previous signing secret are sealed under the current one now.
+  const webhookBox = createSealer(secrets, 'webhook-secret')
+  await resealStoredSecrets(db, webhookBox)
   jobs.register(
     WEBHOOK_JOB,
-    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE, box: webhookBox }),
   )
   // A committed notification goes out at once instead of at the next poll.
   const kickJobs = () => {
@@ -323,7 +329,7 @@ async function assemble(
   })
   await app.register(deviceRoutes, { devices, tokens })
   await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
-  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
+  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs, box: webhookBox })
   await app.register(ticketRoutes, {
     tokens,
     clock,

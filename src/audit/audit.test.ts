@@ -132,7 +132,8 @@ for (const backend of httpBackends) {
             method: 'POST',
             url: '/admin/password-reset/email-send',
             headers: as({ 'x-forwarded-for': '198.51.100.9' }),
-            payload: { email: 'nobody@example.com' },
+            // A new address each time: the hourly quota per address would answer 429 from the 4th.
+            payload: { email: `nobody${i}@example.com` },
           })
           statuses.push(res.statusCode)
         }

@@ -1,7 +1,7 @@
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import type { JobHandler } from '../platform/jobs/jobs.js'
-import type { MailMessage, MailTransport } from '../platform/mail.js'
+import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
 import { randomToken, sha256Hex } from '../platform/random.js'
 import { fromMinorUnits } from './formats.js'
 
@@ -18,9 +18,6 @@ export interface TransferMailDeps {
   /** PUBLIC_BASE_URL */
   publicBaseUrl: string
 }
-
-/** About a day of retries while the mail server is unreachable. */
-const RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
 
 /** The claim link of a token: the holder app opens it, shows GET /holder/links/{token}, then claims. */
 export function claimLink(publicBaseUrl: string, token: string): string {
@@ -90,7 +87,7 @@ export function transferMessage(
  */
 export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMailPayload> {
   return {
-    retrySchedule: RETRY_SCHEDULE,
+    retrySchedule: MAIL_RETRY_SCHEDULE,
     async run({ linkId }, { jobId }) {
       const { db, clock } = deps
       const now = clock.now()

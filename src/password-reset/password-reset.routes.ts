@@ -27,8 +27,8 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetDeps> =
         summary: 'E-mail a password-reset link to an administrator',
         description:
           'Always the same 200 body, for an unknown address too and while the mail server is down (the message ' +
-          'is queued and retried). 429 when a known administrator asked more than PASSWORD_RESET_HOURLY_QUOTA ' +
-          'times in the last hour.',
+          'is queued and retried). 429 when the same address, known or not, was submitted ' +
+          'PASSWORD_RESET_HOURLY_QUOTA times in the last hour.',
         body: PasswordResetRequestBody,
         response: { 200: Message, ...errorResponses() },
       },

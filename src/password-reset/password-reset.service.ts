@@ -4,27 +4,28 @@ import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { GoneError, TooManyRequestsError } from '../platform/errors.js'
+import { enqueue } from '../platform/jobs/jobs.js'
 import { type MailMessage, queueMail } from '../platform/mail.js'
 import { hashPassword } from '../platform/passwords.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/random.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
   consumeToken,
+  countRequest,
   findAdminByEmail,
   findUsableToken,
-  insertResetToken,
-  lockAdmin,
-  recentRequests,
+  pruneRequests,
   retireTokens,
   setAdminPassword,
 } from './password-reset.store.js'
+import { RESET_MAIL_JOB, type ResetMailPayload } from './reset-mail.js'
 
 export interface PasswordResetDeps {
   db: Db
   clock: Clock
   tokens: TokenService
   audit: AuditLog
-  config: Pick<Config, 'PASSWORD_RESET_EXPIRE_MINUTES' | 'PASSWORD_RESET_HOURLY_QUOTA' | 'PUBLIC_BASE_URL'>
+  config: Pick<Config, 'PASSWORD_RESET_HOURLY_QUOTA'>
 }
 
 const HOUR_MS = 3_600_000
@@ -32,41 +33,29 @@ const HOUR_MS = 3_600_000
 const INVALID_LINK = 'This password reset link is invalid or has expired'
 
 /**
- * Sends a reset link to the administrator with this e-mail, if there is one. The link and the mail
- * job are written in one transaction; the job runner delivers it, retrying while the mail server is
- * down. Only a known administrator over the hourly quota is refused (429).
+ * Queues the reset e-mail of this address and answers the same whether an administrator has it or
+ * not: the hourly quota counts per submitted address, known or not, and both cases do the same work
+ * here (count, queue a job). The job finds the administrator, mints the link and sends it (reset-mail.ts).
  */
 export async function requestReset(deps: PasswordResetDeps, email: string, ip: string): Promise<void> {
   const { db, clock, config, audit } = deps
-  const admin = await findAdminByEmail(db, email.trim().toLowerCase())
-  if (!admin) {
-    await audit.record({
-      kind: 'password_reset_requested',
-      actor: `admin:${email.slice(0, 254)}`,
-      ip,
-      outcome: 'failure',
-      detail: { reason: 'unknown_email' },
-    })
-    return
-  }
-  const actor = `admin:${admin.id}`
+  const address = email.trim().toLowerCase()
+  // Only for the audit record, after the answer is decided; the same query either way.
+  const admin = await findAdminByEmail(db, address)
+  const actor = admin ? `admin:${admin.id}` : `admin:${email.slice(0, 254)}`
   const quota = config.PASSWORD_RESET_HOURLY_QUOTA
-  const token = randomToken(32)
-  const refused = await db.transaction().execute(async (tx) => {
+  const refusedForMs = await db.transaction().execute(async (tx) => {
     const now = clock.now()
-    await lockAdmin(tx, admin.id)
-    const recent = await recentRequests(tx, admin.id, now - HOUR_MS)
-    if (recent.length >= quota) return { retryAfterMs: recent[recent.length - quota]! + HOUR_MS - now }
-    await insertResetToken(tx, {
-      admin_id: admin.id,
-      token_hash: sha256Hex(token),
-      expires_at: now + config.PASSWORD_RESET_EXPIRE_MINUTES * 60_000,
-      created_at: now,
+    const waitMs = await countRequest(tx, sha256Hex(address), now, HOUR_MS, quota)
+    if (waitMs !== null) return waitMs
+    await enqueue(tx, now, {
+      kind: RESET_MAIL_JOB,
+      payload: { email: address, requestedAt: now } satisfies ResetMailPayload,
     })
-    await queueMail(tx, now, resetMail(admin.email, resetLink(config.PUBLIC_BASE_URL, token), config))
     return null
   })
-  if (refused) {
+  await pruneRequests(db, clock.now() - HOUR_MS)
+  if (refusedForMs !== null) {
     await audit.record({
       kind: 'password_reset_requested',
       actor,
@@ -76,11 +65,17 @@ export async function requestReset(deps: PasswordResetDeps, email: string, ip: s
     })
     throw new TooManyRequestsError(
       quota,
-      Math.max(1, Math.ceil(refused.retryAfterMs / 1000)),
-      'Too many password reset requests for this account; try again later',
+      Math.max(1, Math.ceil(refusedForMs / 1000)),
+      'Too many password reset requests for this address; try again later',
     )
   }
-  await audit.record({ kind: 'password_reset_requested', actor, ip, outcome: 'success' })
+  await audit.record({
+    kind: 'password_reset_requested',
+    actor,
+    ip,
+    outcome: admin ? 'success' : 'failure',
+    ...(admin ? {} : { detail: { reason: 'unknown_email' } }),
+  })
 }
 
 /**
@@ -122,27 +117,6 @@ export async function confirmReset(
   })
 }
 
-function resetLink(base: string, token: string): string {
-  return `${base.replace(/\/+$/, '')}/admin/password-reset/${token}`
-}
-
-function resetMail(
-  to: string,
-  link: string,
-  config: Pick<Config, 'PASSWORD_RESET_EXPIRE_MINUTES'>,
-): MailMessage {
-  const minutes = config.PASSWORD_RESET_EXPIRE_MINUTES
-  const text =
-    `Someone asked to reset the password of your wristband administrator account.\n\n` +
-    `Choose a new password here (the link works once, for ${minutes} minutes):\n${link}\n\n` +
-    `If it was not you, ignore this message; your password stays as it is.\n`
-  const html =
-    `<p>Someone asked to reset the password of your wristband administrator account.</p>` +
-    `<p><a href="${escapeHtml(link)}">Choose a new password</a> (the link works once, for ${minutes} minutes).</p>` +
-    `<p>If it was not you, ignore this message; your password stays as it is.</p>`
-  return { to, subject: 'Reset your wristband password', text, html }
-}
-
 function passwordChangedMail(to: string): MailMessage {
   return {
     to,
@@ -151,8 +125,4 @@ function passwordChangedMail(to: string): MailMessage {
       'The password of your wristband administrator account was changed through a reset link, and every ' +
       'session was signed out.\n\nIf this was not you, contact your platform administrator at once.\n',
   }
-}
-
-function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }

@@ -10,28 +10,45 @@ export async function findAdminByEmail(db: Db, email: string) {
 }
 
 /**
- * Holds the administrator's row until the transaction ends, so that concurrent reset requests for
- * one administrator count and insert one after another (a no-op write locks the row on PostgreSQL;
- * SQLite runs one write transaction at a time anyway).
+ * Counts one reset request of the address with this hash against the hourly quota, in the caller's
+ * transaction. Returns null when it is within the quota (and records it), or the milliseconds until
+ * the oldest counted request leaves the hour. The upsert holds the address's row until the
+ * transaction ends, so concurrent requests for one address count one after another (a write locks the
+ * row on PostgreSQL; SQLite runs one write transaction at a time anyway).
  */
-export async function lockAdmin(db: Db, adminId: number): Promise<void> {
+export async function countRequest(
+  db: Db,
+  addressHash: string,
+  now: number,
+  windowMs: number,
+  quota: number,
+): Promise<number | null> {
   await db
-    .updateTable('administrators')
-    .set((eb) => ({ updated_at: eb.ref('updated_at') }))
-    .where('id', '=', adminId)
+    .insertInto('password_reset_requests')
+    .values({ address_hash: addressHash, times: '[]', updated_at: now })
+    .onConflict((oc) =>
+      oc.column('address_hash').doUpdateSet((eb) => ({ address_hash: eb.ref('excluded.address_hash') })),
+    )
     .execute()
+  const row = await db
+    .selectFrom('password_reset_requests')
+    .select('times')
+    .where('address_hash', '=', addressHash)
+    .executeTakeFirstOrThrow()
+  const recent = (JSON.parse(row.times) as number[]).filter((at) => at > now - windowMs)
+  if (recent.length >= quota) return recent[recent.length - quota]! + windowMs - now
+  recent.push(now)
+  await db
+    .updateTable('password_reset_requests')
+    .set({ times: JSON.stringify(recent), updated_at: now })
+    .where('address_hash', '=', addressHash)
+    .execute()
+  return null
 }
 
-/** Creation times of the administrator's reset tokens since `since`, oldest first. */
-export async function recentRequests(db: Db, adminId: number, since: number): Promise<number[]> {
-  const rows = await db
-    .selectFrom('password_reset_tokens')
-    .select('created_at')
-    .where('admin_id', '=', adminId)
-    .where('created_at', '>', since)
-    .orderBy('created_at')
-    .execute()
-  return rows.map((r) => r.created_at)
+/** Forgets addresses with no request since `before`. */
+export async function pruneRequests(db: Db, before: number): Promise<void> {
+  await db.deleteFrom('password_reset_requests').where('updated_at', '<', before).execute()
 }
 
 export async function insertResetToken(
@@ -39,6 +56,10 @@ export async function insertResetToken(
   row: { admin_id: number; token_hash: string; expires_at: number; created_at: number },
 ): Promise<void> {
   await db.insertInto('password_reset_tokens').values(row).execute()
+}
+
+export async function deleteResetToken(db: Db, tokenHash: string): Promise<void> {
+  await db.deleteFrom('password_reset_tokens').where('token_hash', '=', tokenHash).execute()
 }
 
 /** The live token with this hash whose administrator still exists and is enabled. */

@@ -69,13 +69,21 @@ for (const backend of httpBackends) {
       assert.ok(rows.some((r) => r.token_hash === sha256Hex(token)))
     })
 
-    test('an unknown address gets the identical 200 and no mail is queued', async () => {
+    test('an unknown address gets the identical 200 and no e-mail is sent', async () => {
       const res = await send('nobody@example.com')
       assert.equal(res.statusCode, 200)
       assert.equal(res.body, known)
       assert.deepEqual(res.json(), JSON.parse(known))
-      const jobs = await t.db.db.selectFrom('jobs').select('payload').execute()
-      assert.ok(!jobs.some((j) => j.payload.includes('nobody@example.com')))
+      // The request queues its job as a known address does; the job finds no administrator.
+      await until('the job of the unknown address has run', async () => {
+        const jobs = await t.db.db
+          .selectFrom('jobs')
+          .select(['payload', 'done_at'])
+          .where('payload', 'like', '%nobody@example.com%')
+          .execute()
+        return jobs.length === 1 && jobs[0]!.done_at !== null
+      })
+      assert.equal(sink.to('nobody@example.com').length, 0)
     })
 
     test('the e-mail must match the pattern as a whole', async () => {
@@ -179,7 +187,7 @@ for (const backend of httpBackends) {
       assert.ok(retryAfter > 0 && retryAfter <= 3600)
       assert.equal(body.retry_after, retryAfter)
       const unknown = await send('stranger@example.com')
-      assert.equal(unknown.statusCode, 200, 'an unknown address is never limited by the quota')
+      assert.equal(unknown.statusCode, 200, 'the quota counts per address')
       t.clock.advance(HOUR_MS)
       assert.equal((await send('quota@example.com')).statusCode, 200)
     })
@@ -210,10 +218,12 @@ for (const backend of httpBackends) {
     })
 
     test('rate limits: e-mail-send 5 and confirm 30 per minute per address', async () => {
+      let n = 0
+      // A new e-mail address per request, so the hourly quota per address stays out of the way.
       await assertPerMinuteLimit(t, 5, () => ({
         method: 'POST',
         url: '/admin/password-reset/email-send',
-        payload: { email: 'nobody@example.com' },
+        payload: { email: `nobody${++n}@example.com` },
       }))
       await assertPerMinuteLimit(t, 30, () => ({
         method: 'POST',

@@ -177,7 +177,11 @@ export const settings = {
   ),
   MAIL_FROM: setting('Sender address of outgoing mail', 'wristband <no-reply@wristband.local>', text),
   PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
-  PASSWORD_RESET_HOURLY_QUOTA: setting('Reset e-mails per administrator per hour', '3', integer(1, 1000)),
+  PASSWORD_RESET_HOURLY_QUOTA: setting(
+    'Password-reset requests per submitted address (known or not) per hour',
+    '3',
+    integer(1, 1000),
+  ),
   TRUST_PROXY: setting(
     'Where the client address comes from: `true` takes X-Forwarded-For as the spec says, `false` ignores it, a hop count or a list of proxy addresses narrows it',
     'true',

@@ -1,16 +1,62 @@
 import type { FastifyServerOptions } from 'fastify'
 import type { DestinationStream } from 'pino'
 
-// Path segments that are themselves secrets (reset and claim tokens) never reach a log line.
-const SECRET_PATH = /(\/password-reset\/(?!email-send\b)|\/holder\/links\/)[^/?#]+/g
+// Path segments that are themselves secrets (reset and claim tokens) never reach a log line. This
+// pattern is the fallback for requests no route matched; matched ones are redacted by parameter.
+const SECRET_PATH = /(\/password-reset\/(?!email-send(?:[/?#]|$))|\/holder\/links\/)[^/?#]+/gi
 
-export function redactUrl(url: string): string {
+/**
+ * Route parameters that carry a secret: a reset or claim token (`:token`), and by the same naming
+ * any future `..._token`, `..._secret` or `..._key` (not `key_id`). Name a new one so.
+ */
+export const isSecretParam = (name: string) => /(^|_)(token|secret|key)$/.test(name)
+
+function decodePath(path: string): string {
+  try {
+    return decodeURIComponent(path)
+  } catch {
+    return path
+  }
+}
+
+/**
+ * The path as it may be logged. The pattern is also tried on the decoded path, so a percent-encoded
+ * spelling (`/admin/password%2Dreset/<token>`) is redacted as the plain one is.
+ */
+function redactPath(path: string): string {
+  const decoded = decodePath(path)
+  if (decoded !== path && decoded.search(SECRET_PATH) !== -1)
+    return decoded.replace(SECRET_PATH, '$1[redacted]')
+  return path.replace(SECRET_PATH, '$1[redacted]')
+}
+
+/** Redacts the query's values; a matched route's secret parameters are redacted through `route`. */
+export function redactUrl(
+  url: string,
+  route?: { template: string; params: Record<string, unknown> },
+): string {
   const q = url.indexOf('?')
-  const path = (q === -1 ? url : url.slice(0, q)).replace(SECRET_PATH, '$1[redacted]')
+  const rawPath = q === -1 ? url : url.slice(0, q)
+  const path =
+    route && !route.template.includes('*') && Object.keys(route.params).some(isSecretParam)
+      ? // Rebuilt from the route's template, so the router's reading of the URL (decoded, any
+        // spelling) is what gets redacted, not a pattern's reading of the raw text.
+        route.template.replace(/:([A-Za-z0-9_]+)/g, (_m, name: string) =>
+          isSecretParam(name) ? '[redacted]' : encodeURIComponent(String(route.params[name] ?? '')),
+        )
+      : redactPath(rawPath)
   if (q === -1) return path
   // Query values can be credentials a client put in the wrong place (?token=...); names suffice to debug.
   const names = [...new URLSearchParams(url.slice(q + 1)).keys()]
   return `${path}?${names.map((n) => `${encodeURIComponent(n)}=[redacted]`).join('&')}`
+}
+
+interface LoggedRequest {
+  method: string
+  url: string
+  ip?: string
+  routeOptions?: { url?: string }
+  params?: unknown
 }
 
 /**
@@ -32,11 +78,15 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
       censor: '[redacted]',
     },
     serializers: {
-      req: (req: { method: string; url: string; ip?: string; id?: string }) => ({
-        method: req.method,
-        url: redactUrl(req.url),
-        ip: req.ip,
-      }),
+      req: (req: LoggedRequest) => {
+        const template = req.routeOptions?.url
+        const params = req.params
+        const route =
+          template && params && typeof params === 'object'
+            ? { template, params: params as Record<string, unknown> }
+            : undefined
+        return { method: req.method, url: redactUrl(req.url, route), ip: req.ip }
+      },
     },
   }
 }

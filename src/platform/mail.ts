@@ -53,7 +53,7 @@ export function outboxTransport(dir: string, from: string): MailTransport {
 export const MAIL_JOB = 'mail'
 
 /** About a day of retries while the mail server is down. */
-const MAIL_RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
+export const MAIL_RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
 
 export function mailJob(transport: MailTransport): JobHandler<MailMessage> {
   return { retrySchedule: MAIL_RETRY_SCHEDULE, run: (m) => transport.send(m) }

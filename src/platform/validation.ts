@@ -21,13 +21,97 @@ function makeAjv(coerceTypes: boolean): Ajv {
 
 /**
  * Bodies are checked strictly (a string "1" is not an integer); path, query and header values are
- * strings on the wire, so they are coerced.
+ * strings on the wire, so they are coerced, integers only from their canonical decimal form.
  */
 export function createValidatorCompiler() {
   const strict = makeAjv(false)
   const coercing = makeAjv(true)
   return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
-    (httpPart === 'body' ? strict : coercing).compile(schema)
+    httpPart === 'body' ? strict.compile(schema) : canonicalIntegers(schema, coercing.compile(schema))
+}
+
+type JsonSchema = {
+  type?: string | string[]
+  minimum?: number
+  anyOf?: JsonSchema[]
+  oneOf?: JsonSchema[]
+  items?: JsonSchema
+  properties?: Record<string, JsonSchema>
+}
+
+/** The integer schema a value of this schema is coerced to, if any (a plain integer, or one in a union with null). */
+function integerSchema(s: JsonSchema | undefined): JsonSchema | undefined {
+  if (!s) return undefined
+  if (s.type === 'integer') return s
+  const branches = s.anyOf ?? s.oneOf
+  if (!branches?.every((b) => b.type === 'integer' || b.type === 'null')) return undefined
+  return branches.find((b) => b.type === 'integer')
+}
+
+/**
+ * Whether a string from the URL or a header is an integer written the one way: `0` or `[1-9][0-9]*`
+ * (a leading minus only where the schema allows negatives), and exactly representable. ajv's
+ * coercion alone takes whatever `Number()` takes: `0x10`, `1e1`, ` 1`, `+1`, `1.0`, `0b1`, a byte
+ * order mark, so `DELETE /tokens/api-key/0x10` would name key 16.
+ */
+export function isCanonicalInteger(value: string, allowNegative = false): boolean {
+  if (!(allowNegative ? /^(0|-?[1-9][0-9]*)$/ : /^(0|[1-9][0-9]*)$/).test(value)) return false
+  return Number.isSafeInteger(Number(value))
+}
+
+/**
+ * Wraps the coercing validator of a path, query or header schema: every integer field (or list item)
+ * given in another form than canonical decimal is a type error at its place (422 int_parsing), with
+ * the other problems of the same input. The input itself is never rewritten.
+ */
+function canonicalIntegers(schema: object, validate: ValidateFunction): ValidateFunction {
+  const fields = Object.entries((schema as JsonSchema).properties ?? {}).flatMap(([name, s]) => {
+    const single = integerSchema(s)
+    const item = s.type === 'array' ? integerSchema(s.items) : undefined
+    const int = single ?? item
+    return int ? [{ name, negative: (int.minimum ?? 0) < 0 }] : []
+  })
+  if (fields.length === 0) return validate
+  const rejected = (v: unknown, negative: boolean) =>
+    typeof v === 'string' && !isCanonicalInteger(v, negative)
+  const wrapped = ((data: unknown) => {
+    const input = (data ?? {}) as Record<string, unknown>
+    const bad: string[] = []
+    for (const { name, negative } of fields) {
+      const v = input[name]
+      const list = Array.isArray(v) ? v : [v]
+      list.forEach((item, i) => {
+        if (rejected(item, negative)) bad.push(Array.isArray(v) ? `/${name}/${i}` : `/${name}`)
+      })
+    }
+    if (bad.length === 0) {
+      const ok = validate(data)
+      wrapped.errors = validate.errors
+      return ok
+    }
+    // The rest is checked on a copy with the bad values replaced, so the 422 lists every problem.
+    const copy: Record<string, unknown> = { ...input }
+    for (const { name } of fields) {
+      const v = copy[name]
+      if (Array.isArray(v)) copy[name] = v.map((item, i) => (bad.includes(`/${name}/${i}`) ? 0 : item))
+      else if (bad.includes(`/${name}`)) copy[name] = 0
+    }
+    validate(copy)
+    const own: ErrorObject[] = bad.map((instancePath) => ({
+      keyword: 'type',
+      instancePath,
+      schemaPath: '#/canonicalInteger',
+      params: { type: 'integer' },
+      message: 'must be an integer in canonical decimal form',
+    }))
+    const others = (validate.errors ?? []).filter(
+      (e) => !bad.some((b) => e.instancePath === b || e.instancePath.startsWith(`${b}/`)),
+    )
+    wrapped.errors = [...own, ...others]
+    return false
+  }) as ValidateFunction
+  wrapped.schema = validate.schema
+  return wrapped
 }
 
 const partNames: Record<string, string> = {

@@ -2,8 +2,15 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import type { HttpClient } from '../platform/http-client.js'
 import { type JobHandler, RetryLater } from '../platform/jobs/jobs.js'
+import type { Sealer } from '../platform/keys.js'
 import { signatureHeaders } from './signing.js'
-import { disableWebhook, type WebhookJobPayload } from './webhooks.store.js'
+import {
+  disableWebhook,
+  needsResealing,
+  openSecret,
+  resealSecret,
+  type WebhookJobPayload,
+} from './webhooks.store.js'
 
 export interface WebhookDeliveryDeps {
   db: Db
@@ -11,6 +18,8 @@ export interface WebhookDeliveryDeps {
   http: HttpClient
   /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry */
   retrySchedule: readonly number[]
+  /** Opens the sealed signing secrets. */
+  box: Sealer
 }
 
 /** A receiver cannot push a retry further out than the longest step of our own schedule. */
@@ -44,7 +53,7 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       if (!delivery || delivery.status === 'delivered') return
       const hook = await db
         .selectFrom('webhooks')
-        .select(['id', 'url', 'secret', 'disabled_at'])
+        .select(['id', 'event_id', 'url', 'secret', 'disabled_at'])
         .where('event_id', '=', delivery.event_id)
         .executeTakeFirst()
       if (!hook || hook.disabled_at !== null) {
@@ -56,6 +65,10 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
         return
       }
 
+      const secret = openSecret(deps.box, hook.event_id, hook.secret)
+      // A plain secret (stored before sealing) or one sealed under a previous JWT secret is sealed afresh.
+      if (secret !== null && needsResealing(deps.box, hook.secret)) await resealSecret(db, deps.box, hook)
+
       const startedAt = clock.now()
       const started = performance.now()
       let status: number | null = null
@@ -63,13 +76,12 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       let body: string | null = null
       let retryAfter: number | undefined
       try {
+        if (secret === null)
+          throw new Error(
+            'the signing secret was sealed under a JWT secret no longer configured; register the webhook again',
+          )
         const res = await deps.http.post(hook.url, {
-          headers: signatureHeaders(
-            hook.secret,
-            delivery.uid,
-            Math.floor(startedAt / 1000),
-            delivery.payload,
-          ),
+          headers: signatureHeaders(secret, delivery.uid, Math.floor(startedAt / 1000), delivery.payload),
           body: delivery.payload,
         })
         status = res.status

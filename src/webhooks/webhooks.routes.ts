@@ -6,6 +6,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
+import type { Sealer } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { newWebhookSecret } from './signing.js'
@@ -15,6 +16,7 @@ import {
   findWebhook,
   listDeliveries,
   redeliver,
+  sealSecret,
   upsertWebhook,
 } from './webhooks.store.js'
 
@@ -24,6 +26,8 @@ export interface WebhookRoutesDeps {
   http: HttpClient
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   kick: () => void
+  /** Seals signing secrets at rest. */
+  box: Sealer
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -142,7 +146,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         ])
       }
       const secret = newWebhookSecret()
-      const hook = await upsertWebhook(db, partner.eventId, url, secret, clock.now())
+      const sealed = sealSecret(deps.box, partner.eventId, secret)
+      const hook = await upsertWebhook(db, partner.eventId, url, sealed, clock.now())
       return { ...view(hook), secret }
     },
   )

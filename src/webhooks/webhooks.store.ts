@@ -1,5 +1,6 @@
 import type { Db } from '../platform/db/database.js'
 import { enqueue } from '../platform/jobs/jobs.js'
+import type { Sealer } from '../platform/keys.js'
 import { randomToken } from '../platform/random.js'
 
 export const WEBHOOK_JOB = 'webhook'
@@ -12,7 +13,61 @@ export function findWebhook(db: Db, eventId: number) {
   return db.selectFrom('webhooks').selectAll().where('event_id', '=', eventId).executeTakeFirst()
 }
 
-/** Registers (or replaces) the event's receiver with a new secret, enabled again if it was disabled. */
+/**
+ * Signing secrets are stored sealed (AES-256-GCM under a key derived from the JWT signing secret, as
+ * the MFA secrets), bound to the webhook's event: a reader of the database cannot forge notifications.
+ * Rows written before sealing hold the plain `whsec_…` form; they still work and are sealed on start
+ * (`resealStoredSecrets`) or at their next delivery.
+ */
+const secretContext = (eventId: number) => `webhook-secret:${eventId}`
+const isPlain = (stored: string) => stored.startsWith('whsec_')
+
+export function sealSecret(box: Sealer, eventId: number, secret: string): string {
+  return box.seal(secret, secretContext(eventId))
+}
+
+/** The secret of a stored value, sealed or plain; null when sealed under a retired signing secret. */
+export function openSecret(box: Sealer, eventId: number, stored: string): string | null {
+  return isPlain(stored) ? stored : box.open(stored, secretContext(eventId))
+}
+
+/** Whether a stored value should be written again: plain, or sealed under a previous signing secret. */
+export function needsResealing(box: Sealer, stored: string): boolean {
+  return isPlain(stored) || box.isStale(stored)
+}
+
+/** Replaces a stored secret by its sealed form, unless it was changed meanwhile. */
+export async function resealSecret(
+  db: Db,
+  box: Sealer,
+  hook: { id: number; event_id: number; secret: string },
+) {
+  const plain = openSecret(box, hook.event_id, hook.secret)
+  if (plain === null) return
+  await db
+    .updateTable('webhooks')
+    .set({ secret: sealSecret(box, hook.event_id, plain) })
+    .where('id', '=', hook.id)
+    .where('secret', '=', hook.secret)
+    .execute()
+}
+
+/**
+ * Seals again every secret stored in plain text (rows from before sealing) or under a previous
+ * signing secret, so that after a rotation every secret opens under the new key before the old one
+ * is removed (there is one webhook per event at most). Returns how many were written.
+ */
+export async function resealStoredSecrets(db: Db, box: Sealer): Promise<number> {
+  const hooks = await db.selectFrom('webhooks').select(['id', 'event_id', 'secret']).execute()
+  const stale = hooks.filter((hook) => needsResealing(box, hook.secret))
+  for (const hook of stale) await resealSecret(db, box, hook)
+  return stale.length
+}
+
+/**
+ * Registers (or replaces) the event's receiver with a new secret (given sealed), enabled again if it
+ * was disabled.
+ */
 export async function upsertWebhook(db: Db, eventId: number, url: string, secret: string, now: number) {
   return db
     .insertInto('webhooks')

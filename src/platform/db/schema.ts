@@ -196,6 +196,14 @@ export interface PasswordResetTokensTable {
   used_at: number | null
 }
 
+/** Hourly quota of reset requests per submitted address (known or not), keyed by the address's SHA-256. */
+export interface PasswordResetRequestsTable {
+  address_hash: string
+  /** JSON list of request times (epoch ms) within the last hour */
+  times: string
+  updated_at: number
+}
+
 export interface TicketTypesTable {
   id: Generated<number>
   uid: string
@@ -277,6 +285,7 @@ export interface WebhooksTable {
   id: Generated<number>
   event_id: number
   url: string
+  /** Signing secret, sealed (platform/keys.ts); plain `whsec_…` in rows from before sealing */
   secret: string
   disabled_at: number | null
   disabled_reason: string | null
@@ -328,6 +337,7 @@ export interface DashboardSessionsTable {
 export interface Database {
   dashboard_sessions: DashboardSessionsTable
   password_reset_tokens: PasswordResetTokensTable
+  password_reset_requests: PasswordResetRequestsTable
   ticket_types: TicketTypesTable
   holder_links: HolderLinksTable
   holder_link_tokens: HolderLinkTokensTable
