@@ -32,6 +32,7 @@ import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
+import { dropUnusableForwardedFor } from './platform/client-address.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -82,6 +83,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     logger: loggerOptions(config.LOG_LEVEL, deps.logStream),
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
     trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
+    // Fastify's one hook that runs before a request is logged, routed or rate limited: the URL stays
+    // as it is; an X-Forwarded-For that names no IP address (or is overly long) is dropped here.
+    rewriteUrl: (req) => {
+      dropUnusableForwardedFor(req)
+      return req.url ?? '/'
+    },
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: (req) => {
       const given = req.headers['x-request-id']
@@ -99,6 +106,11 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
+  if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
+    app.log.warn(
+      'TRUST_PROXY=true: every peer may name the client address in X-Forwarded-For, so a client that reaches ' +
+        'the service directly chooses its own address (per-address limits, audit); list the proxies instead',
+    )
 
   const metrics = createMetrics()
   app.decorate('metrics', metrics)

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import path from 'node:path'
 
 /**
@@ -57,6 +58,8 @@ const url: Parser<string> = (raw) => {
 
 /** `true`/`false`, a hop count, or a comma-separated list of addresses/CIDRs: Fastify's trustProxy forms. */
 export type TrustProxy = boolean | number | string[]
+/** proxy-addr's names for address ranges, usable in the list form. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal']
 const trustProxy: Parser<TrustProxy> = (raw) => {
   const v = raw.trim()
   if (v === 'true' || v === 'false') return v === 'true'
@@ -66,6 +69,16 @@ const trustProxy: Parser<TrustProxy> = (raw) => {
     .map((s) => s.trim())
     .filter(Boolean)
   if (list.length === 0) throw new Error('must be true, false, a hop count or a list of addresses')
+  for (const entry of list) {
+    const [address, bits, extra] = entry.split('/')
+    const valid =
+      PROXY_RANGE_NAMES.includes(entry) ||
+      (extra === undefined &&
+        isIP(address ?? '') !== 0 &&
+        (bits === undefined || /^\d{1,3}$/.test(bits) || isIP(bits) === 4))
+    if (!valid)
+      throw new Error(`"${entry}" is neither an address, a CIDR nor one of ${PROXY_RANGE_NAMES.join(', ')}`)
+  }
   return list
 }
 
@@ -179,8 +192,8 @@ export const settings = {
   PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
   PASSWORD_RESET_HOURLY_QUOTA: setting('Reset e-mails per administrator per hour', '3', integer(1, 1000)),
   TRUST_PROXY: setting(
-    'Where the client address comes from: `true` takes X-Forwarded-For as the spec says, `false` ignores it, a hop count or a list of proxy addresses narrows it',
-    'true',
+    'Peers that may name the client in X-Forwarded-For: addresses, CIDRs, `loopback`, `linklocal`, `uniquelocal`; `true`: every peer (unsafe); `false`: no peers',
+    'loopback,linklocal,uniquelocal',
     trustProxy,
   ),
   IDP_ISSUERS: setting(
