@@ -328,6 +328,7 @@ async function assemble(
     dummyHash,
     backoff,
     sealer: createSealer(secrets, 'operator-session'),
+    keysRequired: config.DEVICE_KEYS_REQUIRED,
   })
   tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
   tokens.onLogout(async (caller) => {
@@ -340,6 +341,7 @@ async function assemble(
     tokens,
     clock,
     tickets: new TicketsService({ db, clock, kick: kickJobs }),
+    offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
   await app.register(holderRoutes, { db, clock, tokens })
 

@@ -177,6 +177,11 @@ export const settings = {
   ACCESS_TOKEN_EXPIRE_MINUTES: setting('Access-token lifetime', '15', integer(1, 24 * 60)),
   REFRESH_TOKEN_EXPIRE_DAYS: setting('Refresh-token lifetime', '30', integer(1, 365)),
   OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, 24 * 30)),
+  DEVICE_KEYS_REQUIRED: setting(
+    'Every device must present its device key at /devices/auth and /auth/login/device (`wristband device`); false: only devices that have one',
+    'false',
+    bool,
+  ),
   MFA_FRESHNESS_WINDOW_HOURS: setting(
     'How long an MFA verification counts as fresh',
     '8',
