@@ -33,6 +33,7 @@ import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { RESET_MAIL_JOB, resetMailJob } from './password-reset/reset-mail.js'
 import { createBackoff } from './platform/backoff.js'
+import { dropUnusableForwardedFor } from './platform/client-address.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -83,6 +84,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     logger: loggerOptions(config.LOG_LEVEL, deps.logStream),
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
     trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
+    // Fastify's one hook that runs before a request is logged, routed or rate limited: the URL stays
+    // as it is; an X-Forwarded-For that names no IP address (or is overly long) is dropped here.
+    rewriteUrl: (req) => {
+      dropUnusableForwardedFor(req)
+      return req.url ?? '/'
+    },
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: (req) => {
       const given = req.headers['x-request-id']
@@ -100,6 +107,11 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     },
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
+  if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
+    app.log.warn(
+      'TRUST_PROXY=true: every peer may name the client address in X-Forwarded-For, so a client that reaches ' +
+        'the service directly chooses its own address (per-address limits, audit); list the proxies instead',
+    )
 
   const metrics = createMetrics()
   app.decorate('metrics', metrics)
@@ -322,6 +334,7 @@ async function assemble(
     dummyHash,
     backoff,
     sealer: createSealer(secrets, 'operator-session'),
+    keysRequired: config.DEVICE_KEYS_REQUIRED,
   })
   tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
   tokens.onLogout(async (caller) => {
@@ -334,6 +347,7 @@ async function assemble(
     tokens,
     clock,
     tickets: new TicketsService({ db, clock, kick: kickJobs }),
+    offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
   await app.register(holderRoutes, { db, clock, tokens })
 

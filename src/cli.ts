@@ -4,6 +4,7 @@ import { adminCommands } from './cli/admin.command.js'
 import { apikeyCommands } from './cli/apikey.command.js'
 import { auditCommand } from './cli/audit.command.js'
 import { CliError, runCommand, runGroup } from './cli/command.js'
+import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
 import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig } from './platform/config.js'
@@ -26,6 +27,8 @@ Break-glass administration (each on the configured database, each recorded in th
                    Administrator accounts, e.g. recover one locked out of MFA
   apikey create|list|revoke
                    Event API keys
+  device create|rotate-key|list
+                   Devices and their device keys
   audit [--follow] Print the audit log
   secret generate  Print a new random secret for JWT_SECRET
 
@@ -56,7 +59,12 @@ function configFromEnvironment(overrides: Record<string, string> = {}): Config {
   return loadConfig({ ...process.env, ...overrides })
 }
 
-const groups = { admin: adminCommands, apikey: apikeyCommands, secret: secretCommands }
+const groups = {
+  admin: adminCommands,
+  apikey: apikeyCommands,
+  device: deviceCommands,
+  secret: secretCommands,
+}
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...args] = argv

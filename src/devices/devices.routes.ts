@@ -29,13 +29,16 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         tags: ['devices'],
         summary: 'Identify a device of an event',
         description:
-          'Answers the device when it is registered for the event and not archived; 404 otherwise.',
+          'Answers the device when it is registered for the event and not archived; 404 otherwise. A device ' +
+          'that has a device key (every device with DEVICE_KEYS_REQUIRED=true) must send it as `device_key`: ' +
+          '401 when it is missing or wrong.',
         body: DeviceAuthRequest,
-        response: { 200: DeviceInfo, ...errorResponses(404) },
+        response: { 200: DeviceInfo, ...errorResponses(401, 404) },
       },
     },
     async (request) => {
-      const d = await devices.authenticate(request.body.dev_mac, request.body.event_id)
+      const { dev_mac, event_id, device_key } = request.body
+      const d = await devices.authenticate(dev_mac, event_id, device_key, request.ip)
       return {
         id: d.id,
         dev_mac: d.dev_mac,
@@ -55,13 +58,16 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         summary: 'Offline token for a device, acting as its associated operator',
         description:
           'Role operator, device baseline scopes at the device event, device_id and event_id set; lifetime ' +
-          'OFFLINE_TOKEN_EXPIRE_HOURS. 404 for an unknown or archived device, 403 when no operator is associated.',
+          'OFFLINE_TOKEN_EXPIRE_HOURS. 404 for an unknown or archived device, 403 when no operator is associated, ' +
+          '401 when the device has a device key (every device with DEVICE_KEYS_REQUIRED=true) and `device_key` ' +
+          'is missing or wrong.',
         body: DeviceAuthRequest,
-        response: { 200: DeviceLoginResponse, ...errorResponses(403, 404) },
+        response: { 200: DeviceLoginResponse, ...errorResponses(401, 403, 404) },
       },
     },
     async (request) => {
-      return devices.login(request.body.dev_mac, request.body.event_id, request.ip)
+      const { dev_mac, event_id, device_key } = request.body
+      return devices.login(dev_mac, event_id, device_key, request.ip)
     },
   )
 

@@ -5,7 +5,17 @@ const strict = { additionalProperties: false }
 const DevMac = Type.String({ minLength: 1, maxLength: 64, description: 'Device hardware address' })
 
 export const DeviceAuthRequest = Type.Object(
-  { dev_mac: DevMac, event_id: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }) },
+  {
+    dev_mac: DevMac,
+    event_id: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+    device_key: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 128,
+        description: 'The device key (wbd_…), required when the device has one or DEVICE_KEYS_REQUIRED=true',
+      }),
+    ),
+  },
   strict,
 )
 

@@ -6,7 +6,7 @@ import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
+import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
 import { BASELINE_SCOPES, type Claims, type Grant, operatorGrant, reachesEvent } from '../tokens/claims.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
@@ -38,6 +38,15 @@ export const SESSION_PREFIX = 'wbs_'
 const SESSION_CLAIMS_WINDOW_SECONDS = 60
 const INVALID_OPERATOR_LOGIN = 'Incorrect email or password'
 
+/** Device keys; the prefix lets secret scanners recognise them. */
+export const DEVICE_KEY_PREFIX = 'wbd_'
+
+/** A new device key and the SHA-256 that is stored in its place. */
+export function newDeviceKey(): { key: string; hash: string } {
+  const key = `${DEVICE_KEY_PREFIX}${randomToken(32)}`
+  return { key, hash: sha256Hex(key) }
+}
+
 /**
  * decisions.md §2: a device acts as its associated operator (role operator) with the device baseline
  * scopes at the device's event only.
@@ -66,21 +75,38 @@ export interface DeviceDeps {
    * token is only recoverable by whoever also holds that secret, who could mint tokens anyway.
    */
   sealer: Sealer
+  /** DEVICE_KEYS_REQUIRED: a device without a key cannot authenticate at all. */
+  keysRequired: boolean
 }
 
 export class DeviceService {
   constructor(private readonly deps: DeviceDeps) {}
 
-  /** rule 13: the device of that event, unless archived; 404 otherwise. */
-  async authenticate(devMac: string, eventId: number) {
+  /**
+   * rule 13: the device of that event, unless archived; 404 otherwise. A device that has a key (every
+   * device with DEVICE_KEYS_REQUIRED) must present it: 401 when it is missing or wrong.
+   */
+  async authenticate(devMac: string, eventId: number, deviceKey: string | undefined, ip: string) {
     const d = await findActiveDevice(this.deps.db, devMac, eventId)
     if (!d) throw new NotFoundError('Device not found')
+    if (d.key_hash === null && !this.deps.keysRequired) return d
+    // Hashes of equal length compared in constant time; a key-less device under keysRequired never matches.
+    if (d.key_hash === null || deviceKey === undefined || !safeEqual(sha256Hex(deviceKey), d.key_hash)) {
+      await this.deps.audit.record({
+        kind: 'device_key',
+        actor: `device:${d.id}`,
+        ip,
+        outcome: 'failure',
+        detail: { reason: d.key_hash === null ? 'no_key_provisioned' : deviceKey ? 'wrong' : 'missing' },
+      })
+      throw new UnauthorizedError('Device key missing or wrong')
+    }
     return d
   }
 
   /** rule 4: an offline token for the device's associated operator; 403 when there is none at the event. */
-  async login(devMac: string, eventId: number, ip: string) {
-    const d = await this.authenticate(devMac, eventId)
+  async login(devMac: string, eventId: number, deviceKey: string | undefined, ip: string) {
+    const d = await this.authenticate(devMac, eventId, deviceKey, ip)
     const operator =
       d.operator_id === null ? undefined : await findOperatorAtEvent(this.deps.db, d.operator_id, d.event_id)
     if (!operator) throw new ForbiddenError('No operator is associated with this device')

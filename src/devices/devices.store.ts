@@ -20,6 +20,7 @@ export async function findActiveDevice(db: Db, devMac: string, eventId: number) 
       'devices.dev_mac',
       'devices.event_id',
       'devices.operator_id',
+      'devices.key_hash',
       'events.uid as event_uid',
       'events.name as event_name',
       'events.timezone as event_timezone',
@@ -32,6 +33,45 @@ export async function findActiveDevice(db: Db, devMac: string, eventId: number) 
 
 export async function getDevice(db: Db, id: number): Promise<DeviceRecord | undefined> {
   return db.selectFrom('devices').select(columns).where('id', '=', id).executeTakeFirst()
+}
+
+/** Sets (or with null removes) the SHA-256 of a device's key; false when there is no such device. */
+export async function setDeviceKeyHash(db: Db, id: number, keyHash: string | null): Promise<boolean> {
+  const r = await db.updateTable('devices').set({ key_hash: keyHash }).where('id', '=', id).executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
+}
+
+export async function findDeviceByMac(db: Db, devMac: string): Promise<DeviceRecord | undefined> {
+  return db.selectFrom('devices').select(columns).where('dev_mac', '=', devMac).executeTakeFirst()
+}
+
+export async function insertDevice(
+  db: Db,
+  row: {
+    dev_mac: string
+    event_id: number
+    operator_id: number | null
+    key_hash: string
+    created_at: number
+  },
+): Promise<number> {
+  const r = await db
+    .insertInto('devices')
+    .values({ ...row, archived: 0 })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/** Every device (of one event when given), without key hashes: only whether a key is set. */
+export async function listDevices(db: Db, eventId?: number) {
+  let q = db
+    .selectFrom('devices')
+    .select(['id', 'dev_mac', 'event_id', 'operator_id', 'archived', 'created_at', 'key_hash'])
+    .orderBy('id')
+  if (eventId !== undefined) q = q.where('event_id', '=', eventId)
+  const rows = await q.execute()
+  return rows.map(({ key_hash, ...d }) => ({ ...d, archived: d.archived === 1, has_key: key_hash !== null }))
 }
 
 export async function setDeviceOperator(db: Db, id: number, operatorId: number): Promise<void> {

@@ -35,11 +35,16 @@ const PATHS: { method: string; path: string; body: string[]; ok: string[]; beare
     ok: ['id'],
     bearer: true,
   },
-  { method: 'post', path: '/devices/auth', body: ['dev_mac', 'event_id'], ok: ['id', 'event_id'] },
+  {
+    method: 'post',
+    path: '/devices/auth',
+    body: ['dev_mac', 'event_id', 'device_key'],
+    ok: ['id', 'event_id'],
+  },
   {
     method: 'post',
     path: '/auth/login/device',
-    body: ['dev_mac', 'event_id'],
+    body: ['dev_mac', 'event_id', 'device_key'],
     ok: ['offline_token', 'expires_at'],
   },
   {

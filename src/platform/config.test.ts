@@ -32,7 +32,7 @@ describe('configuration', () => {
     assert.equal(c.MFA_FRESHNESS_WINDOW_HOURS, 8)
     assert.equal(c.PASSWORD_RESET_EXPIRE_MINUTES, 30)
     assert.equal(c.PASSWORD_RESET_HOURLY_QUOTA, 3)
-    assert.equal(c.TRUST_PROXY, true)
+    assert.deepEqual(c.TRUST_PROXY, ['loopback', 'linklocal', 'uniquelocal'])
     assert.equal(c.WEBHOOK_ALLOW_PRIVATE, false)
     assert.equal(c.TRANSFER_EMAIL_DELAY_SECONDS, 60)
     assert.deepEqual(c.JWT_PREVIOUS_SECRETS, [])
@@ -55,6 +55,9 @@ describe('configuration', () => {
       '10.0.0.0/8',
       '127.0.0.1',
     ])
+    assert.equal(loadConfig({ TRUST_PROXY: 'true' }).TRUST_PROXY, true)
+    assert.throws(() => loadConfig({ TRUST_PROXY: 'loopback,proxy.internal' }), /proxy\.internal/)
+    assert.throws(() => loadConfig({ TRUST_PROXY: '10.0.0.0/8/8' }), /TRUST_PROXY/)
     assert.equal(loadConfig({ DATABASE_URL: 'postgres://u@h/db' }).databaseUrl, 'postgres://u@h/db')
   })
 

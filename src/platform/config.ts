@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import path from 'node:path'
 
 /**
@@ -57,6 +58,8 @@ const url: Parser<string> = (raw) => {
 
 /** `true`/`false`, a hop count, or a comma-separated list of addresses/CIDRs: Fastify's trustProxy forms. */
 export type TrustProxy = boolean | number | string[]
+/** proxy-addr's names for address ranges, usable in the list form. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal']
 const trustProxy: Parser<TrustProxy> = (raw) => {
   const v = raw.trim()
   if (v === 'true' || v === 'false') return v === 'true'
@@ -66,6 +69,16 @@ const trustProxy: Parser<TrustProxy> = (raw) => {
     .map((s) => s.trim())
     .filter(Boolean)
   if (list.length === 0) throw new Error('must be true, false, a hop count or a list of addresses')
+  for (const entry of list) {
+    const [address, bits, extra] = entry.split('/')
+    const valid =
+      PROXY_RANGE_NAMES.includes(entry) ||
+      (extra === undefined &&
+        isIP(address ?? '') !== 0 &&
+        (bits === undefined || /^\d{1,3}$/.test(bits) || isIP(bits) === 4))
+    if (!valid)
+      throw new Error(`"${entry}" is neither an address, a CIDR nor one of ${PROXY_RANGE_NAMES.join(', ')}`)
+  }
   return list
 }
 
@@ -164,6 +177,11 @@ export const settings = {
   ACCESS_TOKEN_EXPIRE_MINUTES: setting('Access-token lifetime', '15', integer(1, 24 * 60)),
   REFRESH_TOKEN_EXPIRE_DAYS: setting('Refresh-token lifetime', '30', integer(1, 365)),
   OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, 24 * 30)),
+  DEVICE_KEYS_REQUIRED: setting(
+    'Every device must present its device key at /devices/auth and /auth/login/device (`wristband device`); false: only devices that have one',
+    'false',
+    bool,
+  ),
   MFA_FRESHNESS_WINDOW_HOURS: setting(
     'How long an MFA verification counts as fresh',
     '8',
@@ -183,8 +201,8 @@ export const settings = {
     integer(1, 1000),
   ),
   TRUST_PROXY: setting(
-    'Where the client address comes from: `true` takes X-Forwarded-For as the spec says, `false` ignores it, a hop count or a list of proxy addresses narrows it',
-    'true',
+    'Peers that may name the client in X-Forwarded-For: addresses, CIDRs, `loopback`, `linklocal`, `uniquelocal`; `true`: every peer (unsafe); `false`: no peers',
+    'loopback,linklocal,uniquelocal',
     trustProxy,
   ),
   IDP_ISSUERS: setting(

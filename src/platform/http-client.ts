@@ -1,5 +1,5 @@
 import dns from 'node:dns'
-import type { LookupFunction } from 'node:net'
+import { isIP, type LookupFunction } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import { Agent, request } from 'undici'
 
@@ -29,10 +29,35 @@ export interface HttpClientOptions {
   maxBodyBytes?: number
 }
 
-/** Only globally routable unicast addresses; IPv4-mapped IPv6 is judged as the IPv4 it carries. */
+/**
+ * An address in the strict forms `net.isIP` knows. ipaddr.js reads `::a.b.c.d` as IPv4-mapped (it is
+ * IPv4-compatible), so IPv6 goes through the WHATWG URL parser first, which spells it in hex.
+ */
+function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
+  const family = isIP(address)
+  if (family === 4) return ipaddr.IPv4.parse(address)
+  if (family !== 6) return undefined
+  try {
+    return ipaddr.process(new URL(`http://[${address}]/`).hostname.slice(1, -1))
+  } catch {
+    return undefined // a zone index (fe80::1%eth0) is no public address either
+  }
+}
+
+/** Global unicast IPv6 (RFC 4291 §2.4): every other block is reserved, local or special-purpose. */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3')
+
+/**
+ * Only globally routable unicast addresses. IPv4-mapped IPv6 is judged as the IPv4 it carries. Every
+ * other IPv6 form that embeds an IPv4 address is refused whole, whatever it embeds: IPv4-compatible
+ * (`::a.b.c.d`, ::/96, deprecated) lies outside 2000::/3, and 6to4 (2002::/16), Teredo (2001::/32),
+ * NAT64 (64:ff9b::/96, 64:ff9b:1::/48) and SIIT (::ffff:0:0/96) are special-purpose ranges.
+ */
 export function isPublicAddress(address: string): boolean {
-  if (!ipaddr.isValid(address)) return false
-  return ipaddr.process(address).range() === 'unicast'
+  const ip = parseAddress(address)
+  if (!ip) return false
+  if (ip.kind() === 'ipv6' && !ip.match(GLOBAL_UNICAST_V6)) return false
+  return ip.range() === 'unicast'
 }
 
 function hostOf(url: URL): string {

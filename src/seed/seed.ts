@@ -3,6 +3,7 @@ import { Value } from 'typebox/value'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
+import { sha256Hex } from '../platform/random.js'
 
 const Email = Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })
 const Password = Type.String({ minLength: 8, maxLength: 128 })
@@ -92,6 +93,10 @@ export const SeedDocument = Type.Object(
             event_id: Type.Integer({ minimum: 1 }),
             operator_email: Type.Optional(Type.Union([Email, Type.Null()])),
             archived: Type.Optional(Type.Boolean()),
+            /** Stored as its SHA-256; null removes the key, absent keeps whatever is stored. */
+            device_key: Type.Optional(
+              Type.Union([Type.String({ minLength: 16, maxLength: 128 }), Type.Null()]),
+            ),
           },
           strict,
         ),
@@ -263,7 +268,14 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
         if (!op) throw new SeedError(`device ${d.dev_mac}: no operator with e-mail ${d.operator_email}`)
         operatorId = op.id
       }
-      const values = { event_id: d.event_id, operator_id: operatorId, archived: d.archived ? 1 : 0 }
+      const values = {
+        event_id: d.event_id,
+        operator_id: operatorId,
+        archived: d.archived ? 1 : 0,
+        ...(d.device_key === undefined
+          ? {}
+          : { key_hash: d.device_key === null ? null : sha256Hex(d.device_key) }),
+      }
       d.id = await upsert(
         await tx.selectFrom('devices').select('id').where('dev_mac', '=', d.dev_mac).executeTakeFirst(),
         () =>

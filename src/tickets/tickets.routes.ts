@@ -12,6 +12,8 @@ export interface TicketRoutesDeps {
   tokens: TokenService
   tickets: TicketsService
   clock: Clock
+  /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie. */
+  offlineHours: number
 }
 
 /**
@@ -21,6 +23,8 @@ export interface TicketRoutesDeps {
  */
 export const TICKET_USE_RATE_LIMIT = 3000
 export const MAX_BATCH = 500
+/** How far ahead of the service's clock a device's clock may run. */
+export const USED_AT_MAX_AHEAD_MS = 5 * 60_000
 
 const security = [{ OAuth2PasswordBearer: [] }]
 const TransferUid = Type.String({ pattern: '^[0-9a-f]{32}$' })
@@ -121,7 +125,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         tags: ['tickets'],
         summary: 'Upload scans a device recorded offline (at most 500), answered per scan in order',
         description:
-          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED.",
+          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] is FORBIDDEN and changes nothing.",
         security,
         body: BatchRequest,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses(401, 403) },
@@ -148,8 +152,17 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       if (!scopes.includes('sync:upload') && !scopes.includes('ticket:scan'))
         throw new ForbiddenError('This token lacks sync:upload and ticket:scan')
       const results = []
+      // A scan can only have happened while an offline token was valid: `used_at` before that (e.g. a
+      // holder's ticket marked used in 2020) or in the future is refused, and nothing changes.
+      const now = deps.clock.now()
+      const earliest = now - deps.offlineHours * 3_600_000
+      const latest = now + USED_AT_MAX_AHEAD_MS
       // In order, one at a time: a ticket scanned twice in one batch is USED, then ALREADY_USED.
       for (const s of scans) {
+        if (s.usedAt < earliest || s.usedAt > latest) {
+          results.push({ transfer_uid: s.transfer_uid, status: 'FORBIDDEN' as const })
+          continue
+        }
         const r = await deps.tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
           usedAt: s.usedAt,
           gate: s.access_gate ?? null,

@@ -14,6 +14,17 @@ import { MAX_BATCH } from './tickets.routes.js'
 
 const LOCAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/
 
+/** Runs `fn` with the test clock moved to `iso`, then moves it back. */
+async function atTime<T>(t: TestApp, iso: string, fn: () => Promise<T>): Promise<T> {
+  const delta = Date.parse(iso) - t.clock.now()
+  t.clock.advance(delta)
+  try {
+    return await fn()
+  } finally {
+    t.clock.advance(-delta)
+  }
+}
+
 forEachBackend(httpBackends, 'ticket use', (ctx) => {
   let t: TestApp
   let keys: PartnerKeys
@@ -97,20 +108,23 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
     const b = await newTransfer(t, keys.write, ticketUid)
     const foreign = await newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026')
     assert.equal((await use(b.transfer_uid, scanner)).statusCode, 200)
-    const res = await t.request({
-      method: 'POST',
-      url: '/tickets/use-batch',
-      token: deviceToken(t, 1, 1),
-      payload: {
-        scans: [
-          { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:15:30.123+00:00', access_gate: 'South' },
-          { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
-          { transfer_uid: 'f'.repeat(32), used_at: '2026-07-18T20:10:00Z' },
-          { transfer_uid: foreign.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
-          { transfer_uid: b.transfer_uid, used_at: '2026-07-18T20:10:00-05:00' },
-        ],
-      },
-    })
+    // Uploaded shortly after the scans, so their used_at lies within the offline window.
+    const res = await atTime(t, '2026-07-19T01:30:00Z', () =>
+      t.request({
+        method: 'POST',
+        url: '/tickets/use-batch',
+        token: deviceToken(t, 1, 1),
+        payload: {
+          scans: [
+            { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:15:30.123+00:00', access_gate: 'South' },
+            { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
+            { transfer_uid: 'f'.repeat(32), used_at: '2026-07-18T20:10:00Z' },
+            { transfer_uid: foreign.transfer_uid, used_at: '2026-07-18T20:10:00Z' },
+            { transfer_uid: b.transfer_uid, used_at: '2026-07-18T20:10:00-05:00' },
+          ],
+        },
+      }),
+    )
     assert.equal(res.statusCode, 200, res.body)
     const { results } = res.json()
     assert.deepEqual(
@@ -161,7 +175,8 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
 
   test('concurrent batches from two devices: one USED per ticket across both', async () => {
     const tickets = await Promise.all(Array.from({ length: 5 }, () => newTransfer(t, keys.write, ticketUid)))
-    const scans = tickets.map((x) => ({ transfer_uid: x.transfer_uid, used_at: '2026-07-18T20:10:00Z' }))
+    const usedAt = new Date(t.clock.now()).toISOString()
+    const scans = tickets.map((x) => ({ transfer_uid: x.transfer_uid, used_at: usedAt }))
     const [one, two] = await Promise.all(
       [1, 2].map(() =>
         t.request({

@@ -1,8 +1,15 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
-import { decide, type EventRef, type ScopeRequirement, scopeList } from './guard.js'
+import {
+  DEFAULT_TOKEN_TYPES,
+  decide,
+  type EventRef,
+  type GuardOptions,
+  type ScopeRequirement,
+  scopeList,
+} from './guard.js'
 import type { VerifiedClaims, Verifier } from './verifier.js'
 
-export interface ExpressGuardOptions {
+export interface ExpressGuardOptions extends GuardOptions {
   /** Told why a request was answered 503 (the auth service gave no answer), e.g. to log it. */
   onUnavailable?: (cause: unknown, request: Request) => void
 }
@@ -22,15 +29,17 @@ export interface ExpressGuard {
 /**
  * Middleware for an Express backend. Refusals are answered directly (401 with WWW-Authenticate:
  * Bearer, 403, 503 with Retry-After when known), each as `{"detail": …}`; only a fault of the
- * middleware itself reaches `next(err)`. Needs Express 5.
+ * middleware itself reaches `next(err)`. Only access tokens pass unless `options.types` lists others.
+ * Needs Express 5.
  */
 export function createExpressGuard(verifier: Verifier, options: ExpressGuardOptions = {}): ExpressGuard {
+  const types = options.types ?? DEFAULT_TOKEN_TYPES
   const claims = new WeakMap<Request, VerifiedClaims>()
 
   function middleware(scopes: readonly string[], event: (request: Request) => EventRef): RequestHandler {
     // Express 5 passes a rejected promise of a handler on to next(err).
     return async (req: Request, res: Response, next: NextFunction) => {
-      const decision = await decide(verifier, req.headers.authorization, scopes, () => event(req))
+      const decision = await decide(verifier, req.headers.authorization, scopes, () => event(req), types)
       if (decision.ok) {
         claims.set(req, decision.claims)
         next()

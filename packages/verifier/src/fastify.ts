@@ -1,5 +1,13 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler, RouteGenericInterface } from 'fastify'
-import { type Decision, decide, type EventRef, type ScopeRequirement, scopeList } from './guard.js'
+import {
+  DEFAULT_TOKEN_TYPES,
+  type Decision,
+  decide,
+  type EventRef,
+  type GuardOptions,
+  type ScopeRequirement,
+  scopeList,
+} from './guard.js'
 import type { VerifiedClaims, Verifier } from './verifier.js'
 
 export interface FastifyGuard {
@@ -20,9 +28,11 @@ export interface FastifyGuard {
 /**
  * Route hooks for a Fastify backend. Refusals are sent from the hook (401 with WWW-Authenticate:
  * Bearer, 403, 503 with Retry-After when known), each as `{"detail": …}`, so the backend's own error
- * handler never sees them and an unreachable auth service cannot turn into a 500.
+ * handler never sees them and an unreachable auth service cannot turn into a 500. Only access tokens
+ * pass unless `options.types` lists others.
  */
-export function createFastifyGuard(verifier: Verifier): FastifyGuard {
+export function createFastifyGuard(verifier: Verifier, options: GuardOptions = {}): FastifyGuard {
+  const types = options.types ?? DEFAULT_TOKEN_TYPES
   const claims = new WeakMap<FastifyRequest, VerifiedClaims>()
 
   function hook(
@@ -30,7 +40,13 @@ export function createFastifyGuard(verifier: Verifier): FastifyGuard {
     event: (request: FastifyRequest) => EventRef,
   ): preHandlerAsyncHookHandler {
     return async (request, reply) => {
-      const decision = await decide(verifier, request.headers.authorization, scopes, () => event(request))
+      const decision = await decide(
+        verifier,
+        request.headers.authorization,
+        scopes,
+        () => event(request),
+        types,
+      )
       if (decision.ok) {
         claims.set(request, decision.claims)
         return

@@ -14,6 +14,18 @@ export interface ScopeRequirement<Req> {
   event?: (request: Req) => EventRef
 }
 
+export interface GuardOptions {
+  /**
+   * Token types (the claims' `type`) the guard accepts; default `['access']`. POST /tokens/verify also
+   * calls refresh, offline and session tokens valid, so without this check a refresh token (30 days,
+   * meant only for POST /auth/refresh) or a device's offline token would pass for an access token.
+   * List the others only on routes built for them, e.g. `['access', 'offline']` for a scanner's sync.
+   */
+  types?: readonly string[]
+}
+
+export const DEFAULT_TOKEN_TYPES: readonly string[] = ['access']
+
 /** What a guard decided: go on with the claims, or answer with this status, body and headers. */
 export type Decision =
   | { ok: true; claims: VerifiedClaims }
@@ -57,7 +69,8 @@ export function grants(claims: VerifiedClaims, scopes: readonly string[], event:
 }
 
 /**
- * The framework-neutral part of both middlewares: authenticate the header, then check the scopes.
+ * The framework-neutral part of both middlewares: authenticate the header and the token's type, then
+ * check the scopes.
  * `event` is only read once the caller is authenticated, so a bad token is 401 whatever the route.
  */
 export async function decide(
@@ -65,6 +78,7 @@ export async function decide(
   authorization: string | undefined,
   scopes: readonly string[],
   event: () => EventRef,
+  types: readonly string[] = DEFAULT_TOKEN_TYPES,
 ): Promise<Decision> {
   const token = bearerToken(authorization)
   if (!token) return UNAUTHORIZED
@@ -83,6 +97,8 @@ export async function decide(
       cause: err,
     }
   }
+  // A valid token of another type is not a credential for this route: the same 401 as a bad token.
+  if (!types.includes(claims.type)) return UNAUTHORIZED
   if (scopes.length > 0 && !grants(claims, scopes, event())) return FORBIDDEN
   return { ok: true, claims }
 }

@@ -1,4 +1,11 @@
-export { bearerToken, type EventRef, grants, type ScopeRequirement } from './guard.js'
+export {
+  bearerToken,
+  DEFAULT_TOKEN_TYPES,
+  type EventRef,
+  type GuardOptions,
+  grants,
+  type ScopeRequirement,
+} from './guard.js'
 export {
   createVerifier,
   type VerifiedClaims,

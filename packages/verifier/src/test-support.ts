@@ -6,6 +6,7 @@ import Fastify from 'fastify'
 import type { TestApp } from '../../../test/helpers/app.js'
 import { createExpressGuard } from './express.js'
 import { createFastifyGuard } from './fastify.js'
+import type { GuardOptions } from './guard.js'
 import type { Verifier } from './verifier.js'
 
 export interface ServedService {
@@ -37,13 +38,13 @@ export interface Backend {
  * (pos:refund there), GET /reports (reports:read for every event); the Fastify one also has
  * POST /events/:eventId/scans (ticket:scan there, checked before the body is validated).
  */
-export async function startBackends(verifier: Verifier): Promise<Backend[]> {
-  return [await fastifyBackend(verifier), await expressBackend(verifier)]
+export async function startBackends(verifier: Verifier, options: GuardOptions = {}): Promise<Backend[]> {
+  return [await fastifyBackend(verifier, options), await expressBackend(verifier, options)]
 }
 
-async function fastifyBackend(verifier: Verifier): Promise<Backend> {
+async function fastifyBackend(verifier: Verifier, options: GuardOptions): Promise<Backend> {
   const app = Fastify()
-  const guard = createFastifyGuard(verifier)
+  const guard = createFastifyGuard(verifier, options)
   const byEvent = { event: (req: { params: Record<string, string> }) => req.params.eventId }
   app.get('/me', { preHandler: guard.authenticate }, async (req) => ({ sub: guard.claimsOf(req).sub }))
   app.get(
@@ -82,9 +83,9 @@ async function fastifyBackend(verifier: Verifier): Promise<Backend> {
   return { name: 'fastify', url: `http://127.0.0.1:${port}`, close: () => app.close() }
 }
 
-async function expressBackend(verifier: Verifier): Promise<Backend> {
+async function expressBackend(verifier: Verifier, options: GuardOptions): Promise<Backend> {
   const app = express()
-  const guard = createExpressGuard(verifier)
+  const guard = createExpressGuard(verifier, options)
   const byEvent = { event: (req: express.Request) => req.params.eventId }
   app.get('/me', guard.authenticate, (req, res) => {
     res.json({ sub: guard.claimsOf(req).sub })

@@ -72,6 +72,8 @@ export interface DevicesTable {
   operator_id: number | null
   archived: number
   created_at: number
+  /** SHA-256 (hex) of the device key; null for a key-less device */
+  key_hash: string | null
 }
 
 export interface DashboardUsersTable {

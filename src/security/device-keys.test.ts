@@ -1,0 +1,285 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import {
+  forEachBackend,
+  login,
+  STANDARD_SEED,
+  startApp,
+  TEST_SECRET,
+  type TestApp,
+} from '../../test/helpers/app.js'
+import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { type Run, wristband } from '../../test/helpers/cli.js'
+import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../partner/test-partner.js'
+import type { SeedDocument } from '../seed/seed.js'
+
+/**
+ * A device login needs only a MAC and an event id (the specification's design), and its offline token
+ * can upload scans. Device keys close the first where they are provisioned (or everywhere with
+ * DEVICE_KEYS_REQUIRED=true), and the used_at window keeps any offline token from rewriting history.
+ */
+const KEYED_MAC = 'AA:BB:CC:DD:EE:10'
+const KEY = 'wbd_seeded-device-key-0123456789'
+const KEYLESS_MAC = 'AA:BB:CC:DD:EE:01' // STANDARD_SEED's device, without a key
+const OFFLINE_HOURS = 72
+
+const withKeyedDevice = (extra: Record<string, unknown> = {}): SeedDocument =>
+  ({
+    devices: [
+      { dev_mac: KEYED_MAC, event_id: 1, operator_email: 'op@example.com', device_key: KEY, ...extra },
+    ],
+  }) as SeedDocument
+
+const ROUTES = ['/devices/auth', '/auth/login/device'] as const
+
+function deviceRequest(t: TestApp, url: string, dev_mac: string, device_key?: string) {
+  return t.request({
+    method: 'POST',
+    url,
+    payload: { dev_mac, event_id: 1, ...(device_key === undefined ? {} : { device_key }) },
+  })
+}
+
+forEachBackend(httpBackends, 'device keys (DEVICE_KEYS_REQUIRED=false, the default)', (ctx) => {
+  let t: TestApp
+  before(async () => {
+    t = ctx()
+    await t.seed(STANDARD_SEED)
+    await t.seed(withKeyedDevice())
+  })
+
+  test('a device with a key: both device routes refuse a missing or wrong key with 401', async () => {
+    for (const url of ROUTES) {
+      for (const key of [undefined, 'wbd_wrong-key-0123456789abcdef', `${KEY}x`, KEY.slice(0, -1)]) {
+        const res = await deviceRequest(t, url, KEYED_MAC, key)
+        assert.equal(res.statusCode, 401, `${url} with ${key}: ${res.body}`)
+        assert.equal(typeof res.json().detail, 'string')
+        assert.equal(res.json().offline_token, undefined)
+      }
+      const ok = await deviceRequest(t, url, KEYED_MAC, KEY)
+      assert.equal(ok.statusCode, 200, `${url}: ${ok.body}`)
+    }
+  })
+
+  test('the key is stored only as its SHA-256', async () => {
+    const rows = await t.db.db.selectFrom('devices').selectAll().where('dev_mac', '=', KEYED_MAC).execute()
+    assert.equal(rows.length, 1)
+    assert.match(rows[0]!.key_hash ?? '', /^[0-9a-f]{64}$/)
+    assert.ok(!JSON.stringify(rows).includes(KEY.slice(4)))
+  })
+
+  test('a key-less device still signs in with its MAC and event id alone (the specification)', async () => {
+    for (const url of ROUTES) assert.equal((await deviceRequest(t, url, KEYLESS_MAC)).statusCode, 200, url)
+  })
+
+  test('a failed key check is audited without the key', async () => {
+    await deviceRequest(t, '/auth/login/device', KEYED_MAC, 'wbd_audited-wrong-key-0123456')
+    const rows = await t.db.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .where('kind', '=', 'device_key')
+      .where('outcome', '=', 'failure')
+      .execute()
+    assert.ok(rows.length >= 1)
+    assert.ok(!JSON.stringify(rows).includes('audited-wrong-key'))
+  })
+
+  test('seed: device_key null removes the key, absent keeps it', async () => {
+    await t.seed({ devices: [{ dev_mac: KEYED_MAC, event_id: 1, operator_email: 'op@example.com' }] })
+    assert.equal((await deviceRequest(t, '/devices/auth', KEYED_MAC)).statusCode, 401)
+    await t.seed(withKeyedDevice({ device_key: null }))
+    assert.equal((await deviceRequest(t, '/devices/auth', KEYED_MAC)).statusCode, 200)
+    await t.seed(withKeyedDevice())
+    assert.equal((await deviceRequest(t, '/devices/auth', KEYED_MAC)).statusCode, 401)
+  })
+})
+
+forEachBackend(
+  httpBackends,
+  'device keys (DEVICE_KEYS_REQUIRED=true)',
+  (ctx) => {
+    let t: TestApp
+    before(async () => {
+      t = ctx()
+      await t.seed(STANDARD_SEED)
+      await t.seed(withKeyedDevice())
+    })
+
+    test('every device needs its key: a key-less device is refused at both routes', async () => {
+      for (const url of ROUTES) {
+        assert.equal((await deviceRequest(t, url, KEYLESS_MAC)).statusCode, 401, url)
+        assert.equal((await deviceRequest(t, url, KEYLESS_MAC, KEY)).statusCode, 401, url)
+        assert.equal((await deviceRequest(t, url, KEYED_MAC, KEY)).statusCode, 200, url)
+      }
+      // An unknown device is still 404, as specified.
+      assert.equal((await deviceRequest(t, '/devices/auth', 'AA:BB:CC:DD:EE:99', KEY)).statusCode, 404)
+    })
+  },
+  { DEVICE_KEYS_REQUIRED: 'true' },
+)
+
+forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
+  let t: TestApp
+  let keys: PartnerKeys
+  let ticketUid: string
+  let offline: string
+  before(async () => {
+    t = ctx()
+    keys = await seedPartner(t)
+    ticketUid = await newTicketType(t, keys.write)
+    const res = await deviceRequest(t, '/auth/login/device', KEYLESS_MAC)
+    assert.equal(res.statusCode, 200, res.body)
+    offline = res.json().offline_token
+  })
+
+  async function upload(token: string, scans: { transfer_uid: string; used_at: string }[]) {
+    const res = await t.request({ method: 'POST', url: '/tickets/use-batch', token, payload: { scans } })
+    assert.equal(res.statusCode, 200, res.body)
+    return (res.json().results as { status: string }[]).map((r) => r.status)
+  }
+  const transferRow = (uid: string) =>
+    t.db.db
+      .selectFrom('transfers')
+      .select(['status', 'used_at', 'used_timestamp', 'used_gate'])
+      .where('uid', '=', uid)
+      .executeTakeFirstOrThrow()
+
+  test('an offline token cannot mark a ticket used in 2020, or in the future: FORBIDDEN, nothing changes', async () => {
+    const now = t.clock.now()
+    const hour = 3_600_000
+    const outside = [
+      '2020-01-01T12:00:00Z',
+      new Date(now - OFFLINE_HOURS * hour - 60_000).toISOString(),
+      new Date(now + 6 * 60_000).toISOString(),
+      '2099-01-01T00:00:00Z',
+    ]
+    const victims = await Promise.all(outside.map(() => newTransfer(t, keys.write, ticketUid)))
+    const before = await Promise.all(victims.map((v) => transferRow(v.transfer_uid)))
+    const scans = victims.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: outside[i]! }))
+    assert.deepEqual(await upload(offline, scans), ['FORBIDDEN', 'FORBIDDEN', 'FORBIDDEN', 'FORBIDDEN'])
+    // The same holds for a staff access token with ticket:scan.
+    const staff = (await login(t, 'op@example.com', 'operator')).access_token
+    assert.deepEqual(await upload(staff, scans.slice(0, 1)), ['FORBIDDEN'])
+    assert.deepEqual(await Promise.all(victims.map((v) => transferRow(v.transfer_uid))), before)
+    // Inside the window the same tickets are used as before.
+    const inside = [
+      new Date(now - (OFFLINE_HOURS - 1) * hour).toISOString(),
+      new Date(now + 4 * 60_000).toISOString(),
+      new Date(now).toISOString(),
+      new Date(now - 60_000).toISOString(),
+    ]
+    const results = await upload(
+      offline,
+      victims.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: inside[i]! })),
+    )
+    assert.deepEqual(results, ['USED', 'USED', 'USED', 'USED'])
+  })
+})
+
+for (const backend of httpBackends) {
+  describe(
+    `wristband device: create, rotate-key, list [${backend.name}]`,
+    backend.skip ? { skip: backend.skip } : {},
+    () => {
+      let p: ProvisionedBackend
+      let t: TestApp
+      let env: Record<string, string>
+      const cli = (args: string[]) => wristband(args, env)
+      const ok = (run: Run) => {
+        assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
+        return run.stdout
+      }
+      const keyOf = (out: string) => /device key \(shown only now\): (wbd_\S+)/.exec(out)?.[1]
+
+      before(async () => {
+        p = await backend.provision()
+        env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+        t = await startApp(backend, {}, p)
+        await t.seed(STANDARD_SEED)
+      })
+      after(async () => {
+        await t?.close()
+        await p?.dispose()
+      })
+
+      test('create prints a key once; the device needs it; rotate-key replaces it; list shows no key', async () => {
+        const opId = (
+          await t.db.db
+            .selectFrom('users')
+            .select('id')
+            .where('email', '=', 'op@example.com')
+            .executeTakeFirstOrThrow()
+        ).id
+        const created = ok(
+          await cli([
+            'device',
+            'create',
+            '--event',
+            '1',
+            '--mac',
+            'CLI:00:01',
+            '--operator-id',
+            String(opId),
+          ]),
+        )
+        const first = keyOf(created)
+        assert.ok(first, created)
+        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01')).statusCode, 401)
+        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 200)
+
+        const rotated = ok(await cli(['device', 'rotate-key', '--mac', 'CLI:00:01']))
+        const second = keyOf(rotated)
+        assert.ok(second && second !== first, rotated)
+        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 401)
+        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', second)).statusCode, 200)
+
+        // A key-less device (from the seed) gets its first key the same way.
+        const seeded = ok(await cli(['device', 'rotate-key', '--mac', KEYLESS_MAC]))
+        assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC)).statusCode, 401)
+        assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC, keyOf(seeded))).statusCode, 200)
+
+        const listed = ok(await cli(['device', 'list', '--event', '1', '--json']))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { dev_mac: string; has_key: boolean })
+        assert.deepEqual(
+          listed.map((d) => [d.dev_mac, d.has_key]).sort(),
+          [
+            [KEYLESS_MAC, true],
+            ['CLI:00:01', true],
+          ].sort(),
+        )
+        const table = ok(await cli(['device', 'list']))
+        assert.match(table, /CLI:00:01/)
+        for (const k of [first, second, keyOf(seeded)!]) {
+          assert.ok(!table.includes(k))
+          assert.ok(!listed.some((d) => JSON.stringify(d).includes(k)))
+        }
+        const audit = await t.db.db
+          .selectFrom('audit_log')
+          .select(['kind', 'detail'])
+          .where('kind', 'like', 'cli_device_%')
+          .execute()
+        assert.deepEqual([...new Set(audit.map((a) => a.kind))].sort(), [
+          'cli_device_create',
+          'cli_device_list',
+          'cli_device_rotate_key',
+        ])
+        assert.ok(!JSON.stringify(audit).includes('wbd_'))
+      })
+
+      test('bad input: exit 2 with a clear message; a duplicate MAC or unknown event: exit 1', async () => {
+        const bad = await cli(['device', 'rotate-key'])
+        assert.equal(bad.code, 2)
+        assert.match(bad.stderr, /give either --id or --mac/)
+        const dup = await cli(['device', 'create', '--event', '1', '--mac', KEYLESS_MAC])
+        assert.equal(dup.code, 1)
+        assert.match(dup.stderr, /rotate-key/)
+        const noEvent = await cli(['device', 'create', '--event', '999', '--mac', 'CLI:00:02'])
+        assert.equal(noEvent.code, 1)
+        assert.match(noEvent.stderr, /no event with id 999/)
+        assert.match(ok(await cli(['device', '--help'])), /rotate-key/)
+      })
+    },
+  )
+}
