@@ -19,6 +19,9 @@ import { PhoneCodes } from './consumers/phone-codes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
+import { edgeRoutes } from './edge/edge.routes.js'
+import { resolveEdgeKeys } from './edge/edge-keys.js'
+import { TicketCodes } from './edge/ticket-codes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
@@ -174,6 +177,9 @@ async function assemble(
     issuer: config.JWT_ISSUER,
     clock,
   })
+  // The Ed25519 edge key: ticket codes (and EdDSA offline tokens) that devices check offline.
+  const edgeKeys = await resolveEdgeKeys(config, app.log)
+  const codes = new TicketCodes({ keys: edgeKeys, sealer: createSealer(secrets, 'ticket-code') })
   const revocations = redis
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
     : memoryRevocations({ db, clock })
@@ -322,14 +328,20 @@ async function assemble(
     if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
   })
   await app.register(deviceRoutes, { devices, tokens })
-  await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
+  await app.register(partnerRoutes, {
+    db,
+    clock,
+    mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
+    codes,
+  })
+  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
   await app.register(webhookRoutes, { db, clock, http, kick: kickJobs })
   await app.register(ticketRoutes, {
     tokens,
     clock,
     tickets: new TicketsService({ db, clock, kick: kickJobs }),
   })
-  await app.register(holderRoutes, { db, clock, tokens })
+  await app.register(holderRoutes, { db, clock, tokens, codes })
 
   app.addHook('onReady', async () => jobs.start())
 }

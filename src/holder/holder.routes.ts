@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { TicketCodes } from '../edge/ticket-codes.js'
 import { fromMinorUnits } from '../partner/formats.js'
 import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
+import { TicketCode } from '../partner/partner.schemas.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -15,6 +17,7 @@ export interface HolderRoutesDeps {
   db: Db
   clock: Clock
   tokens: TokenService
+  codes: TicketCodes
 }
 
 /** decisions.md §3: holder endpoints share the partner limit. */
@@ -34,6 +37,7 @@ const Ticket = Type.Object({
   seat_number: Type.Union([Type.String(), Type.Null()]),
   balance: Type.Number(),
   promo_balance: Type.Number(),
+  ticket_code: TicketCode,
 })
 
 const LinkView = Type.Object({
@@ -59,16 +63,20 @@ const TokenParams = Type.Object(
 )
 
 type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
-const ticketView = (t: TicketRow) => ({
-  ...t,
-  status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
-  balance: fromMinorUnits(t.balance),
-  promo_balance: fromMinorUnits(t.promo_balance),
-})
+const ticketView =
+  (codes: TicketCodes) =>
+  ({ code_sealed, ...t }: TicketRow) => ({
+    ...t,
+    status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
+    balance: fromMinorUnits(t.balance),
+    promo_balance: fromMinorUnits(t.promo_balance),
+    ticket_code: codes.open(code_sealed, t.transfer_uid),
+  })
 
 export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (app, deps) => {
   const { db, clock } = deps
   const consumer = protect(deps.tokens, { roles: ['consumer'] })
+  const view = ticketView(deps.codes)
 
   async function linkView(token: string) {
     const link = await findLinkByToken(db, token)
@@ -80,7 +88,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         event_name: link.event_name,
         email: link.email,
         claimed: link.claimed_at !== null,
-        tickets: (await ticketsOfLink(db, link.id)).map(ticketView),
+        tickets: (await ticketsOfLink(db, link.id)).map(view),
       },
     }
   }
@@ -140,7 +148,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       },
     },
     async (request) => ({
-      tickets: (await ticketsOfConsumer(db, Number(claimsOf(request).sub))).map(ticketView),
+      tickets: (await ticketsOfConsumer(db, Number(claimsOf(request).sub))).map(view),
     }),
   )
 

@@ -1,3 +1,4 @@
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto'
 import path from 'node:path'
 
 /**
@@ -82,6 +83,37 @@ const secretList: Parser<string[]> = (raw) =>
     .map((s) => s.trim())
     .filter(Boolean)
 
+/**
+ * An Ed25519 key as PKCS#8/SPKI PEM or the base64 body of one (a PEM's newlines are awkward in an
+ * environment variable). Private keys are tried first; `allowPublic` takes public keys too (previous keys
+ * only verify).
+ */
+function ed25519Key(raw: string, allowPublic: boolean): KeyObject {
+  const text = raw.trim()
+  const forms = text.includes('-----BEGIN')
+    ? [{ key: text, format: 'pem' as const }]
+    : [{ key: Buffer.from(text, 'base64'), format: 'der' as const }]
+  for (const f of forms) {
+    try {
+      const k = createPrivateKey(f.format === 'der' ? { ...f, type: 'pkcs8' } : f)
+      if (k.asymmetricKeyType === 'ed25519') return k
+    } catch {}
+    if (allowPublic)
+      try {
+        const k = createPublicKey(f.format === 'der' ? { ...f, type: 'spki' } : f)
+        if (k.asymmetricKeyType === 'ed25519') return k
+      } catch {}
+  }
+  throw new Error(
+    allowPublic
+      ? 'every key must be an Ed25519 key: PKCS#8 or SPKI PEM, or its base64 body'
+      : 'must be an Ed25519 private key: PKCS#8 PEM, or its base64 body',
+  )
+}
+
+const edgeKey: Parser<KeyObject> = (raw) => ed25519Key(raw, false)
+const edgeKeyList: Parser<KeyObject[]> = (raw) => secretList(raw).map((k) => ed25519Key(k, true))
+
 const seconds: Parser<number[]> = (raw) =>
   raw.split(',').map((s) => {
     const n = Number(s.trim())
@@ -158,6 +190,21 @@ export const settings = {
     'Comma-separated earlier secrets that still verify (rotation)',
     '',
     secretList,
+  ),
+  EDGE_SIGNING_KEY: setting(
+    'Ed25519 private key (PKCS#8 PEM or its base64 body) signing ticket codes and EdDSA offline tokens; unset outside production: generated into DATA_DIR/edge-key.pem; unset in production: no ticket codes',
+    undefined,
+    edgeKey,
+  ),
+  EDGE_PREVIOUS_KEYS: setting(
+    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still published in /.well-known/jwks.json (rotation)',
+    '',
+    edgeKeyList,
+  ),
+  OFFLINE_TOKEN_ALG: setting(
+    'Signature of offline tokens: `HS256` (the specification) or `EdDSA` (the edge key, checkable by a device without the network)',
+    'HS256',
+    oneOf('HS256', 'EdDSA'),
   ),
   JWT_AUDIENCE: setting('`aud` claim issued and required', 'wristband', text),
   JWT_ISSUER: setting('`iss` claim issued and required', 'wristband', text),
