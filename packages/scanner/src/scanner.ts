@@ -35,8 +35,8 @@ export interface Conflict {
 }
 
 export interface SyncReport {
-  /** Scans uploaded and counted as the first use. */
-  uploaded: number
+  /** Transfer uids of the scans uploaded and counted as the first use. */
+  used: string[]
   conflicts: Conflict[]
   /** Scans the service refused (NOT_FOUND, FORBIDDEN): kept out of the queue, reported once. */
   rejected: { transfer_uid: string; status: string }[]
@@ -236,7 +236,7 @@ export class Scanner {
    * Throws ScannerError when the service cannot be reached; nothing queued is lost then.
    */
   async sync(): Promise<SyncReport> {
-    const report: SyncReport = { uploaded: 0, conflicts: [], rejected: [], changes: 0, keysFetched: false }
+    const report: SyncReport = { used: [], conflicts: [], rejected: [], changes: 0, keysFetched: false }
     while (this.queue.length > 0) {
       const batch = this.queue.slice(0, BATCH)
       const body = (await this.call('POST', '/tickets/use-batch', { scans: batch })) as {
@@ -250,7 +250,7 @@ export class Scanner {
             state.u = r.used_timestamp ?? state.u
             state.g = r.status === 'USED' ? (scan.access_gate ?? null) : state.g
           }
-          if (r.status === 'USED') report.uploaded++
+          if (r.status === 'USED') report.used.push(r.transfer_uid)
           else
             report.conflicts.push({
               transfer_uid: r.transfer_uid,
