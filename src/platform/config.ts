@@ -192,17 +192,17 @@ export const settings = {
     secretList,
   ),
   EDGE_SIGNING_KEY: setting(
-    'Ed25519 private key (PKCS#8 PEM or its base64 body) signing ticket codes and EdDSA offline tokens; unset outside production: generated into DATA_DIR/edge-key.pem; unset in production: no ticket codes',
+    'Ed25519 private key (PKCS#8, PEM or base64) for ticket codes and EdDSA offline tokens; unset: generated into DATA_DIR/edge-key.pem (production: none)',
     undefined,
     edgeKey,
   ),
   EDGE_PREVIOUS_KEYS: setting(
-    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still published in /.well-known/jwks.json (rotation)',
+    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still in /.well-known/jwks.json (rotation)',
     '',
     edgeKeyList,
   ),
   OFFLINE_TOKEN_ALG: setting(
-    'Signature of offline tokens: `HS256` (the specification) or `EdDSA` (the edge key, checkable by a device without the network)',
+    'Offline-token signature: `HS256` (the specification) or `EdDSA` (edge key, checkable offline by a device)',
     'HS256',
     oneOf('HS256', 'EdDSA'),
   ),

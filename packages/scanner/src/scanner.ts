@@ -81,6 +81,11 @@ export interface ScannerOptions {
   /** Time source in milliseconds (tests); Date.now by default. */
   now?: () => number
   fetch?: typeof fetch
+  /**
+   * The code digest (see codeDigest); WebCrypto by default, which works everywhere but hops to a thread
+   * per call. `@wristband/scanner/node` passes node:crypto's synchronous hash, three times faster.
+   */
+  digest?: (code: string) => string | Promise<string>
 }
 
 export class ScannerError extends Error {
@@ -142,6 +147,7 @@ export class Scanner {
   private readonly opts: ScannerOptions
   private readonly now: () => number
   private readonly fetchFn: typeof fetch
+  private readonly digest: (code: string) => string | Promise<string>
   private cursor: string | null
   private jwks: JWK[]
   private readonly keys = new Map<string, ReturnType<typeof importJWK>>()
@@ -152,6 +158,7 @@ export class Scanner {
     this.opts = opts
     this.now = opts.now ?? Date.now
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis)
+    this.digest = opts.digest ?? codeDigest
     const s = opts.state
     if (s && s.event_id !== opts.eventId) throw new ScannerError('The saved state is of another event')
     this.cursor = s?.cursor ?? null
@@ -187,7 +194,7 @@ export class Scanner {
     const { kid, claims } = parsed
     const known = this.tickets.get(claims.t)
     // The digest the service synced vouches for the code; otherwise its signature must.
-    const vouched = known?.d != null && known.d === (await codeDigest(code.trim()))
+    const vouched = known?.d != null && known.d === (await this.digest(code.trim()))
     if (!vouched) {
       const key = this.keys.get(kid)
       if (!key) return { status: 'FORGED', reason: 'unknown key' }
