@@ -207,7 +207,7 @@ async function assemble(
   closers.push(() => jobs.stop())
   jobs.register(
     TRANSFER_MAIL_JOB,
-    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL }),
+    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL, codes }),
   )
   // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })

@@ -20,6 +20,7 @@ import {
   seedPartner,
   waitFor,
 } from '../partner/test-partner.js'
+import { qrDataUrl, qrPng } from './qr.js'
 import { codeDigest } from './ticket-codes.js'
 
 const jwksOf = async (t: TestApp) =>
@@ -66,7 +67,7 @@ forEachBackend(
       assert.equal(fs.statSync(file).mode & 0o777, 0o600)
     })
 
-    test('every transfer gets a signed code: in the partner answers, the holder link and the consumer tickets', async () => {
+    test('every transfer gets a signed code: in the partner answers, the e-mail and link page (with its QR image) and the consumer tickets', async () => {
       const email = `codes-${Date.now()}@example.com`
       const before = outboxMail(t).length
       const created = await partnerPost(t, '/companies/transfer', keys.write, {
@@ -94,9 +95,19 @@ forEachBackend(
           .slice(before)
           .find((m) => m.to === email),
       )
+      // The e-mail shows the code as a QR image (an inline attachment) and as text.
+      assert.ok(mail.text.includes(code))
+      assert.match(mail.html!, /<img src="cid:ticket-1@wristband"/)
+      const image = (
+        mail as unknown as { attachments: { cid: string; contentType: string; content: string }[] }
+      ).attachments[0]!
+      assert.equal(image.cid, 'ticket-1@wristband')
+      assert.equal(image.contentType, 'image/png')
+      assert.equal(image.content, (await qrPng(code)).toString('base64'))
       const token = claimTokenOf(mail.text)
       const link = await t.request({ method: 'GET', url: `/holder/links/${token}` })
       assert.equal(link.json().tickets[0].ticket_code, code)
+      assert.equal(link.json().tickets[0].ticket_qr, await qrDataUrl(code))
       const alice = consumerToken(t, await customerId(t, '+4915100000003'))
       const claim = await t.request({ method: 'POST', url: `/holder/links/${token}/claim`, token: alice })
       assert.equal(claim.statusCode, 200, claim.body)

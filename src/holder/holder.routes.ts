@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { qrDataUrl } from '../edge/qr.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
 import { fromMinorUnits } from '../partner/formats.js'
 import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
@@ -38,6 +39,9 @@ const Ticket = Type.Object({
   balance: Type.Number(),
   promo_balance: Type.Number(),
   ticket_code: TicketCode,
+  ticket_qr: Type.Optional(
+    Type.String({ description: 'The QR image of ticket_code as a PNG data URL, for the link page' }),
+  ),
 })
 
 const LinkView = Type.Object({
@@ -88,7 +92,11 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         event_name: link.event_name,
         email: link.email,
         claimed: link.claimed_at !== null,
-        tickets: (await ticketsOfLink(db, link.id)).map(view),
+        tickets: await Promise.all(
+          (await ticketsOfLink(db, link.id))
+            .map(view)
+            .map(async (t) => (t.ticket_code ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) } : t)),
+        ),
       },
     }
   }
