@@ -20,7 +20,7 @@ import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
 import { edgeRoutes } from './edge/edge.routes.js'
-import { resolveEdgeKeys } from './edge/edge-keys.js'
+import { jwtEdgeOptions, resolveEdgeKeys } from './edge/edge-keys.js'
 import { TicketCodes } from './edge/ticket-codes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
@@ -170,15 +170,16 @@ async function assemble(
 
   // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
   const secrets = [resolveSigningSecret(config, app.log), ...config.JWT_PREVIOUS_SECRETS]
+  // The Ed25519 edge key: ticket codes (and EdDSA offline tokens) that devices check offline.
+  const edgeKeys = await resolveEdgeKeys(config, app.log)
   const jwt = new JwtCodec({
     secret: secrets[0]!,
     previousSecrets: config.JWT_PREVIOUS_SECRETS,
     audience: config.JWT_AUDIENCE,
     issuer: config.JWT_ISSUER,
     clock,
+    edge: jwtEdgeOptions(edgeKeys, config.OFFLINE_TOKEN_ALG === 'EdDSA'),
   })
-  // The Ed25519 edge key: ticket codes (and EdDSA offline tokens) that devices check offline.
-  const edgeKeys = await resolveEdgeKeys(config, app.log)
   const codes = new TicketCodes({ keys: edgeKeys, sealer: createSealer(secrets, 'ticket-code') })
   const revocations = redis
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)

@@ -85,3 +85,16 @@ export async function resolveEdgeKeys(
     jwks: { keys: keys.map((k) => k.jwk) },
   }
 }
+
+/** The edge keys as the JWT codec takes them (PEM), for EdDSA offline tokens. */
+export function jwtEdgeOptions(keys: EdgeKeys, signOffline: boolean) {
+  const pem = (k: KeyObject) =>
+    k.export({ format: 'pem', type: k.type === 'private' ? 'pkcs8' : 'spki' }).toString()
+  return {
+    signOffline,
+    ...(keys.signing
+      ? { signing: { kid: keys.signing.kid, privateKeyPem: pem(keys.signing.privateKey) } }
+      : {}),
+    verifying: keys.keys.map((k) => ({ kid: k.kid, publicKeyPem: pem(k.publicKey) })),
+  }
+}

@@ -336,6 +336,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
+  if (
+    out.OFFLINE_TOKEN_ALG === 'EdDSA' &&
+    out.NODE_ENV === 'production' &&
+    out.EDGE_SIGNING_KEY === undefined
+  )
+    problems.push('OFFLINE_TOKEN_ALG: EdDSA needs EDGE_SIGNING_KEY in production')
   if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
     problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =
