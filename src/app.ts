@@ -180,7 +180,7 @@ async function assemble(
     clock,
     edge: jwtEdgeOptions(edgeKeys, config.OFFLINE_TOKEN_ALG === 'EdDSA'),
   })
-  const codes = new TicketCodes({ keys: edgeKeys, sealer: createSealer(secrets, 'ticket-code') })
+  const codes = new TicketCodes({ keys: edgeKeys })
   const revocations = redis
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
     : memoryRevocations({ db, clock })

@@ -9,6 +9,8 @@ import type { Config } from '../platform/config.js'
 export interface EdgeKey {
   kid: string
   publicKey: KeyObject
+  /** Present for the signing key, and for earlier keys given as private keys (they re-render old codes). */
+  privateKey?: KeyObject
   /** The public JWK as published (kty, crv, x, kid, alg, use). */
   jwk: JWK
 }
@@ -34,7 +36,12 @@ async function edgeKey(key: KeyObject): Promise<EdgeKey> {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key
   const raw = publicKey.export({ format: 'jwk' }) as JWK
   const kid = (await calculateJwkThumbprint(raw, 'sha256')).slice(0, KID_LENGTH)
-  return { kid, publicKey, jwk: { kty: raw.kty, crv: raw.crv, x: raw.x, kid, alg: 'EdDSA', use: 'sig' } }
+  return {
+    kid,
+    publicKey,
+    ...(key.type === 'private' ? { privateKey: key } : {}),
+    jwk: { kty: raw.kty, crv: raw.crv, x: raw.x, kid, alg: 'EdDSA', use: 'sig' },
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { generateKeyPairSync } from 'node:crypto'
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -237,3 +237,67 @@ describe('configured edge keys', () => {
     assert.equal(fs.existsSync(path.join(t.config.DATA_DIR, 'edge-key.pem')), false)
   })
 })
+
+forEachBackend(httpBackends, 'edge key rotation', (ctx) => {
+  const pkcs8 = (k: KeyObject) =>
+    k
+      .export({ format: 'pem', type: 'pkcs8' })
+      .toString()
+      .replace(/-----[A-Z ]+-----|\s/g, '')
+  const spki = (k: KeyObject) =>
+    k
+      .export({ format: 'pem', type: 'spki' })
+      .toString()
+      .replace(/-----[A-Z ]+-----|\s/g, '')
+
+  test('after a rotation, codes of the old key read back byte for byte while its private key is a previous key; new codes use the new key', async () => {
+    const first = ctx()
+    const keys = await seedPartner(first)
+    const type = await newTicketType(first, keys.write)
+    const m = await newTransfer(first, keys.write, type)
+    const read = async (t: TestApp) =>
+      (await partnerGet(t, `/companies/transfer/${m.company_ticket_id}`, keys.read)).json()
+        .ticket_code as string
+    const before = await read(first)
+    const old = createPrivateKey(fs.readFileSync(path.join(first.config.DATA_DIR, 'edge-key.pem'), 'utf8'))
+    const next = generateKeyPairSync('ed25519').privateKey
+    // A second instance on the same database with the rotated configuration.
+    const env = { ...processEnvOf(first), EDGE_SIGNING_KEY: pkcs8(next), EDGE_PREVIOUS_KEYS: pkcs8(old) }
+    // The backend object only provisions; with storage given it is not consulted.
+    const second = await startApp(httpBackends[0]!, env, { env, dispose: async () => {} })
+    try {
+      assert.equal(await read(second), before)
+      await verifyCode(second, before)
+      const fresh = await newTransfer(second, keys.write, type)
+      const code = (
+        await partnerGet(second, `/companies/transfer/${fresh.company_ticket_id}`, keys.read)
+      ).json().ticket_code
+      assert.equal(decodeProtectedHeader(code).kid, (await jwksOf(second)).keys[0].kid)
+      assert.notEqual(decodeProtectedHeader(code).kid, decodeProtectedHeader(before).kid)
+    } finally {
+      await second.close()
+    }
+    // With only the old public key, old codes still verify at scanners but the service cannot show them.
+    const publicOnly = {
+      ...processEnvOf(first),
+      EDGE_SIGNING_KEY: pkcs8(next),
+      EDGE_PREVIOUS_KEYS: spki(createPublicKey(old)),
+    }
+    const third = await startApp(httpBackends[0]!, publicOnly, { env: publicOnly, dispose: async () => {} })
+    try {
+      await verifyCode(third, before)
+      assert.equal(await read(third), null)
+    } finally {
+      await third.close()
+    }
+  })
+})
+
+/** The storage settings of a running test app, to start another instance on the same database. */
+function processEnvOf(t: TestApp): Record<string, string> {
+  return {
+    DATA_DIR: t.config.DATA_DIR,
+    DATABASE_URL: t.config.databaseUrl,
+    DATABASE_SCHEMA: t.config.DATABASE_SCHEMA,
+  }
+}

@@ -39,12 +39,12 @@ export function findTransferForReissue(db: Db, eventId: number, companyTicketId:
 export async function replaceCode(
   db: Db,
   t: { id: number; eventId: number; fromVersion: number },
-  code: { sealed: string; digest: string },
+  code: { body: string; digest: string },
 ): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const r = await tx
       .updateTable('transfers')
-      .set({ code_version: t.fromVersion + 1, code_sealed: code.sealed, code_digest: code.digest })
+      .set({ code_version: t.fromVersion + 1, code_body: code.body, code_digest: code.digest })
       .where('id', '=', t.id)
       .where('code_version', '=', t.fromVersion)
       .where('used_timestamp', 'is', null)

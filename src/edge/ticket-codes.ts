@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto'
+import { createHash, sign } from 'node:crypto'
 import { CompactSign } from 'jose'
 import type { Db } from '../platform/db/database.js'
-import type { Sealer } from '../platform/keys.js'
 import type { EdgeKeys } from './edge-keys.js'
 
 /**
@@ -19,7 +18,8 @@ export interface TicketCodeClaims {
 
 export interface IssuedCode {
   code: string
-  sealed: string
+  /** The signing input, `header.payload`: what the transfer keeps. */
+  body: string
   digest: string
 }
 
@@ -37,11 +37,12 @@ export function codeDigest(code: string): string {
 /**
  * Ticket codes are compact JWS (RFC 7515) signed with the edge key (EdDSA, Ed25519): any JOSE library
  * checks them, the key id travels in the header, and the code is about 300 characters, a QR code of
- * version 10 to 13. The current code of a transfer is stored sealed, so the holder sees the same code
- * whenever asked (also after a key rotation) and a copy of the database admits nobody.
+ * version 10 to 13. A transfer keeps only the signing input of its code; the signature is made again
+ * on each read (Ed25519 signatures are deterministic, so it is the same code every time, also after a
+ * rotation while the old private key is in EDGE_PREVIOUS_KEYS), and a copy of the database admits nobody.
  */
 export class TicketCodes {
-  constructor(private readonly deps: { keys: EdgeKeys; sealer: Sealer }) {}
+  constructor(private readonly deps: { keys: EdgeKeys }) {}
 
   get enabled(): boolean {
     return this.deps.keys.signing !== undefined
@@ -73,12 +74,23 @@ export class TicketCodes {
     const code = await new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
       .setProtectedHeader({ alg: 'EdDSA', kid: key.kid })
       .sign(key.privateKey)
-    return { code, sealed: this.deps.sealer.seal(code, input.transferUid), digest: codeDigest(code) }
+    return { code, body: code.slice(0, code.lastIndexOf('.')), digest: codeDigest(code) }
   }
 
-  /** The plaintext code of a transfer, or null when it has none (made before codes, or no key). */
-  open(sealed: string | null, transferUid: string): string | null {
-    return sealed === null ? null : this.deps.sealer.open(sealed, transferUid)
+  /**
+   * The code of a stored signing input: the same bytes `issue` gave. Null when the transfer has no code
+   * (made before ticket codes, or without an edge key) or the private key of its kid is gone.
+   */
+  render(body: string | null): string | null {
+    if (body === null) return null
+    let kid: unknown
+    try {
+      kid = JSON.parse(Buffer.from(body.slice(0, body.indexOf('.')), 'base64url').toString()).kid
+    } catch {
+      return null
+    }
+    const key = typeof kid === 'string' ? this.deps.keys.byKid(kid)?.privateKey : undefined
+    return key ? `${body}.${sign(null, Buffer.from(body), key).toString('base64url')}` : null
   }
 }
 

@@ -69,12 +69,12 @@ const TokenParams = Type.Object(
 type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
 const ticketView =
   (codes: TicketCodes) =>
-  ({ code_sealed, ...t }: TicketRow) => ({
+  ({ code_body, ...t }: TicketRow) => ({
     ...t,
     status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
     balance: fromMinorUnits(t.balance),
     promo_balance: fromMinorUnits(t.promo_balance),
-    ticket_code: codes.open(code_sealed, t.transfer_uid),
+    ticket_code: codes.render(code_body),
   })
 
 export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (app, deps) => {

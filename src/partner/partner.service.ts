@@ -111,7 +111,7 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
         seat_number: input.additional_info?.seat_number ?? null,
         link_id: linkId,
         created_at: now,
-        code_sealed: code?.sealed ?? null,
+        code_body: code?.body ?? null,
         code_digest: code?.digest ?? null,
         // Last, after the link's lock: see nextFeedSeq.
         feed_seq: await nextFeedSeq(tx, partner.eventId),
@@ -161,6 +161,6 @@ export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, par
     emailed: t.mailed_at !== null,
     used_timestamp: t.used_timestamp,
     created_at: iso(t.created_at),
-    ticket_code: codes.open(t.code_sealed, t.uid),
+    ticket_code: codes.render(t.code_body),
   }
 }

@@ -57,7 +57,7 @@ export async function insertTransfer(
     | 'seat_number'
     | 'link_id'
     | 'created_at'
-    | 'code_sealed'
+    | 'code_body'
     | 'code_digest'
   > & { feed_seq: number },
 ) {
@@ -86,7 +86,7 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
       't.claimed_at',
       't.mailed_at',
       't.created_at',
-      't.code_sealed',
+      't.code_body',
     ])
     .where('t.event_id', '=', eventId)
     .where('t.company_ticket_id', '=', companyTicketId)

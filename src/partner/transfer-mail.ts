@@ -19,7 +19,7 @@ export interface TransferMailDeps {
   mail: MailTransport
   /** PUBLIC_BASE_URL */
   publicBaseUrl: string
-  /** Opens each ticket's code for its QR image. */
+  /** Gives each ticket's code for its QR image. */
   codes: TicketCodes
 }
 
@@ -162,15 +162,14 @@ export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMail
           't.promo_balance',
           't.seat_number',
           't.access_gate',
-          't.uid',
-          't.code_sealed',
+          't.code_body',
         ])
         .where('t.id', 'in', taken.ids)
         .orderBy('t.id')
         .execute()
       const mailed = await Promise.all(
-        tickets.map(async ({ uid, code_sealed, ...t }) => {
-          const text = deps.codes.open(code_sealed, uid)
+        tickets.map(async ({ code_body, ...t }) => {
+          const text = deps.codes.render(code_body)
           return { ...t, code: text ? { text, png: await qrPng(text) } : null }
         }),
       )

@@ -254,8 +254,8 @@ export interface TransfersTable {
   created_at: number
   /** Version of the current ticket code; codes of lower versions are revoked */
   code_version: Generated<number>
-  /** The current ticket code, sealed (platform/keys.ts) with the transfer uid as context */
-  code_sealed: string | null
+  /** The signing input (`header.payload`) of the current ticket code; the signature is not stored */
+  code_body: string | null
   /** Digest of the current ticket code that scanners match (edge/ticket-codes.ts) */
   code_digest: string | null
   /** Position of the transfer's latest change in its event's scanner sync feed */

@@ -2,9 +2,10 @@ import { type Kysely, sql } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Signed ticket codes and the scanner sync feed. A transfer keeps its current code sealed (a code
- * admits its holder, so a copy of the table must not), a digest of it that scanners match against,
- * and the version of the code (a re-issue increments it and revokes the lower ones). `feed_seq` is the
+ * Signed ticket codes and the scanner sync feed. A transfer keeps the signed part of its current code
+ * (`header.payload`, public) but not the signature, which the edge key gives again on each read (Ed25519
+ * is deterministic): a copy of the table admits nobody. Also a digest of the code that scanners match
+ * against, and the version of the code (a re-issue increments it and revokes the lower ones). `feed_seq` is the
  * transfer's position in its event's sync feed, taken from `events.feed_seq` in the same transaction as
  * the change, so the feed's order is the order in which changes committed.
  */
@@ -21,7 +22,7 @@ export async function up(db: Kysely<unknown>, _ctx: MigrationContext): Promise<v
       .alterTable('transfers')
       .addColumn(name, type, (c) => c.notNull().defaultTo(def))
       .execute()
-  await db.schema.alterTable('transfers').addColumn('code_sealed', 'text').execute()
+  await db.schema.alterTable('transfers').addColumn('code_body', 'text').execute()
   await db.schema.alterTable('transfers').addColumn('code_digest', 'varchar(32)').execute()
   // Transfers made before this migration enter the feed in the order they were made.
   await sql`update transfers set feed_seq = id`.execute(db)
