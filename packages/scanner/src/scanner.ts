@@ -98,7 +98,6 @@ export class ScannerError extends Error {
 }
 
 const BATCH = 500
-const decoder = new TextDecoder()
 const encoder = new TextEncoder()
 
 /** The first 128 bits of SHA-256 of the code, base64url: what the sync feed gives per ticket. */
@@ -115,13 +114,18 @@ interface CodeClaims {
   exp: number
 }
 
-function parse(code: string): { kid: string; claims: CodeClaims } | null {
-  const parts = code.split('.')
-  if (parts.length !== 3 || code.length > 2048) return null
+/** Base64url text of ASCII JSON (what the service signs) to a value; atob is in browsers and Node. */
+function decodeJson(part: string): unknown {
+  return JSON.parse(atob(part.replace(/-/g, '+').replace(/_/g, '/')))
+}
+
+/** The claims of a code, before any check: only their shape. */
+function claimsOf(code: string): CodeClaims | null {
+  const first = code.indexOf('.')
+  const second = code.indexOf('.', first + 1)
+  if (first < 0 || second < 0 || code.indexOf('.', second + 1) >= 0 || code.length > 2048) return null
   try {
-    const header = JSON.parse(decoder.decode(base64url.decode(parts[0]!))) as { alg?: unknown; kid?: unknown }
-    const c = JSON.parse(decoder.decode(base64url.decode(parts[1]!))) as Partial<CodeClaims>
-    if (header.alg !== 'EdDSA' || typeof header.kid !== 'string') return null
+    const c = decodeJson(code.slice(first + 1, second)) as Partial<CodeClaims>
     if (
       typeof c.e !== 'number' ||
       typeof c.t !== 'string' ||
@@ -130,7 +134,16 @@ function parse(code: string): { kid: string; claims: CodeClaims } | null {
       typeof c.exp !== 'number'
     )
       return null
-    return { kid: header.kid, claims: c as CodeClaims }
+    return c as CodeClaims
+  } catch {
+    return null
+  }
+}
+
+function kidOf(code: string): string | null {
+  try {
+    const header = decodeJson(code.slice(0, code.indexOf('.'))) as { alg?: unknown; kid?: unknown }
+    return header.alg === 'EdDSA' && typeof header.kid === 'string' ? header.kid : null
   } catch {
     return null
   }
@@ -188,18 +201,19 @@ export class Scanner {
     }
   }
 
-  async scan(code: string): Promise<ScanResult> {
-    const parsed = parse(code.trim())
-    if (!parsed) return { status: 'FORGED', reason: 'not a ticket code' }
-    const { kid, claims } = parsed
+  async scan(presented: string): Promise<ScanResult> {
+    const code = presented.trim()
+    const claims = claimsOf(code)
+    if (!claims) return { status: 'FORGED', reason: 'not a ticket code' }
     const known = this.tickets.get(claims.t)
     // The digest the service synced vouches for the code; otherwise its signature must.
-    const vouched = known?.d != null && known.d === (await this.digest(code.trim()))
+    const vouched = known?.d != null && known.d === (await this.digest(code))
     if (!vouched) {
-      const key = this.keys.get(kid)
+      const kid = kidOf(code)
+      const key = kid === null ? undefined : this.keys.get(kid)
       if (!key) return { status: 'FORGED', reason: 'unknown key' }
       try {
-        await compactVerify(code.trim(), await key, { algorithms: ['EdDSA'] })
+        await compactVerify(code, await key, { algorithms: ['EdDSA'] })
       } catch {
         return { status: 'FORGED', reason: 'bad signature' }
       }
