@@ -3,7 +3,7 @@
 //      (Ed25519 signature check), on one core;
 //   2. GET /events/{id}/scan-sync for 100,000 tickets: the first full sync and an empty delta.
 // Writes bench/results/offline.md and .json. BENCH_DATABASE_URL=postgres://… measures the feed on
-// PostgreSQL instead of SQLite.
+// PostgreSQL instead of SQLite (bench/results/offline-postgresql.md).
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -243,5 +243,7 @@ ${result.date}, Node ${result.node}, one core (taskset), ${TICKETS.toLocaleStrin
 | empty delta, ${feed.backend} | median ${feed.emptyDeltaMedianMs} ms, p99 ${feed.emptyDeltaP99Ms} ms |
 `
 fs.mkdirSync('bench/results', { recursive: true })
-fs.writeFileSync('bench/results/offline.json', `${JSON.stringify(result, null, 2)}\n`)
-fs.writeFileSync('bench/results/offline.md', md)
+// One file per feed backend: offline.md (SQLite), offline-postgresql.md.
+const name = feed.backend === 'sqlite' ? 'offline' : `offline-${feed.backend}`
+fs.writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(result, null, 2)}\n`)
+fs.writeFileSync(`bench/results/${name}.md`, md)
