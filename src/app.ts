@@ -19,6 +19,9 @@ import { PhoneCodes } from './consumers/phone-codes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { DeviceService, SESSION_PREFIX } from './devices/devices.service.js'
+import { edgeRoutes } from './edge/edge.routes.js'
+import { jwtEdgeOptions, resolveEdgeKeys } from './edge/edge-keys.js'
+import { TicketCodes } from './edge/ticket-codes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
@@ -180,13 +183,17 @@ async function assemble(
 
   // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
   const secrets = [resolveSigningSecret(config, app.log), ...config.JWT_PREVIOUS_SECRETS]
+  // The Ed25519 edge key: ticket codes (and EdDSA offline tokens) that devices check offline.
+  const edgeKeys = await resolveEdgeKeys(config, app.log)
   const jwt = new JwtCodec({
     secret: secrets[0]!,
     previousSecrets: config.JWT_PREVIOUS_SECRETS,
     audience: config.JWT_AUDIENCE,
     issuer: config.JWT_ISSUER,
     clock,
+    edge: jwtEdgeOptions(edgeKeys, config.OFFLINE_TOKEN_ALG === 'EdDSA'),
   })
+  const codes = new TicketCodes({ keys: edgeKeys })
   const revocations = redis
     ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
     : memoryRevocations({ db, clock })
@@ -215,7 +222,7 @@ async function assemble(
   closers.push(() => jobs.stop())
   jobs.register(
     TRANSFER_MAIL_JOB,
-    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL }),
+    transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL, codes }),
   )
   // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
@@ -341,7 +348,13 @@ async function assemble(
     if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
   })
   await app.register(deviceRoutes, { devices, tokens })
-  await app.register(partnerRoutes, { db, clock, mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS })
+  await app.register(partnerRoutes, {
+    db,
+    clock,
+    mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
+    codes,
+  })
+  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
   await app.register(webhookRoutes, { db, clock, http, kick: kickJobs, box: webhookBox })
   await app.register(ticketRoutes, {
     tokens,
@@ -349,7 +362,7 @@ async function assemble(
     tickets: new TicketsService({ db, clock, kick: kickJobs }),
     offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
-  await app.register(holderRoutes, { db, clock, tokens })
+  await app.register(holderRoutes, { db, clock, tokens, codes })
 
   app.addHook('onReady', async () => jobs.start())
 }

@@ -1,7 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { qrDataUrl } from '../edge/qr.js'
+import type { TicketCodes } from '../edge/ticket-codes.js'
 import { fromMinorUnits } from '../partner/formats.js'
 import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
+import { TicketCode } from '../partner/partner.schemas.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -15,6 +18,7 @@ export interface HolderRoutesDeps {
   db: Db
   clock: Clock
   tokens: TokenService
+  codes: TicketCodes
 }
 
 /** decisions.md §3: holder endpoints share the partner limit. */
@@ -34,6 +38,10 @@ const Ticket = Type.Object({
   seat_number: Type.Union([Type.String(), Type.Null()]),
   balance: Type.Number(),
   promo_balance: Type.Number(),
+  ticket_code: TicketCode,
+  ticket_qr: Type.Optional(
+    Type.String({ description: 'The QR image of ticket_code as a PNG data URL, for the link page' }),
+  ),
 })
 
 const LinkView = Type.Object({
@@ -59,16 +67,20 @@ const TokenParams = Type.Object(
 )
 
 type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
-const ticketView = (t: TicketRow) => ({
-  ...t,
-  status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
-  balance: fromMinorUnits(t.balance),
-  promo_balance: fromMinorUnits(t.promo_balance),
-})
+const ticketView =
+  (codes: TicketCodes) =>
+  ({ code_body, ...t }: TicketRow) => ({
+    ...t,
+    status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
+    balance: fromMinorUnits(t.balance),
+    promo_balance: fromMinorUnits(t.promo_balance),
+    ticket_code: codes.render(code_body),
+  })
 
 export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (app, deps) => {
   const { db, clock } = deps
   const consumer = protect(deps.tokens, { roles: ['consumer'] })
+  const view = ticketView(deps.codes)
 
   async function linkView(token: string) {
     const link = await findLinkByToken(db, token)
@@ -80,7 +92,11 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         event_name: link.event_name,
         email: link.email,
         claimed: link.claimed_at !== null,
-        tickets: (await ticketsOfLink(db, link.id)).map(ticketView),
+        tickets: await Promise.all(
+          (await ticketsOfLink(db, link.id))
+            .map(view)
+            .map(async (t) => (t.ticket_code ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) } : t)),
+        ),
       },
     }
   }
@@ -140,7 +156,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       },
     },
     async (request) => ({
-      tickets: (await ticketsOfConsumer(db, Number(claimsOf(request).sub))).map(ticketView),
+      tickets: (await ticketsOfConsumer(db, Number(claimsOf(request).sub))).map(view),
     }),
   )
 

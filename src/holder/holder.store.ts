@@ -33,6 +33,7 @@ const ticketColumns = [
   't.seat_number',
   't.balance',
   't.promo_balance',
+  't.code_body',
 ] as const
 
 function tickets(db: Db) {

@@ -61,6 +61,11 @@ export const TransferRequest = Type.Object(
   strict,
 )
 
+export const TicketCode = Type.Union([Type.String(), Type.Null()], {
+  description:
+    'The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key',
+})
+
 export const TransferCreated = Type.Object({
   transfer_uid: Uid32,
   ticket_uid: Uid32,
@@ -68,6 +73,7 @@ export const TransferCreated = Type.Object({
   email: Type.String(),
   status: Type.Literal('TRANSFERRED'),
   created_at: Type.String({ format: 'date-time' }),
+  ticket_code: TicketCode,
 })
 
 export const TransferDetail = Type.Object({
@@ -87,6 +93,7 @@ export const TransferDetail = Type.Object({
   emailed: Type.Boolean(),
   used_timestamp: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String({ format: 'date-time' }),
+  ticket_code: TicketCode,
 })
 
 export const CompanyTicketIdParams = Type.Object(

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { nextFeedSeq, type TicketCodes } from '../edge/ticket-codes.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -20,6 +21,8 @@ export interface PartnerServiceDeps {
   clock: Clock
   /** TRANSFER_EMAIL_DELAY_SECONDS */
   mailDelaySeconds: number
+  /** Signs each transfer's ticket code (edge key). */
+  codes: TicketCodes
 }
 
 /** 32 lowercase hexadecimal characters (128 random bits). */
@@ -85,6 +88,14 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   const now = clock.now()
   const uid = newUid()
   const email = input.email.trim().toLowerCase()
+  const code = await deps.codes.issue({
+    eventId: partner.eventId,
+    transferUid: uid,
+    ticketUid: type.uid,
+    version: 1,
+    issuedAt: now,
+    ticketDate: type.ticket_date,
+  })
   try {
     await db.transaction().execute(async (tx) => {
       const linkId = await openLink(tx, partner.eventId, email, now)
@@ -100,6 +111,10 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
         seat_number: input.additional_info?.seat_number ?? null,
         link_id: linkId,
         created_at: now,
+        code_body: code?.body ?? null,
+        code_digest: code?.digest ?? null,
+        // Last, after the link's lock: see nextFeedSeq.
+        feed_seq: await nextFeedSeq(tx, partner.eventId),
       })
       await enqueue(tx, now, {
         kind: TRANSFER_MAIL_JOB,
@@ -122,10 +137,11 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
     email,
     status: 'TRANSFERRED' as const,
     created_at: iso(now),
+    ticket_code: code?.code ?? null,
   }
 }
 
-export async function transferByCompanyId({ db }: PartnerServiceDeps, partner: Partner, id: string) {
+export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, partner: Partner, id: string) {
   const t = await findTransferByCompanyId(db, partner.eventId, id)
   if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
   return {
@@ -145,5 +161,6 @@ export async function transferByCompanyId({ db }: PartnerServiceDeps, partner: P
     emailed: t.mailed_at !== null,
     used_timestamp: t.used_timestamp,
     created_at: iso(t.created_at),
+    ticket_code: codes.render(t.code_body),
   }
 }

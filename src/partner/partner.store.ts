@@ -20,7 +20,7 @@ export function listTicketTypes(db: Db, eventId: number) {
 export function findTicketType(db: Db, eventId: number, uid: string) {
   return db
     .selectFrom('ticket_types')
-    .select(['id', 'uid'])
+    .select(['id', 'uid', 'ticket_date'])
     .where('event_id', '=', eventId)
     .where('uid', '=', uid)
     .executeTakeFirst()
@@ -57,7 +57,9 @@ export async function insertTransfer(
     | 'seat_number'
     | 'link_id'
     | 'created_at'
-  >,
+    | 'code_body'
+    | 'code_digest'
+  > & { feed_seq: number },
 ) {
   await db
     .insertInto('transfers')
@@ -84,6 +86,7 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
       't.claimed_at',
       't.mailed_at',
       't.created_at',
+      't.code_body',
     ])
     .where('t.event_id', '=', eventId)
     .where('t.company_ticket_id', '=', companyTicketId)

@@ -258,6 +258,7 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
       'created_at',
       'email',
       'status',
+      'ticket_code',
       'ticket_uid',
       'transfer_uid',
     ])

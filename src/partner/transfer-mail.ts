@@ -1,3 +1,5 @@
+import { qrPng } from '../edge/qr.js'
+import type { TicketCodes } from '../edge/ticket-codes.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import type { JobHandler } from '../platform/jobs/jobs.js'
@@ -17,6 +19,8 @@ export interface TransferMailDeps {
   mail: MailTransport
   /** PUBLIC_BASE_URL */
   publicBaseUrl: string
+  /** Gives each ticket's code for its QR image. */
+  codes: TicketCodes
 }
 
 /** The claim link of a token: the holder app opens it, shows GET /holder/links/{token}, then claims. */
@@ -34,6 +38,8 @@ interface MailedTicket {
   promo_balance: number
   seat_number: string | null
   access_gate: string | null
+  /** The signed ticket code and its QR image (PNG), when the ticket has one. */
+  code?: { text: string; png: Buffer } | null
 }
 
 export function transferMessage(
@@ -59,7 +65,10 @@ export function transferMessage(
     '',
     `${n === 1 ? 'A ticket has' : `${n} tickets have`} been sent to you for ${eventName}:`,
     '',
-    ...tickets.map((t) => `  - ${describe(t)}`),
+    ...tickets.map(
+      (t) =>
+        `  - ${describe(t)}${t.code ? `\n    ticket code (the QR code at the gate): ${t.code.text}` : ''}`,
+    ),
     '',
     'Open this link in the wristband app to add them to your account:',
     link,
@@ -69,11 +78,28 @@ export function transferMessage(
   const html = `<!doctype html><html><body>
 <p>Hello,</p>
 <p>${n === 1 ? 'A ticket has' : `${n} tickets have`} been sent to you for <strong>${escapeHtml(eventName)}</strong>:</p>
-<ul>${tickets.map((t) => `<li>${escapeHtml(describe(t))}</li>`).join('')}</ul>
+<ul>${tickets
+    .map(
+      (t, i) =>
+        `<li>${escapeHtml(describe(t))}${t.code ? `<br><img src="cid:ticket-${i + 1}@wristband" alt="QR code of the ticket" width="240" height="240">` : ''}</li>`,
+    )
+    .join('')}</ul>
 <p><a href="${escapeHtml(link)}">Add the tickets to your account</a></p>
 <p>If you did not expect this e-mail, you can ignore it.</p>
 </body></html>`
-  return { to, subject, text, html }
+  const attachments = tickets.flatMap((t, i) =>
+    t.code
+      ? [
+          {
+            filename: `ticket-${i + 1}.png`,
+            cid: `ticket-${i + 1}@wristband`,
+            contentType: 'image/png',
+            content: t.code.png.toString('base64'),
+          },
+        ]
+      : [],
+  )
+  return { to, subject, text, html, ...(attachments.length ? { attachments } : {}) }
 }
 
 /**
@@ -133,13 +159,20 @@ export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMail
           't.promo_balance',
           't.seat_number',
           't.access_gate',
+          't.code_body',
         ])
         .where('t.id', 'in', taken.ids)
         .orderBy('t.id')
         .execute()
+      const mailed = await Promise.all(
+        tickets.map(async ({ code_body, ...t }) => {
+          const text = deps.codes.render(code_body)
+          return { ...t, code: text ? { text, png: await qrPng(text) } : null }
+        }),
+      )
       try {
         await deps.mail.send(
-          transferMessage(taken.link.email, event.name, claimLink(deps.publicBaseUrl, token), tickets),
+          transferMessage(taken.link.email, event.name, claimLink(deps.publicBaseUrl, token), mailed),
         )
       } catch (err) {
         await db.transaction().execute(async (tx) => {

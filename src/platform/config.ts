@@ -1,3 +1,4 @@
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto'
 import { isIP } from 'node:net'
 import path from 'node:path'
 
@@ -95,6 +96,37 @@ const secretList: Parser<string[]> = (raw) =>
     .map((s) => s.trim())
     .filter(Boolean)
 
+/**
+ * An Ed25519 key as PKCS#8/SPKI PEM or the base64 body of one (a PEM's newlines are awkward in an
+ * environment variable). Private keys are tried first; `allowPublic` takes public keys too (previous keys
+ * only verify).
+ */
+function ed25519Key(raw: string, allowPublic: boolean): KeyObject {
+  const text = raw.trim()
+  const forms = text.includes('-----BEGIN')
+    ? [{ key: text, format: 'pem' as const }]
+    : [{ key: Buffer.from(text, 'base64'), format: 'der' as const }]
+  for (const f of forms) {
+    try {
+      const k = createPrivateKey(f.format === 'der' ? { ...f, type: 'pkcs8' } : f)
+      if (k.asymmetricKeyType === 'ed25519') return k
+    } catch {}
+    if (allowPublic)
+      try {
+        const k = createPublicKey(f.format === 'der' ? { ...f, type: 'spki' } : f)
+        if (k.asymmetricKeyType === 'ed25519') return k
+      } catch {}
+  }
+  throw new Error(
+    allowPublic
+      ? 'every key must be an Ed25519 key: PKCS#8 or SPKI PEM, or its base64 body'
+      : 'must be an Ed25519 private key: PKCS#8 PEM, or its base64 body',
+  )
+}
+
+const edgeKey: Parser<KeyObject> = (raw) => ed25519Key(raw, false)
+const edgeKeyList: Parser<KeyObject[]> = (raw) => secretList(raw).map((k) => ed25519Key(k, true))
+
 const seconds: Parser<number[]> = (raw) =>
   raw.split(',').map((s) => {
     const n = Number(s.trim())
@@ -171,6 +203,21 @@ export const settings = {
     'Comma-separated earlier secrets that still verify (rotation)',
     '',
     secretList,
+  ),
+  EDGE_SIGNING_KEY: setting(
+    'Ed25519 private key (PKCS#8, PEM or base64) for ticket codes and EdDSA offline tokens; unset: generated into DATA_DIR/edge-key.pem (production: none)',
+    undefined,
+    edgeKey,
+  ),
+  EDGE_PREVIOUS_KEYS: setting(
+    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still in /.well-known/jwks.json (rotation)',
+    '',
+    edgeKeyList,
+  ),
+  OFFLINE_TOKEN_ALG: setting(
+    'Offline-token signature: `HS256` (the specification) or `EdDSA` (edge key, checkable offline by a device)',
+    'HS256',
+    oneOf('HS256', 'EdDSA'),
   ),
   JWT_AUDIENCE: setting('`aud` claim issued and required', 'wristband', text),
   JWT_ISSUER: setting('`iss` claim issued and required', 'wristband', text),
@@ -311,6 +358,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
+  if (
+    out.OFFLINE_TOKEN_ALG === 'EdDSA' &&
+    out.NODE_ENV === 'production' &&
+    out.EDGE_SIGNING_KEY === undefined
+  )
+    problems.push('OFFLINE_TOKEN_ALG: EdDSA needs EDGE_SIGNING_KEY in production')
   if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
     problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =

@@ -10,6 +10,8 @@ export interface MailMessage {
   subject: string
   text: string
   html?: string
+  /** Inline images the HTML names as `cid:<cid>`; content in base64. */
+  attachments?: { filename: string; cid: string; contentType: string; content: string }[]
 }
 
 /** Delivers one message now, or throws. */
@@ -34,6 +36,9 @@ export function smtpTransport(url: string, from: string): MailTransport {
         subject: m.subject,
         text: m.text,
         ...(m.html ? { html: m.html } : {}),
+        ...(m.attachments
+          ? { attachments: m.attachments.map((a) => ({ ...a, encoding: 'base64' as const })) }
+          : {}),
       })
     },
   }

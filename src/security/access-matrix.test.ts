@@ -228,6 +228,7 @@ forEachBackend(
         url: `/admin/dashboard-users/${await freshDashboardUser()}`,
       }),
       'GET /events/{event_id}/stats': (_r, event) => ({ url: `/events/${event}/stats` }),
+      'GET /events/{event_id}/scan-sync': (_r, event) => ({ url: `/events/${event}/scan-sync?limit=1` }),
       'GET /dashboard/api/events/{event_id}/stats': (_r, event) => ({
         url: `/dashboard/api/events/${event}/stats`,
       }),
@@ -283,6 +284,9 @@ forEachBackend(
       }),
       'GET /companies/transfer/{company_ticket_id}': async (_r, event) => ({
         url: `/companies/transfer/${(await transfer(event)).company_ticket_id}`,
+      }),
+      'POST /companies/transfer/{company_ticket_id}/reissue': async (_r, event) => ({
+        url: `/companies/transfer/${(await transfer(event)).company_ticket_id}/reissue`,
       }),
       'PUT /companies/webhook': () => ({ payload: { url: 'http://127.0.0.1:9/hook' } }),
       'GET /companies/webhook': async () => {

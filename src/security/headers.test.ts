@@ -84,7 +84,10 @@ forEachBackend(
           ...(['POST', 'PUT', 'PATCH'].includes(method) ? { payload: {} } : {}),
         })
         assertSecurityHeaders(res, `${method} ${url} (${res.statusCode})`)
-        assert.equal(res.headers['cache-control'], 'no-store', `${method} ${url}: no-store`)
+        // The public key set is meant to be cached by scanners and proxies; it holds no secret.
+        if (`${method} ${route}` === 'GET /.well-known/jwks.json')
+          assert.equal(res.headers['cache-control'], 'public, max-age=300')
+        else assert.equal(res.headers['cache-control'], 'no-store', `${method} ${url}: no-store`)
         const limit = res.headers['x-ratelimit-limit']
         if (limit !== undefined) limits[`${method} ${route}`] = Number(limit)
       }

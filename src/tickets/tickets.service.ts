@@ -1,3 +1,4 @@
+import { markChanged } from '../edge/ticket-codes.js'
 import { LocalTimeFormatter } from '../partner/formats.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -62,6 +63,8 @@ export class TicketsService {
         .where('status', '<>', 'USED')
         .executeTakeFirst()
       if (Number(r.numUpdatedRows) === 0) return { won: false, notified: false }
+      // Scanners learn of the use through the sync feed.
+      await markChanged(tx, t.id, t.event_id)
       const notified = await queueNotification(tx, now, t.event_id, t.id, {
         event_uid: t.uid,
         transfer_uid: transferUid,

@@ -11,6 +11,16 @@ export interface JwtOptions {
   audience: string
   issuer: string
   clock: Clock
+  /**
+   * The Ed25519 edge key (edge/edge-keys.ts): with `signOffline` (OFFLINE_TOKEN_ALG=EdDSA) offline
+   * tokens are signed with it so a device can check them with the JWK Set; its public keys verify
+   * EdDSA tokens, which are accepted as offline tokens only.
+   */
+  edge?: {
+    signing?: { kid: string; privateKeyPem: string }
+    verifying: { kid: string; publicKeyPem: string }[]
+    signOffline: boolean
+  }
 }
 
 /** Why a token was refused; never shown to callers beyond "invalid". */
@@ -38,10 +48,34 @@ export class JwtCodec {
   private readonly verifiers = new Map<string, VerifyFn>()
   private readonly checked = new Map<string, Claims | null>()
   private readonly currentKid: string
+  private readonly edgeSign: ((payload: Record<string, unknown>) => string) | undefined
+  private readonly edgeVerifiers = new Map<string, VerifyFn>()
 
   constructor(private readonly opts: JwtOptions) {
     this.currentKid = keyId(opts.secret)
     this.sign = createSigner({ key: opts.secret, algorithm: 'HS256', kid: this.currentKid })
+    const edge = opts.edge
+    this.edgeSign =
+      edge?.signOffline && edge.signing
+        ? createSigner({ key: edge.signing.privateKeyPem, algorithm: 'EdDSA', kid: edge.signing.kid })
+        : undefined
+    for (const k of edge?.verifying ?? []) {
+      const verify = createVerifier({
+        key: k.publicKeyPem,
+        algorithms: ['EdDSA'],
+        allowedAud: opts.audience,
+        allowedIss: opts.issuer,
+        requiredClaims: ['type', 'sub', 'jti', 'iat', 'exp', 'aud', 'iss'],
+        ignoreExpiration: true,
+        ignoreNotBefore: true,
+      }) as VerifyFn
+      // The edge key signs offline tokens only: an EdDSA token of any other type is refused.
+      this.edgeVerifiers.set(k.kid, (token) => {
+        const claims = verify(token)
+        if (claims.type !== 'offline') throw new InvalidTokenError('EdDSA is for offline tokens only')
+        return claims
+      })
+    }
     for (const secret of [opts.secret, ...opts.previousSecrets]) {
       this.verifiers.set(
         keyId(secret),
@@ -76,7 +110,8 @@ export class JwtCodec {
       aud: this.opts.audience,
       iss: this.opts.issuer,
     } as unknown as Claims
-    return { token: this.sign(full as unknown as Record<string, unknown>), claims: full }
+    const sign = claims.type === 'offline' && this.edgeSign ? this.edgeSign : this.sign
+    return { token: sign(full as unknown as Record<string, unknown>), claims: full }
   }
 
   /** Returns the claims of a good token or throws InvalidTokenError. */
@@ -117,6 +152,16 @@ export class JwtCodec {
     try {
       return this.verifierFor(token)(token)
     } catch {
+      // Only a token the HS256 keys refused is tried against the edge keys, so HS256 pays nothing.
+      return this.edgeVerifiers.size ? this.checkEdge(token) : null
+    }
+  }
+
+  private checkEdge(token: string): Claims | null {
+    try {
+      const verify = this.edgeVerifiers.get(headerKid(token) as string)
+      return verify ? verify(token) : null
+    } catch {
       return null
     }
   }
@@ -124,13 +169,15 @@ export class JwtCodec {
   private verifierFor(token: string): VerifyFn {
     // With a single key there is nothing to choose; skip decoding the header.
     if (this.verifiers.size === 1) return this.verifiers.get(this.currentKid)!
-    const dot = token.indexOf('.')
-    let kid: unknown
-    try {
-      kid = JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString()).kid
-    } catch {
-      kid = undefined
-    }
+    const kid = headerKid(token)
     return (typeof kid === 'string' && this.verifiers.get(kid)) || this.verifiers.get(this.currentKid)!
+  }
+}
+
+function headerKid(token: string): unknown {
+  try {
+    return JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString()).kid
+  } catch {
+    return undefined
   }
 }

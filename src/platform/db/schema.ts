@@ -10,6 +10,8 @@ export interface EventsTable {
   name: string
   timezone: string
   created_at: number
+  /** Last position handed out in the event's scanner sync feed (migration 012) */
+  feed_seq: Generated<number>
 }
 
 export interface AdministratorsTable {
@@ -260,6 +262,14 @@ export interface TransfersTable {
   used_timestamp: string | null
   used_gate: string | null
   created_at: number
+  /** Version of the current ticket code; codes of lower versions are revoked */
+  code_version: Generated<number>
+  /** The signing input (`header.payload`) of the current ticket code; the signature is not stored */
+  code_body: string | null
+  /** Digest of the current ticket code that scanners match (edge/ticket-codes.ts) */
+  code_digest: string | null
+  /** Position of the transfer's latest change in its event's scanner sync feed */
+  feed_seq: Generated<number>
 }
 
 export interface WalletsTable {

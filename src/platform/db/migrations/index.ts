@@ -10,6 +10,7 @@ import * as m008 from './008-dashboard-sessions.js'
 import * as m009 from './009-reset-requests.js'
 import * as m010 from './010-webhook-secret-sealed.js'
 import * as m011 from './011-device-keys.js'
+import * as m012 from './012-ticket-codes.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -32,6 +33,7 @@ const migrations: [string, MigrationModule][] = [
   ['009-reset-requests', m009],
   ['010-webhook-secret-sealed', m010],
   ['011-device-keys', m011],
+  ['012-ticket-codes', m012],
 ]
 
 export function migrationProvider(dialect: Dialect): MigrationProvider {

@@ -1,0 +1,249 @@
+// npm run bench:offline — the offline scanner and the scanner sync feed (docs/offline.md):
+//   1. scan() of codes the scanner synced (digest match) and of codes issued after its last sync
+//      (Ed25519 signature check), on one core;
+//   2. GET /events/{id}/scan-sync for 100,000 tickets: the first full sync and an empty delta.
+// Writes bench/results/offline.md and .json. BENCH_DATABASE_URL=postgres://… measures the feed on
+// PostgreSQL instead of SQLite (bench/results/offline-postgresql.md).
+import { generateKeyPairSync, randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { CompactSign, calculateJwkThumbprint, type JWK } from 'jose'
+import { Scanner, type ScannerState } from '../packages/scanner/src/index.js'
+import { nodeDigest } from '../packages/scanner/src/node.js'
+import { buildApp } from '../src/app.js'
+import { loadConfig } from '../src/platform/config.js'
+import { applySeed } from '../src/seed/seed.js'
+import { BASELINE_SCOPES } from '../src/tokens/claims.js'
+import { JwtCodec } from '../src/tokens/jwt.js'
+import { hasCommand, pinSelf } from './lib/processes.js'
+
+const TICKETS = Number(process.env.OFFLINE_BENCH_TICKETS ?? 100_000)
+const SCANS = Number(process.env.OFFLINE_BENCH_SCANS ?? 20_000)
+const SECRET = 'bench-secret-that-is-at-least-32-bytes-long!'
+
+if (hasCommand('taskset')) pinSelf(0)
+const rate = (n: number, ms: number) => Math.round(n / (ms / 1000))
+
+async function scanBench() {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const raw = publicKey.export({ format: 'jwk' }) as JWK
+  const kid = (await calculateJwkThumbprint(raw)).slice(0, 11)
+  const jwk = { ...raw, kid, alg: 'EdDSA', use: 'sig' }
+  const sign = (t: string) =>
+    new CompactSign(
+      Buffer.from(JSON.stringify({ e: 1, t, k: 'b'.repeat(32), n: 1, nbf: 1, exp: 4_000_000_000 })),
+    )
+      .setProtectedHeader({ alg: 'EdDSA', kid })
+      .sign(privateKey)
+  const synced: string[] = []
+  const late: string[] = []
+  const tickets: ScannerState['tickets'] = {}
+  for (let i = 0; i < SCANS; i++) {
+    const t = randomBytes(16).toString('hex')
+    const code = await sign(t)
+    synced.push(code)
+    tickets[t] = { v: 1, d: nodeDigest(code), u: null, g: null }
+  }
+  // The rest of a 100,000-ticket event, so look-ups run against a full map.
+  for (let i = SCANS; i < TICKETS; i++)
+    tickets[randomBytes(16).toString('hex')] = {
+      v: 1,
+      d: randomBytes(16).toString('base64url'),
+      u: null,
+      g: null,
+    }
+  for (let i = 0; i < SCANS / 4; i++) late.push(await sign(randomBytes(16).toString('hex')))
+  const make = (digest?: typeof nodeDigest) =>
+    new Scanner({
+      ...(digest ? { digest } : {}),
+      baseUrl: 'http://offline.invalid',
+      eventId: 1,
+      token: 'unused',
+      state: { event_id: 1, cursor: '0', keys: [jwk], tickets: structuredClone(tickets), queue: [] },
+    })
+  const measure = async (codes: string[], digest?: typeof nodeDigest) => {
+    const scanner = make(digest)
+    const start = performance.now()
+    for (const code of codes) {
+      const r = await scanner.scan(code)
+      if (r.status !== 'VALID') throw new Error(`bench code answered ${r.status}`)
+    }
+    return rate(codes.length, performance.now() - start)
+  }
+  await measure(synced.slice(0, 2000)) // warm-up
+  return {
+    syncedPerSecond: await measure(synced, nodeDigest),
+    syncedWebCryptoPerSecond: await measure(synced),
+    unsyncedPerSecond: await measure(late, nodeDigest),
+  }
+}
+
+async function feedBench() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-offline-bench-'))
+  const dbUrl = process.env.BENCH_DATABASE_URL
+  const schema = `offline_bench_${randomBytes(4).toString('hex')}`
+  const config = loadConfig({
+    JWT_SECRET: SECRET,
+    DATA_DIR: dir,
+    LOG_LEVEL: 'warn',
+    ...(dbUrl ? { DATABASE_URL: dbUrl, DATABASE_SCHEMA: schema } : {}),
+  })
+  const app = await buildApp(config)
+  try {
+    // The app's own connection, through its decorators is not exposed: open a second one.
+    const { openDatabase } = await import('../src/platform/db/database.js')
+    const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+    const { db } = database
+    const clock = { now: () => Date.now() }
+    await applySeed(db, clock, {
+      events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
+    })
+    const now = Date.now()
+    const type = await db
+      .insertInto('ticket_types')
+      .values({
+        uid: 'a'.repeat(32),
+        event_id: 1,
+        name: 'Day',
+        price: 100,
+        ticket_date: '2026-07-18T12:00:00.000',
+        created_at: now,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const link = await db
+      .insertInto('holder_links')
+      .values({ event_id: 1, email: 'bench@example.com', created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const fillStart = performance.now()
+    for (let i = 0; i < TICKETS; i += 1000) {
+      const rows = Array.from({ length: Math.min(1000, TICKETS - i) }, (_, j) => ({
+        uid: randomBytes(16).toString('hex'),
+        event_id: 1,
+        ticket_type_id: type.id,
+        company_ticket_id: `b-${i + j}`,
+        email: 'bench@example.com',
+        balance: 0,
+        promo_balance: 0,
+        access_gate: null,
+        seat_number: null,
+        link_id: link.id,
+        status: 'TRANSFERRED',
+        created_at: now,
+        code_digest: randomBytes(16).toString('base64url').slice(0, 22),
+        feed_seq: i + j + 1,
+      }))
+      // PostgreSQL takes at most 65,535 parameters per statement: 1000 rows of 14 columns fit.
+      await db.insertInto('transfers').values(rows).execute()
+    }
+    await db.updateTable('events').set({ feed_seq: TICKETS }).where('id', '=', 1).execute()
+    const fillMs = performance.now() - fillStart
+    await database.close()
+
+    const token = new JwtCodec({
+      secret: SECRET,
+      previousSecrets: [],
+      audience: 'wristband',
+      issuer: 'wristband',
+      clock,
+    }).issue(
+      {
+        type: 'offline',
+        sub: '1',
+        role: 'operator',
+        event_ids: [1],
+        permissions: { '1': [...BASELINE_SCOPES.device] },
+      },
+      3600,
+    ).token
+    let address = 0
+    const get = (url: string) =>
+      app.inject({
+        method: 'GET',
+        url,
+        headers: {
+          authorization: `Bearer ${token}`,
+          'x-forwarded-for': `10.9.${(++address >> 8) & 255}.${address & 255}`,
+        },
+      })
+    const full = async () => {
+      let cursor: string | undefined
+      let tickets = 0
+      let bytes = 0
+      let pages = 0
+      const start = performance.now()
+      for (;;) {
+        const res = await get(`/events/1/scan-sync${cursor ? `?cursor=${cursor}` : ''}`)
+        if (res.statusCode !== 200) throw new Error(`feed answered ${res.statusCode}: ${res.body}`)
+        const page = res.json()
+        tickets += page.tickets.length
+        bytes += res.rawPayload.length
+        pages++
+        cursor = page.cursor
+        if (!page.has_more) break
+      }
+      return { ms: performance.now() - start, tickets, bytes, pages, cursor: cursor! }
+    }
+    await full() // warm-up
+    const first = await full()
+    if (first.tickets !== TICKETS) throw new Error(`full sync gave ${first.tickets} tickets`)
+    const deltas: number[] = []
+    for (let i = 0; i < 200; i++) {
+      const start = performance.now()
+      const res = await get(`/events/1/scan-sync?cursor=${first.cursor}`)
+      deltas.push(performance.now() - start)
+      if (res.json().tickets.length !== 0) throw new Error('the empty delta was not empty')
+    }
+    deltas.sort((a, b) => a - b)
+    return {
+      backend: dbUrl ? 'postgresql' : 'sqlite',
+      fillMs: Math.round(fillMs),
+      fullSyncMs: Math.round(first.ms),
+      fullSyncPages: first.pages,
+      fullSyncBytes: first.bytes,
+      emptyDeltaMedianMs: Number(deltas[100]!.toFixed(2)),
+      emptyDeltaP99Ms: Number(deltas[197]!.toFixed(2)),
+    }
+  } finally {
+    await app.close()
+    if (dbUrl) {
+      const pg = (await import('pg')).default
+      const client = new pg.Client({ connectionString: dbUrl })
+      await client.connect()
+      await client.query(`drop schema if exists ${schema} cascade`)
+      await client.end()
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const scan = await scanBench()
+const feed = await feedBench()
+const result = {
+  date: new Date().toISOString(),
+  node: process.version,
+  tickets: TICKETS,
+  scans: SCANS,
+  scan,
+  feed,
+}
+console.log(JSON.stringify(result, null, 2))
+const md = `# Offline bench (npm run bench:offline)
+
+${result.date}, Node ${result.node}, one core (taskset), ${TICKETS.toLocaleString('en')} tickets.
+
+| what | figure |
+|---|---|
+| \`scan()\` of a synced code (digest match), \`@wristband/scanner/node\` | ${scan.syncedPerSecond.toLocaleString('en')} per second |
+| the same with the WebCrypto digest (browsers) | ${scan.syncedWebCryptoPerSecond.toLocaleString('en')} per second |
+| \`scan()\` of a code issued after the last sync (Ed25519 check) | ${scan.unsyncedPerSecond.toLocaleString('en')} per second |
+| full sync, ${feed.backend} | ${feed.fullSyncMs} ms, ${feed.fullSyncPages} pages, ${(feed.fullSyncBytes / 1e6).toFixed(1)} MB |
+| empty delta, ${feed.backend} | median ${feed.emptyDeltaMedianMs} ms, p99 ${feed.emptyDeltaP99Ms} ms |
+`
+fs.mkdirSync('bench/results', { recursive: true })
+// One file per feed backend: offline.md (SQLite), offline-postgresql.md.
+const name = feed.backend === 'sqlite' ? 'offline' : `offline-${feed.backend}`
+fs.writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(result, null, 2)}\n`)
+fs.writeFileSync(`bench/results/${name}.md`, md)

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict'
+import { before, test } from 'node:test'
+import { deviceNetwork } from '../../../src/edge/test-scanner.js'
+import {
+  deviceToken,
+  newTicketType,
+  newTransfer,
+  type PartnerKeys,
+  partnerGet,
+  seedPartner,
+} from '../../../src/partner/test-partner.js'
+import { forEachBackend, type TestApp } from '../../../test/helpers/app.js'
+import { httpBackends } from '../../../test/helpers/backends.js'
+import { Scanner, ScannerError } from './index.js'
+import { createNodeScanner } from './node.js'
+
+forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
+  let t: TestApp
+  let keys: PartnerKeys
+  let ticketUid: string
+  const codeOf = async (companyTicketId: string, key = keys.read) =>
+    (await partnerGet(t, `/companies/transfer/${companyTicketId}`, key)).json().ticket_code as string
+  before(async () => {
+    t = ctx()
+    keys = await seedPartner(t)
+    ticketUid = await newTicketType(t, keys.write)
+  })
+
+  const scanner = (net = deviceNetwork(t), state?: ReturnType<Scanner['exportState']>) =>
+    createNodeScanner({
+      baseUrl: 'http://wristband.test',
+      eventId: 1,
+      token: () => deviceToken(t, 1, 1),
+      gate: 'West',
+      now: () => t.clock.now(),
+      fetch: net.fetch,
+      ...(state ? { state } : {}),
+    })
+
+  test('a code issued after the last sync is checked by its signature; a genuine code of another event is WRONG_EVENT', async () => {
+    const s = scanner()
+    await s.sync()
+    const late = await newTransfer(t, keys.write, ticketUid)
+    const r = await s.scan(await codeOf(late.company_ticket_id))
+    assert.deepEqual(r, { status: 'VALID', transfer_uid: late.transfer_uid, ticket_uid: ticketUid })
+    const otherType = await newTicketType(t, keys.other, 'winter-fest-2026')
+    const other = await newTransfer(t, keys.other, otherType, {}, 'winter-fest-2026')
+    const wrong = await s.scan(await codeOf(other.company_ticket_id, keys.other))
+    assert.deepEqual(wrong, { status: 'WRONG_EVENT', transfer_uid: other.transfer_uid, event_id: 2 })
+    assert.deepEqual(await s.scan('not-a-code'), { status: 'FORGED', reason: 'not a ticket code' })
+  })
+
+  test('a code past its validity window is EXPIRED', async () => {
+    const s = scanner()
+    await s.sync()
+    const m = await newTransfer(t, keys.write, ticketUid)
+    const code = await codeOf(m.company_ticket_id)
+    const exp = JSON.parse(Buffer.from(code.split('.')[1]!, 'base64url').toString()).exp
+    const late = createNodeScanner({
+      baseUrl: 'http://wristband.test',
+      eventId: 1,
+      token: 'unused',
+      now: () => exp * 1000 + 1,
+      state: s.exportState(),
+    })
+    assert.deepEqual(await late.scan(code), { status: 'EXPIRED', transfer_uid: m.transfer_uid })
+  })
+
+  test('without the network sync() throws and keeps the queue; a restart from the saved state loses nothing', async () => {
+    const net = deviceNetwork(t)
+    const first = scanner(net)
+    await first.sync()
+    const m = await newTransfer(t, keys.write, ticketUid)
+    const code = await codeOf(m.company_ticket_id)
+    await first.sync()
+    net.online = false
+    assert.equal((await first.scan(code)).status, 'VALID')
+    await assert.rejects(first.sync(), ScannerError)
+    assert.equal(first.pending, 1)
+    // The device restarts (still offline) from its saved state, as JSON.
+    const saved = JSON.parse(JSON.stringify(first.exportState()))
+    const second = scanner(net, saved)
+    const again = await second.scan(code)
+    assert.equal(again.status, 'ALREADY_USED')
+    assert.equal(again.status === 'ALREADY_USED' && again.source, 'device')
+    assert.equal(again.status === 'ALREADY_USED' && again.gate, 'West')
+    net.online = true
+    const report = await second.sync()
+    assert.deepEqual(report.used, [m.transfer_uid])
+    assert.equal(second.pending, 0)
+    const row = await t.db.db
+      .selectFrom('transfers')
+      .select(['status', 'used_gate'])
+      .where('uid', '=', m.transfer_uid)
+      .executeTakeFirstOrThrow()
+    assert.deepEqual(row, { status: 'USED', used_gate: 'West' })
+  })
+
+  test('the browser build (WebCrypto digest) answers as the Node one', async () => {
+    const net = deviceNetwork(t)
+    const web = new Scanner({
+      baseUrl: 'http://wristband.test',
+      eventId: 1,
+      token: deviceToken(t, 1, 1),
+      now: () => t.clock.now(),
+      fetch: net.fetch,
+    })
+    const m = await newTransfer(t, keys.write, ticketUid)
+    await web.sync()
+    assert.equal(web.known > 0, true)
+    assert.equal((await web.scan(await codeOf(m.company_ticket_id))).status, 'VALID')
+  })
+})

@@ -1,0 +1,353 @@
+import { base64url, compactVerify, importJWK, type JWK } from 'jose'
+
+/** What `scan(code)` answers, decided on the device alone. */
+export type ScanResult =
+  | { status: 'VALID'; transfer_uid: string; ticket_uid: string }
+  | {
+      status: 'ALREADY_USED'
+      transfer_uid: string
+      /** Where the first use is known from: this device (not yet uploaded, or uploaded) or the service. */
+      source: 'device' | 'service'
+      /** When: the service's `used_timestamp` (event's local time), or the device's ISO time of the scan. */
+      used_at: string | null
+      /** Where: the gate of the first use, when known. */
+      gate: string | null
+    }
+  | { status: 'REVOKED'; transfer_uid: string }
+  | { status: 'EXPIRED'; transfer_uid: string }
+  | { status: 'FORGED'; reason: string }
+  | { status: 'WRONG_EVENT'; transfer_uid: string; event_id: number }
+
+/** A scan recorded offline, waiting for upload through POST /tickets/use-batch. */
+export interface QueuedScan {
+  transfer_uid: string
+  used_at: string
+  access_gate?: string
+}
+
+/** A scan the service counted as a second use: another device's scan reached it first. */
+export interface Conflict {
+  transfer_uid: string
+  /** When this device scanned it (ISO 8601). */
+  scanned_at: string
+  /** The first use the service counted, event's local time. */
+  used_timestamp: string | null
+}
+
+export interface SyncReport {
+  /** Transfer uids of the scans uploaded and counted as the first use. */
+  used: string[]
+  conflicts: Conflict[]
+  /** Scans the service refused (NOT_FOUND, FORBIDDEN): kept out of the queue, reported once. */
+  rejected: { transfer_uid: string; status: string }[]
+  /** Tickets changed since the previous sync. */
+  changes: number
+  /** Whether the key set was fetched again. */
+  keysFetched: boolean
+}
+
+interface TicketState {
+  /** Version of the current code; lower ones are revoked. */
+  v: number
+  /** Digest of the current code (see codeDigest), null when the ticket has none. */
+  d: string | null
+  /** Service's used_timestamp and gate. */
+  u: string | null
+  g: string | null
+  /** This device's scan (ISO) and gate, until the service's use is known. */
+  lu?: string
+  lg?: string | null
+}
+
+/** Everything a scanner keeps, as JSON, to persist between restarts (`exportState` / `state` option). */
+export interface ScannerState {
+  event_id: number
+  cursor: string | null
+  keys: JWK[]
+  tickets: Record<string, TicketState>
+  queue: QueuedScan[]
+}
+
+export interface ScannerOptions {
+  /** The service, e.g. https://auth.example.com */
+  baseUrl: string
+  eventId: number
+  /** Bearer token with `ticket:scan` or `sync:download` + `sync:upload` (a device's offline token). */
+  token: string | (() => string | Promise<string>)
+  /** Gate recorded with each scan. */
+  gate?: string
+  /** Restores a state from `exportState()`. */
+  state?: ScannerState
+  /** Time source in milliseconds (tests); Date.now by default. */
+  now?: () => number
+  fetch?: typeof fetch
+  /**
+   * The code digest (see codeDigest); WebCrypto by default, which works everywhere but hops to a thread
+   * per call. `@wristband/scanner/node` passes node:crypto's synchronous hash, three times faster.
+   */
+  digest?: (code: string) => string | Promise<string>
+}
+
+export class ScannerError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message)
+  }
+}
+
+const BATCH = 500
+const encoder = new TextEncoder()
+
+/** The first 128 bits of SHA-256 of the code, base64url: what the sync feed gives per ticket. */
+export async function codeDigest(code: string): Promise<string> {
+  const hash = await globalThis.crypto.subtle.digest('SHA-256', encoder.encode(code))
+  return base64url.encode(new Uint8Array(hash)).slice(0, 22)
+}
+
+interface CodeClaims {
+  e: number
+  t: string
+  k: string
+  n: number
+  exp: number
+}
+
+/** Base64url text of ASCII JSON (what the service signs) to a value; atob is in browsers and Node. */
+function decodeJson(part: string): unknown {
+  return JSON.parse(atob(part.replace(/-/g, '+').replace(/_/g, '/')))
+}
+
+/** The claims of a code, before any check: only their shape. */
+function claimsOf(code: string): CodeClaims | null {
+  const first = code.indexOf('.')
+  const second = code.indexOf('.', first + 1)
+  if (first < 0 || second < 0 || code.indexOf('.', second + 1) >= 0 || code.length > 2048) return null
+  try {
+    const c = decodeJson(code.slice(first + 1, second)) as Partial<CodeClaims>
+    if (
+      typeof c.e !== 'number' ||
+      typeof c.t !== 'string' ||
+      typeof c.k !== 'string' ||
+      typeof c.n !== 'number' ||
+      typeof c.exp !== 'number'
+    )
+      return null
+    return c as CodeClaims
+  } catch {
+    return null
+  }
+}
+
+function kidOf(code: string): string | null {
+  try {
+    const header = decodeJson(code.slice(0, code.indexOf('.'))) as { alg?: unknown; kid?: unknown }
+    return header.alg === 'EdDSA' && typeof header.kid === 'string' ? header.kid : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * An offline ticket scanner for one event. `sync()` (while online) uploads the queued scans and pulls
+ * the changes of the event's tickets and the key set; `scan(code)` then answers from the device alone.
+ * A presented code is genuine when its digest is the one the service synced for its ticket, or, for a
+ * ticket issued after the last sync, when its Ed25519 signature checks against a key of the key set
+ * (WebCrypto, in Node and in browsers that have Ed25519). Every VALID scan is queued for upload.
+ */
+export class Scanner {
+  private readonly opts: ScannerOptions
+  private readonly now: () => number
+  private readonly fetchFn: typeof fetch
+  private readonly digest: (code: string) => string | Promise<string>
+  private cursor: string | null
+  private jwks: JWK[]
+  private readonly keys = new Map<string, ReturnType<typeof importJWK>>()
+  private readonly tickets: Map<string, TicketState>
+  private queue: QueuedScan[]
+
+  constructor(opts: ScannerOptions) {
+    this.opts = opts
+    this.now = opts.now ?? Date.now
+    this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis)
+    this.digest = opts.digest ?? codeDigest
+    const s = opts.state
+    if (s && s.event_id !== opts.eventId) throw new ScannerError('The saved state is of another event')
+    this.cursor = s?.cursor ?? null
+    this.jwks = s?.keys ?? []
+    this.tickets = new Map(Object.entries(s?.tickets ?? {}))
+    this.queue = [...(s?.queue ?? [])]
+    this.importKeys()
+  }
+
+  /** Scans waiting for upload. */
+  get pending(): number {
+    return this.queue.length
+  }
+
+  /** Tickets known from the sync feed. */
+  get known(): number {
+    return this.tickets.size
+  }
+
+  exportState(): ScannerState {
+    return {
+      event_id: this.opts.eventId,
+      cursor: this.cursor,
+      keys: this.jwks,
+      tickets: Object.fromEntries(this.tickets),
+      queue: [...this.queue],
+    }
+  }
+
+  async scan(presented: string): Promise<ScanResult> {
+    const code = presented.trim()
+    const claims = claimsOf(code)
+    if (!claims) return { status: 'FORGED', reason: 'not a ticket code' }
+    const known = this.tickets.get(claims.t)
+    // The digest the service synced vouches for the code; otherwise its signature must.
+    const vouched = known?.d != null && known.d === (await this.digest(code))
+    if (!vouched) {
+      const kid = kidOf(code)
+      const key = kid === null ? undefined : this.keys.get(kid)
+      if (!key) return { status: 'FORGED', reason: 'unknown key' }
+      try {
+        await compactVerify(code, await key, { algorithms: ['EdDSA'] })
+      } catch {
+        return { status: 'FORGED', reason: 'bad signature' }
+      }
+    }
+    if (claims.e !== this.opts.eventId)
+      return { status: 'WRONG_EVENT', transfer_uid: claims.t, event_id: claims.e }
+    if (known && claims.n < known.v) return { status: 'REVOKED', transfer_uid: claims.t }
+    if (claims.exp * 1000 < this.now()) return { status: 'EXPIRED', transfer_uid: claims.t }
+    if (known?.u != null)
+      return {
+        status: 'ALREADY_USED',
+        transfer_uid: claims.t,
+        source: 'service',
+        used_at: known.u,
+        gate: known.g,
+      }
+    if (known?.lu !== undefined)
+      return {
+        status: 'ALREADY_USED',
+        transfer_uid: claims.t,
+        source: 'device',
+        used_at: known.lu,
+        gate: known.lg ?? null,
+      }
+    const usedAt = new Date(this.now()).toISOString()
+    const state = known ?? { v: claims.n, d: null, u: null, g: null }
+    state.lu = usedAt
+    state.lg = this.opts.gate ?? null
+    this.tickets.set(claims.t, state)
+    this.queue.push({
+      transfer_uid: claims.t,
+      used_at: usedAt,
+      ...(this.opts.gate !== undefined ? { access_gate: this.opts.gate } : {}),
+    })
+    return { status: 'VALID', transfer_uid: claims.t, ticket_uid: claims.k }
+  }
+
+  /**
+   * Uploads the queued scans (the first scan the service processes counts: a later one comes back as a
+   * conflict), then pulls the feed from the last cursor and the key set when its key ids changed.
+   * Throws ScannerError when the service cannot be reached; nothing queued is lost then.
+   */
+  async sync(): Promise<SyncReport> {
+    const report: SyncReport = { used: [], conflicts: [], rejected: [], changes: 0, keysFetched: false }
+    while (this.queue.length > 0) {
+      const batch = this.queue.slice(0, BATCH)
+      const body = (await this.call('POST', '/tickets/use-batch', { scans: batch })) as {
+        results: { transfer_uid: string; status: string; used_timestamp?: string }[]
+      }
+      body.results.forEach((r, i) => {
+        const scan = batch[i]!
+        const state = this.tickets.get(r.transfer_uid)
+        if (r.status === 'USED' || r.status === 'ALREADY_USED') {
+          if (state) {
+            state.u = r.used_timestamp ?? state.u
+            state.g = r.status === 'USED' ? (scan.access_gate ?? null) : state.g
+          }
+          if (r.status === 'USED') report.used.push(r.transfer_uid)
+          else
+            report.conflicts.push({
+              transfer_uid: r.transfer_uid,
+              scanned_at: scan.used_at,
+              used_timestamp: r.used_timestamp ?? null,
+            })
+        } else report.rejected.push({ transfer_uid: r.transfer_uid, status: r.status })
+      })
+      this.queue = this.queue.slice(batch.length)
+    }
+    let keyIds: string[] = []
+    for (;;) {
+      const q = this.cursor === null ? '' : `?cursor=${encodeURIComponent(this.cursor)}`
+      const page = (await this.call('GET', `/events/${this.opts.eventId}/scan-sync${q}`)) as {
+        key_ids: string[]
+        tickets: {
+          transfer_uid: string
+          version: number
+          digest: string | null
+          used_timestamp: string | null
+          used_gate: string | null
+        }[]
+        cursor: string
+        has_more: boolean
+      }
+      keyIds = page.key_ids
+      for (const t of page.tickets) {
+        const prev = this.tickets.get(t.transfer_uid)
+        const next: TicketState = { v: t.version, d: t.digest, u: t.used_timestamp, g: t.used_gate }
+        // A scan not yet known to the service stays on record until it is.
+        if (prev?.lu !== undefined && t.used_timestamp === null) {
+          next.lu = prev.lu
+          next.lg = prev.lg ?? null
+        }
+        this.tickets.set(t.transfer_uid, next)
+      }
+      report.changes += page.tickets.length
+      this.cursor = page.cursor
+      if (!page.has_more) break
+    }
+    const have = this.jwks.map((k) => k.kid).sort()
+    if (keyIds.length !== have.length || [...keyIds].sort().some((k, i) => k !== have[i])) {
+      this.jwks = ((await this.call('GET', '/.well-known/jwks.json')) as { keys: JWK[] }).keys
+      this.importKeys()
+      report.keysFetched = true
+    }
+    return report
+  }
+
+  private importKeys(): void {
+    this.keys.clear()
+    for (const jwk of this.jwks) {
+      if (typeof jwk.kid !== 'string') continue
+      const imported = importJWK(jwk, 'EdDSA')
+      // A key this platform cannot import (no Ed25519 in WebCrypto) fails its scans as unverifiable.
+      imported.catch(() => {})
+      this.keys.set(jwk.kid, imported)
+    }
+  }
+
+  private async call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+    const token = typeof this.opts.token === 'function' ? await this.opts.token() : this.opts.token
+    let res: Response
+    try {
+      res = await this.fetchFn(`${this.opts.baseUrl.replace(/\/$/, '')}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+    } catch (err) {
+      throw new ScannerError(`service unreachable: ${(err as Error).message}`)
+    }
+    if (!res.ok) throw new ScannerError(`${method} ${path} answered ${res.status}`, res.status)
+    return res.json()
+  }
+}

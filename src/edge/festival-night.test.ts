@@ -1,0 +1,221 @@
+import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
+import { after, before, test } from 'node:test'
+import { CompactSign, decodeProtectedHeader } from 'jose'
+import { Scanner, type ScanResult, type SyncReport } from '../../packages/scanner/src/index.js'
+import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
+import { httpBackends } from '../../test/helpers/backends.js'
+import {
+  deviceToken,
+  newTicketType,
+  type PartnerKeys,
+  partnerPost,
+  seedPartner,
+  waitFor,
+} from '../partner/test-partner.js'
+import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
+import { deviceNetwork, type Network } from './test-scanner.js'
+
+const TICKETS = 1_900
+const REVOKED = 20
+const FORGED = 100
+const DOUBLE = 50
+const SCANNERS = 3
+
+const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+const claimsOf = (code: string) => JSON.parse(Buffer.from(code.split('.')[1]!, 'base64url').toString())
+
+/**
+ * The night the network fails: three scanners sync, lose the network, and are shown 2,000 ticket codes
+ * (1,880 genuine, 20 revoked before the cut, 100 forged), 50 of the genuine ones at two scanners; then
+ * the network returns and they sync.
+ */
+forEachBackend(
+  httpBackends,
+  'festival night: three offline scanners, 2,000 codes',
+  (ctx) => {
+    let t: TestApp
+    let keys: PartnerKeys
+    let receiver: Receiver
+    const tickets: { transfer_uid: string; company_ticket_id: string; code: string }[] = []
+    const scanners: { scanner: Scanner; net: Network }[] = []
+
+    before(async () => {
+      t = ctx()
+      keys = await seedPartner(t)
+      receiver = await startReceiver()
+      const hook = await t.request({
+        method: 'PUT',
+        url: '/companies/webhook',
+        headers: { api_key: keys.write },
+        payload: { url: receiver.url },
+      })
+      assert.equal(hook.statusCode, 200, hook.body)
+      const ticketUid = await newTicketType(t, keys.write)
+      for (let i = 0; i < TICKETS; i++) {
+        const res = await partnerPost(t, '/companies/transfer', keys.write, {
+          event_uid: 'summer-fest-2026',
+          email: `fan${i % 400}@example.com`,
+          ticket_uid: ticketUid,
+          company_ticket_id: `night-${i}`,
+        })
+        assert.equal(res.statusCode, 201, res.body)
+        const { transfer_uid, company_ticket_id, ticket_code } = res.json()
+        tickets.push({ transfer_uid, company_ticket_id, code: ticket_code })
+      }
+      for (let i = 0; i < SCANNERS; i++) {
+        const net = deviceNetwork(t)
+        const scanner = new Scanner({
+          baseUrl: 'http://wristband.test',
+          eventId: 1,
+          token: deviceToken(t, 1, 1),
+          gate: `Gate ${i + 1}`,
+          now: () => t.clock.now(),
+          fetch: net.fetch,
+        })
+        scanners.push({ scanner, net })
+      }
+    })
+    after(() => receiver.close())
+
+    test('forged codes are refused offline, revoked ones too, every ticket is used once, one webhook per use', async () => {
+      for (const { scanner } of scanners) {
+        const first = await scanner.sync()
+        assert.equal(first.changes, TICKETS)
+        assert.equal(first.keysFetched, true)
+      }
+      // 20 tickets are re-issued (lost phones) while the network still works; the scanners learn of it.
+      const revoked = tickets.slice(0, REVOKED)
+      for (const r of revoked) {
+        const res = await partnerPost(
+          t,
+          `/companies/transfer/${r.company_ticket_id}/reissue`,
+          keys.write,
+          undefined,
+        )
+        assert.equal(res.statusCode, 200, res.body)
+      }
+      for (const { scanner } of scanners) {
+        const delta = await scanner.sync()
+        assert.equal(delta.changes, REVOKED)
+        assert.equal(delta.keysFetched, false)
+      }
+
+      // Forged codes: signed by an attacker's key under the service's kid, under a kid of its own, and
+      // genuine signatures over altered payloads; half of them name real tickets.
+      const kid = decodeProtectedHeader(tickets[0]!.code).kid!
+      const attacker = generateKeyPairSync('ed25519').privateKey
+      const forged: string[] = []
+      for (let i = 0; i < FORGED; i++) {
+        const victim = tickets[REVOKED + i]!
+        const claims = { ...claimsOf(victim.code), ...(i % 2 ? { t: `${i}`.padStart(32, 'f') } : {}) }
+        if (i % 3 === 2) {
+          const [, , signature] = tickets[REVOKED + FORGED + i]!.code.split('.')
+          forged.push(`${encode({ alg: 'EdDSA', kid })}.${encode({ ...claims, n: 7 })}.${signature}`)
+        } else {
+          forged.push(
+            await new CompactSign(Buffer.from(JSON.stringify(claims)))
+              .setProtectedHeader({ alg: 'EdDSA', kid: i % 3 === 0 ? kid : 'attacker-01' })
+              .sign(attacker),
+          )
+        }
+      }
+
+      // The cut.
+      for (const { net } of scanners) net.online = false
+      const genuine = tickets.slice(REVOKED)
+      const presented: { code: string; kind: 'genuine' | 'revoked' | 'forged'; at: number }[] = [
+        ...genuine.map((g, i) => ({ code: g.code, kind: 'genuine' as const, at: i % SCANNERS })),
+        ...revoked.map((r, i) => ({ code: r.code, kind: 'revoked' as const, at: i % SCANNERS })),
+        ...forged.map((code, i) => ({ code, kind: 'forged' as const, at: i % SCANNERS })),
+      ]
+      assert.equal(presented.length, 2_000)
+      // 50 genuine codes are shown again at another scanner (a screenshot passed over the fence).
+      const doubles = genuine
+        .slice(0, DOUBLE)
+        .map((g, i) => ({ code: g.code, kind: 'genuine' as const, at: (i + 1) % SCANNERS }))
+      const outcomes = new Map<string, ScanResult[]>()
+      for (const p of [...presented, ...doubles]) {
+        const r = await scanners[p.at]!.scanner.scan(p.code)
+        if (p.kind === 'forged') assert.equal(r.status, 'FORGED', `forged code ${p.code} was ${r.status}`)
+        if (p.kind === 'revoked') assert.equal(r.status, 'REVOKED')
+        // Offline a scanner cannot know what another scanner saw: both presentations pass at the gate.
+        if (p.kind === 'genuine') assert.equal(r.status, 'VALID')
+        if (r.status === 'VALID') outcomes.set(r.transfer_uid, [...(outcomes.get(r.transfer_uid) ?? []), r])
+      }
+      // Shown twice at the same scanner, a code is ALREADY_USED there at once, with when and where.
+      const repeat = await scanners[0]!.scanner.scan(genuine[0]!.code)
+      assert.equal(repeat.status, 'ALREADY_USED')
+      assert.equal(repeat.status === 'ALREADY_USED' && repeat.gate, 'Gate 1')
+      for (const { net } of scanners) assert.equal(net.refused, 0, 'scan() never touched the network')
+      assert.equal(
+        scanners.reduce((n, s) => n + s.scanner.pending, 0),
+        genuine.length + DOUBLE,
+      )
+
+      // The network returns.
+      for (const { net } of scanners) net.online = true
+      const reports: SyncReport[] = []
+      for (const { scanner } of scanners) reports.push(await scanner.sync())
+      const used = reports.flatMap((r) => r.used)
+      const conflicts = reports.flatMap((r) => r.conflicts)
+      assert.equal(used.length, genuine.length)
+      assert.equal(new Set(used).size, genuine.length)
+      assert.deepEqual(
+        new Set(conflicts.map((c) => c.transfer_uid)),
+        new Set(doubles.map((d) => claimsOf(d.code).t)),
+      )
+      assert.equal(conflicts.length, DOUBLE)
+      for (const r of reports) assert.deepEqual(r.rejected, [])
+      // Every double presentation: one USED, one ALREADY_USED carrying the first use's time.
+      for (const d of doubles) {
+        const uid = claimsOf(d.code).t
+        assert.equal(used.filter((u) => u === uid).length, 1)
+        const c = conflicts.filter((x) => x.transfer_uid === uid)
+        assert.equal(c.length, 1)
+        assert.match(c[0]!.used_timestamp!, /^\d{4}-\d{2}-\d{2}T/)
+      }
+      for (const { scanner } of scanners) assert.equal(scanner.pending, 0)
+
+      // The database: every genuine ticket used exactly once, the revoked ones not at all.
+      const rows = await t.db.db
+        .selectFrom('transfers')
+        .select(['uid', 'status', 'used_timestamp'])
+        .where('event_id', '=', 1)
+        .execute()
+      const byUid = new Map(rows.map((r) => [r.uid, r]))
+      for (const g of genuine) assert.equal(byUid.get(g.transfer_uid)?.status, 'USED')
+      for (const r of revoked) assert.equal(byUid.get(r.transfer_uid)?.used_timestamp, null)
+      const deliveries = await t.db.db
+        .selectFrom('webhook_deliveries')
+        .select(['transfer_id', (eb) => eb.fn.countAll().as('n')])
+        .where('event_id', '=', 1)
+        .groupBy('transfer_id')
+        .execute()
+      assert.equal(deliveries.length, genuine.length)
+      for (const d of deliveries) assert.equal(Number(d.n), 1)
+      // Deliveries are at least once: a retry after a timeout repeats a message under its webhook-id.
+      // One message per use means: as many webhook-ids as uses, each naming one used ticket.
+      const messages = () => {
+        const byId = new Map<string, string>()
+        for (const r of receiver.log)
+          byId.set(String(r.headers['webhook-id']), JSON.parse(r.body).transfer_uid)
+        return byId
+      }
+      await waitFor(() => messages().size >= genuine.length, 300_000)
+      const byId = messages()
+      assert.equal(byId.size, genuine.length)
+      assert.deepEqual(new Set(byId.values()), new Set(genuine.map((g) => g.transfer_uid)))
+
+      // After the sync every scanner knows every use, with when and where.
+      const late = await scanners[2]!.scanner.scan(genuine[0]!.code)
+      assert.equal(late.status, 'ALREADY_USED')
+      assert.equal(late.status === 'ALREADY_USED' && late.source, 'service')
+    })
+  },
+  {
+    TRANSFER_EMAIL_DELAY_SECONDS: '86400',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    JOBS_POLL_MS: '20',
+  },
+)

@@ -1,0 +1,56 @@
+import type { Db } from '../platform/db/database.js'
+import { markChanged } from './ticket-codes.js'
+
+/** Changes of an event's tickets after `cursor`, oldest first: one row per ticket, its latest state. */
+export function feedPage(db: Db, eventId: number, cursor: number, limit: number) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select([
+      't.uid as transfer_uid',
+      'tt.uid as ticket_uid',
+      't.code_version',
+      't.code_digest',
+      't.used_timestamp',
+      't.used_gate',
+      't.feed_seq',
+    ])
+    .where('t.event_id', '=', eventId)
+    .where('t.feed_seq', '>', cursor)
+    .orderBy('t.feed_seq')
+    .limit(limit)
+    .execute()
+}
+
+export function findTransferForReissue(db: Db, eventId: number, companyTicketId: string) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select(['t.id', 't.uid', 'tt.uid as ticket_uid', 'tt.ticket_date', 't.code_version', 't.used_timestamp'])
+    .where('t.event_id', '=', eventId)
+    .where('t.company_ticket_id', '=', companyTicketId)
+    .executeTakeFirst()
+}
+
+/**
+ * Replaces a transfer's code by the next version, unless it was used or re-issued meanwhile (the
+ * conditions make the first of two concurrent re-issues win). Returns whether it did.
+ */
+export async function replaceCode(
+  db: Db,
+  t: { id: number; eventId: number; fromVersion: number },
+  code: { body: string; digest: string },
+): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    const r = await tx
+      .updateTable('transfers')
+      .set({ code_version: t.fromVersion + 1, code_body: code.body, code_digest: code.digest })
+      .where('id', '=', t.id)
+      .where('code_version', '=', t.fromVersion)
+      .where('used_timestamp', 'is', null)
+      .executeTakeFirst()
+    if (Number(r.numUpdatedRows) === 0) return false
+    await markChanged(tx, t.id, t.eventId)
+    return true
+  })
+}
