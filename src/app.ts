@@ -268,7 +268,7 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
-  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, kick: kickJobs })
   await app.register(mfaRoutes, {
     db,
     clock,

@@ -200,6 +200,15 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     returns: "The event's page",
   },
 
+  'GET /dashboard/events/{event_id}/webhooks': {
+    operationId: 'getDashboardWebhookDeliveriesPage',
+    returns: "The page of the event's webhook deliveries",
+  },
+  'POST /dashboard/events/{event_id}/webhooks/deliveries/{delivery_id}/resend': {
+    operationId: 'dashboardResendWebhookDelivery',
+    returns: 'Scheduled; back to the deliveries page',
+  },
+
   // consumers
   'POST /auth/login/customer': {
     operationId: 'loginConsumer',

@@ -11,10 +11,9 @@ import { errorResponses, Message } from '../platform/schemas.js'
 import { newWebhookSecret } from './signing.js'
 import {
   deleteWebhook,
-  findDelivery,
   findWebhook,
   listDeliveries,
-  redeliver,
+  resendDelivery,
   upsertWebhook,
 } from './webhooks.store.js'
 
@@ -242,18 +241,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      const partner = partnerOf(request)
-      const delivery = await findDelivery(db, partner.eventId, request.params.id)
-      if (!delivery) throw new NotFoundError('No such delivery')
-      const hook = await findWebhook(db, partner.eventId)
-      if (!hook || hook.disabled_at !== null)
-        throw new ConflictError(
-          'No enabled webhook: register the receiver again with PUT /companies/webhook',
-          {
-            error: 'webhook_disabled',
-          },
-        )
-      await redeliver(db, delivery.id, clock.now())
+      await resendDelivery(db, partnerOf(request).eventId, request.params.id, clock.now())
       deps.kick()
       reply.code(202)
       return { message: 'Redelivery scheduled' }
