@@ -42,8 +42,9 @@ const excerpt = (text: string | null) =>
 function eventOf(payload: string) {
   try {
     const p = JSON.parse(payload) as Record<string, unknown>
+    const transfer = String(p.transfer_uid ?? '')
     return html`<strong>Ticket ${String(p.status ?? '').toLowerCase() || 'event'}</strong><br>
-      <span class="meta">${p.company_ticket_id ?? ''}</span><br><code>${p.transfer_uid ?? ''}</code>`
+      <span class="meta">${p.company_ticket_id ?? ''}</span><br><code title="${transfer}">${transfer.slice(0, 12)}…</code>`
   } catch {
     return html`<code>${excerpt(payload)}</code>`
   }
@@ -76,7 +77,7 @@ export function deliveriesPage(
     : 'No receiver is registered (PUT /companies/webhook).'
   const rows = data.deliveries.map(
     (d) => html`<tr data-delivery="${d.id}" data-status="${d.status}">
-      <td><strong>#${d.id}</strong><br><code>${d.uid}</code><br><span class="meta">${when(d.created_at)}</span></td>
+      <td><strong>#${d.id}</strong><br><code>${d.uid}</code></td>
       <td>${eventOf(d.payload)}</td>
       <td><span class="badge ${d.status}">${d.status}</span><br><span class="meta">${d.attempts} ${
         d.attempts === 1 ? 'attempt' : 'attempts'
