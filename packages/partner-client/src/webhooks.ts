@@ -36,6 +36,8 @@ export { WebhookVerificationError }
 export class WebhookReplayError extends WebhookVerificationError {
   constructor() {
     super('Message already received (replay)')
+    // The library's error classes set their own prototype, which would hide this subclass.
+    Object.setPrototypeOf(this, WebhookReplayError.prototype)
     this.name = 'WebhookReplayError'
   }
 }
@@ -80,12 +82,13 @@ export class WebhookReceiver {
     const now = this.now()
     if (Math.abs(now - signedAt) > this.tolerance * 1000)
       throw new WebhookVerificationError('Message timestamp outside the tolerance')
-    for (const [key, at] of this.seen) {
-      if (now - at <= this.tolerance * 1000 && this.seen.size < this.max) break
-      this.seen.delete(key)
-    }
     const key = `${h['webhook-id']} ${h['webhook-timestamp']}`
     if (this.seen.has(key)) throw new WebhookReplayError()
+    // Forget what is past the tolerance (the time check refuses it anyway), and the oldest beyond the bound.
+    for (const [seenKey, at] of this.seen) {
+      if (now - at <= this.tolerance * 1000 && this.seen.size < this.max) break
+      this.seen.delete(seenKey)
+    }
     this.seen.set(key, signedAt)
     return { id: h['webhook-id'], timestamp: new Date(signedAt), payload }
   }
