@@ -46,6 +46,7 @@ import { JobRunner } from './platform/jobs/jobs.js'
 import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
+import { docsUiTheme, finishDocument, type OpenApiDocument } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
 import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
@@ -259,6 +260,11 @@ async function assemble(
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
+    transformObject: (built) =>
+      'openapiObject' in built
+        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument) as typeof built.openapiObject)
+        : built.swaggerObject,
     openapi: {
       openapi: '3.1.0',
       info: {
@@ -280,14 +286,14 @@ async function assemble(
     },
   })
   // swagger-ui sets the page's own CSP (its scripts and styles come from the service itself).
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true })
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, ...docsUiTheme })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
-  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, kick: kickJobs })
   await app.register(mfaRoutes, {
     db,
     clock,

@@ -23,6 +23,7 @@ import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { canSeeEvent, visibleEvents } from './access.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
+import { deliveriesPageRoutes } from './deliveries.routes.js'
 import {
   csrfMatches,
   INVALID_SIGN_IN,
@@ -39,6 +40,8 @@ import { eventListPage, eventPage, messagePage, signInPage } from './templates.j
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
+  /** Runs due jobs now (a resend from the deliveries page goes out at once). */
+  kick?: () => void
 }
 
 const SESSION_COOKIE = 'wb_session'
@@ -368,4 +371,13 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       return reply.type('text/html; charset=utf-8').send(eventPage(session, event))
     },
   )
+
+  // The webhook deliveries page (deliveries.routes.ts), in this context: same error pages and CSP.
+  await app.register(deliveriesPageRoutes, {
+    ...deps,
+    kick: deps.kick ?? (() => {}),
+    loadSession: loadSession(deps, true),
+    sessionOf,
+    pageSchema,
+  })
 }

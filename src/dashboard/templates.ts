@@ -39,7 +39,7 @@ interface LayoutOptions {
   scripts?: boolean
 }
 
-function layout(opts: LayoutOptions, body: SafeHtml): string {
+export function layout(opts: LayoutOptions, body: SafeHtml): string {
   const account = opts.session
     ? html`<div class="account">
         <span class="who">${opts.session.viewer.label}</span>
@@ -189,6 +189,7 @@ export function eventPage(session: { viewer: Viewer; csrfToken: string }, event:
         ${tile('webhook_failed', 'Gave up')}
       </div>
       <p class="last-error" data-webhook-error></p>
+      <p><a href="/dashboard/events/${event.id}/webhooks">Every delivery, its attempts, and Resend</a></p>
     </section>
   </main>`,
   )

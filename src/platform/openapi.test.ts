@@ -3,16 +3,24 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
+import { OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
 
+interface Media {
+  schema?: { $ref?: string }
+  example?: unknown
+  examples?: Record<string, { value: unknown }>
+}
 interface Operation {
+  operationId?: string
   summary?: string
   tags?: string[]
   security?: Record<string, unknown>[]
-  requestBody?: { content?: Record<string, { schema?: Record<string, unknown> }> }
-  responses?: Record<string, unknown>
+  requestBody?: { content?: Record<string, { schema?: Record<string, unknown>; example?: unknown }> }
+  responses?: Record<string, { description: string; content?: Record<string, Media> }>
 }
 type OpenApi = {
   openapi: string
+  tags: { name: string; description?: string }[]
   info: { version: string }
   paths: Record<string, Record<string, Operation>>
   components: {
@@ -125,5 +133,97 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     assert.match(init.body, /url: resolveUrl\('\.\/json'\)/)
     const served = await t.request({ method: 'GET', url: '/docs/json' })
     assert.deepEqual(served.json().paths, doc.paths)
+  })
+
+  const operations = () =>
+    Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, op })),
+    )
+
+  // The rule for every route, present and future: an operationId (in the route's schema, or in
+  // OPERATIONS of src/platform/openapi-operations.ts, which also gives the success description), unique
+  // across the document, a summary, tags, and no response left as "Default Response".
+  test('every operation has a unique operationId, a summary, tags and real response descriptions', () => {
+    const ids = new Map<string, string>()
+    for (const { key, op } of operations()) {
+      assert.match(op.operationId ?? '', /^[a-z][A-Za-z0-9]+$/, `${key} has a camelCase operationId`)
+      assert.ok(!ids.has(op.operationId!), `${key} reuses the operationId of ${ids.get(op.operationId!)}`)
+      ids.set(op.operationId!, key)
+      assert.ok(op.summary && op.tags?.length, `${key} has a summary and tags`)
+      for (const [status, res] of Object.entries(op.responses ?? {}))
+        assert.ok(
+          res.description && res.description !== 'Default Response',
+          `${key} ${status} says what it answers (an entry in OPERATIONS gives the success description)`,
+        )
+    }
+    const tags = new Set(doc.tags.map((t) => t.name))
+    for (const { key, op } of operations())
+      for (const t of op.tags ?? []) assert.ok(tags.has(t), `${key}: tag ${t} is listed`)
+  })
+
+  test('OPERATIONS names only operations the service serves', () => {
+    const served = new Set(operations().map((o) => o.key))
+    for (const key of Object.keys(OPERATIONS))
+      assert.ok(served.has(key), `${key} is in OPERATIONS but not served`)
+  })
+
+  // Partner, webhook, holder and auth operations are the ones integrators code against: each shows an
+  // example request (when it takes a JSON body) and an example success answer (when it answers JSON).
+  test(`operations tagged ${TAGS_WITH_EXAMPLES.join(', ')} carry request and response examples`, () => {
+    let checked = 0
+    for (const { key, op } of operations()) {
+      if (!op.tags?.some((t) => TAGS_WITH_EXAMPLES.includes(t))) continue
+      checked++
+      const body = op.requestBody?.content?.['application/json']
+      if (body) assert.notEqual(body.example, undefined, `${key} has a request example`)
+      const ok = Object.entries(op.responses ?? {}).find(([s]) => s.startsWith('2'))
+      assert.ok(ok, `${key} has a success response`)
+      const json = ok[1].content?.['application/json']
+      if (json) assert.notEqual(json.example, undefined, `${key} has a response example`)
+    }
+    assert.ok(checked >= 14, `${checked} operations checked`)
+  })
+
+  test('every JSON error status says its body and lists its `error` codes, each with an example', () => {
+    const codesOf = (status: string, key: string) =>
+      (OPERATIONS[key]?.errors?.[Number(status)] ?? []).map((c) => c.code)
+    for (const { key, op } of operations()) {
+      for (const [status, res] of Object.entries(op.responses ?? {})) {
+        if (Number(status) < 400) continue
+        const json = res.content?.['application/json']
+        if (!json?.schema?.$ref?.match(/ErrorBody|RateLimited|HTTPValidationError/)) continue
+        assert.ok(json.example !== undefined || json.examples, `${key} ${status} has an example body`)
+        if (json.schema.$ref.endsWith('ErrorBody')) assert.match(res.description, /Body: `\{"detail"/)
+        const codes = status === '429' ? ['rate_limit_exceeded'] : codesOf(status, key)
+        for (const code of codes) {
+          assert.ok(res.description.includes(`\`${code}\``), `${key} ${status} names ${code}`)
+          assert.ok(json.examples?.[code], `${key} ${status} shows an example of ${code}`)
+        }
+      }
+    }
+    // The codes the code throws (grep `error: '` in src) are all listed somewhere.
+    const described = JSON.stringify(doc.paths)
+    for (const code of [
+      'duplicate_company_ticket_id',
+      'idempotency_key_in_use',
+      'already_claimed',
+      'webhook_disabled',
+      'already_used',
+      'username_taken',
+      'rate_limit_exceeded',
+    ])
+      assert.ok(described.includes(code), `${code} is documented`)
+  })
+
+  test('/docs is titled and marked for wristband, not for the framework', async () => {
+    const page = await t.request({ method: 'GET', url: '/docs' })
+    assert.match(page.body, /<title>wristband API reference<\/title>/)
+    assert.doesNotMatch(page.body, /Swagger UI<\/title>|favicon-32x32\.png/)
+    const init = await t.request({ method: 'GET', url: '/docs/static/swagger-initializer.js' })
+    const logo = /img\.src = 'data:image\/svg\+xml;base64,([^']+)'/.exec(init.body)
+    assert.ok(logo, 'the top bar logo is replaced')
+    const svg = Buffer.from(logo[1]!, 'base64').toString()
+    assert.match(svg, />wristband</)
+    assert.doesNotMatch(svg.toLowerCase(), /fastify|swagger/)
   })
 })

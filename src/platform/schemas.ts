@@ -2,7 +2,14 @@ import { Type } from 'typebox'
 
 /** Body of every error other than 422. */
 export const ErrorBody = Type.Object(
-  { detail: Type.String() },
+  {
+    detail: Type.String(),
+    error: Type.Optional(
+      Type.String({
+        description: 'A stable code, where a status has more than one cause (listed per operation)',
+      }),
+    ),
+  },
   {
     additionalProperties: true,
     $id: 'ErrorBody',

@@ -4,7 +4,7 @@ import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
 import { partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
+import { NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
 import type { Sealer } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
@@ -12,10 +12,9 @@ import { errorResponses, Message } from '../platform/schemas.js'
 import { newWebhookSecret } from './signing.js'
 import {
   deleteWebhook,
-  findDelivery,
   findWebhook,
   listDeliveries,
-  redeliver,
+  resendDelivery,
   sealSecret,
   upsertWebhook,
 } from './webhooks.store.js'
@@ -247,18 +246,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      const partner = partnerOf(request)
-      const delivery = await findDelivery(db, partner.eventId, request.params.id)
-      if (!delivery) throw new NotFoundError('No such delivery')
-      const hook = await findWebhook(db, partner.eventId)
-      if (!hook || hook.disabled_at !== null)
-        throw new ConflictError(
-          'No enabled webhook: register the receiver again with PUT /companies/webhook',
-          {
-            error: 'webhook_disabled',
-          },
-        )
-      await redeliver(db, delivery.id, clock.now())
+      await resendDelivery(db, partnerOf(request).eventId, request.params.id, clock.now())
       deps.kick()
       reply.code(202)
       return { message: 'Redelivery scheduled' }

@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db/database.js'
+import { ConflictError, NotFoundError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
 import { randomToken } from '../platform/random.js'
@@ -191,4 +192,19 @@ export function findDelivery(db: Db, eventId: number, id: number) {
     .where('event_id', '=', eventId)
     .where('id', '=', id)
     .executeTakeFirst()
+}
+
+/**
+ * A manual resend (the partner API's retry and the dashboard's Resend button): the delivery of the
+ * event goes out again now with the same webhook-id, provided the event's receiver is enabled.
+ */
+export async function resendDelivery(db: Db, eventId: number, id: number, now: number): Promise<void> {
+  const delivery = await findDelivery(db, eventId, id)
+  if (!delivery) throw new NotFoundError('No such delivery')
+  const hook = await findWebhook(db, eventId)
+  if (!hook || hook.disabled_at !== null)
+    throw new ConflictError('No enabled webhook: register the receiver again with PUT /companies/webhook', {
+      error: 'webhook_disabled',
+    })
+  await redeliver(db, delivery.id, now)
 }

@@ -1,0 +1,161 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import { Type } from 'typebox'
+import { ConflictError, ForbiddenError } from '../platform/errors.js'
+import { perMinute } from '../platform/rate-limit.js'
+import { findWebhook, listDeliveries, resendDelivery } from '../webhooks/webhooks.store.js'
+import { canSeeEvent } from './access.js'
+import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
+import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
+import { EventIdParams } from './stats.schemas.js'
+import { findEvent } from './stats.service.js'
+
+/** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
+export interface DeliveriesPageDeps extends SessionDeps {
+  /** Runs due jobs now, so a resend goes out at once. */
+  kick: () => void
+  loadSession: preParsingAsyncHookHandler
+  sessionOf: (request: FastifyRequest) => Session
+  pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
+}
+
+const PAGE_SIZE = 50
+
+const DeliveriesQuery = Type.Object(
+  {
+    status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((s) => Type.Literal(s)))),
+    before: Type.Optional(Type.Integer({ minimum: 1 })),
+    resent: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+)
+
+const ResendParams = Type.Object({
+  event_id: Type.Integer({ minimum: 1 }),
+  delivery_id: Type.Integer({ minimum: 1 }),
+})
+
+const ResendForm = Type.Object(
+  { csrf_token: Type.Optional(Type.String({ maxLength: 100 })) },
+  { additionalProperties: false },
+)
+
+/**
+ * An event's webhook deliveries for the people who answer for its receiver: the partner's dashboard
+ * users of the event, its administrators and network managers (canSeeEvent). Resend is the partner
+ * API's retry (same webhook-id), behind the session's CSRF token, and audited.
+ */
+export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps> = async (app, deps) => {
+  const { db, clock } = deps
+
+  async function pageData(
+    eventId: number,
+    query: { status?: (typeof DELIVERY_STATUSES)[number]; before?: number },
+    notice: DeliveriesPageData['notice'],
+  ): Promise<DeliveriesPageData> {
+    const event = await findEvent(db, eventId)
+    const hook = await findWebhook(db, eventId)
+    const rows = await listDeliveries(db, eventId, {
+      limit: PAGE_SIZE + 1,
+      ...(query.before !== undefined ? { before: query.before } : {}),
+      ...(query.status !== undefined ? { status: query.status } : {}),
+    })
+    const deliveries = rows.slice(0, PAGE_SIZE)
+    return {
+      event,
+      receiver: hook
+        ? { url: hook.url, enabled: hook.disabled_at === null, disabled_reason: hook.disabled_reason }
+        : null,
+      deliveries,
+      status: query.status,
+      older: rows.length > PAGE_SIZE ? deliveries.at(-1)!.id : undefined,
+      notice,
+    }
+  }
+
+  app.get(
+    '/dashboard/events/:event_id/webhooks',
+    {
+      config: perMinute(120),
+      preParsing: deps.loadSession,
+      schema: {
+        ...deps.pageSchema(
+          "An event's recent webhook deliveries with every attempt, filterable by status, each with a Resend button",
+          200,
+          303,
+          403,
+          404,
+          422,
+        ),
+        params: EventIdParams,
+        querystring: DeliveriesQuery,
+      },
+    },
+    async (request, reply) => {
+      const session = deps.sessionOf(request)
+      const { event_id } = request.params
+      if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
+      const { resent, ...query } = request.query
+      const notice =
+        resent !== undefined
+          ? { kind: 'good' as const, text: `Delivery #${resent} is being sent again.` }
+          : undefined
+      const data = await pageData(event_id, query, notice)
+      return reply.type('text/html; charset=utf-8').send(deliveriesPage(session, data))
+    },
+  )
+
+  app.post(
+    '/dashboard/events/:event_id/webhooks/deliveries/:delivery_id/resend',
+    {
+      config: perMinute(30),
+      preParsing: deps.loadSession,
+      schema: {
+        ...deps.pageSchema(
+          'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
+          303,
+          403,
+          404,
+          409,
+          422,
+        ),
+        consumes: ['application/x-www-form-urlencoded'],
+        params: ResendParams,
+        body: ResendForm,
+      },
+    },
+    async (request, reply) => {
+      const session = deps.sessionOf(request)
+      const { event_id, delivery_id } = request.params
+      const actor = `${session.viewer.kind}:${session.viewer.id}`
+      if (!csrfMatches(session, request.body.csrf_token) || !canSeeEvent(session.viewer, event_id)) {
+        await deps.audit.record({
+          kind: 'webhook_resend',
+          actor,
+          ip: request.ip,
+          outcome: 'denied',
+          detail: { event_id, delivery_id },
+        })
+        throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
+      }
+      try {
+        await resendDelivery(db, event_id, delivery_id, clock.now())
+      } catch (err) {
+        if (!(err instanceof ConflictError)) throw err
+        const text =
+          'The receiver is disabled or removed: the partner must register it again before a resend.'
+        const data = await pageData(event_id, {}, { kind: 'bad', text })
+        return reply.code(409).type('text/html; charset=utf-8').send(deliveriesPage(session, data))
+      }
+      await deps.audit.record({
+        kind: 'webhook_resend',
+        actor,
+        ip: request.ip,
+        outcome: 'success',
+        detail: { event_id, delivery_id },
+      })
+      deps.kick()
+      return reply.redirect(`/dashboard/events/${event_id}/webhooks?resent=${delivery_id}`, 303)
+    },
+  )
+}

@@ -1,0 +1,140 @@
+import type { Viewer } from './access.js'
+import { type EventSummary, html, layout } from './templates.js'
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number]
+
+export interface DeliveryAttemptView {
+  attempted_at: number
+  status_code: number | null
+  error: string | null
+  response_body: string | null
+}
+
+export interface DeliveryView {
+  id: number
+  uid: string
+  status: string
+  payload: string
+  attempts: number
+  created_at: number
+  delivered_at: number | null
+  next_attempt_at: number | null
+  attempts_log: DeliveryAttemptView[]
+}
+
+export interface DeliveriesPageData {
+  event: EventSummary
+  receiver: { url: string; disabled_reason: string | null; enabled: boolean } | null
+  deliveries: DeliveryView[]
+  status: DeliveryStatus | undefined
+  /** The id to pass as `before` for the next (older) page, when there is one. */
+  older: number | undefined
+  notice: { kind: 'good' | 'bad'; text: string } | undefined
+}
+
+const EXCERPT = 80
+const when = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`
+const excerpt = (text: string | null) =>
+  text ? (text.length > EXCERPT ? `${text.slice(0, EXCERPT)}…` : text) : ''
+
+/** What happened, from the notification's payload (a ticket use), in a few words. */
+function eventOf(payload: string) {
+  try {
+    const p = JSON.parse(payload) as Record<string, unknown>
+    const transfer = String(p.transfer_uid ?? '')
+    return html`<strong>Ticket ${String(p.status ?? '').toLowerCase() || 'event'}</strong><br>
+      <span class="meta">${p.company_ticket_id ?? ''}</span><br><code title="${transfer}">${transfer.slice(0, 12)}…</code>`
+  } catch {
+    return html`<code>${excerpt(payload)}</code>`
+  }
+}
+
+function attemptsOf(d: DeliveryView) {
+  if (!d.attempts_log.length) return html`<span class="meta">Not sent yet</span>`
+  return html`<ol class="attempts">${d.attempts_log.map(
+    (a) => html`<li data-attempt>
+      <time>${when(a.attempted_at)}</time> ·
+      <span class="${a.status_code !== null && a.status_code < 300 ? 'good' : 'bad'}">${
+        a.status_code !== null ? `HTTP ${a.status_code}` : (a.error ?? 'no answer')
+      }</span>
+      ${a.response_body ? html`<code class="excerpt">${excerpt(a.response_body)}</code>` : ''}
+    </li>`,
+  )}</ol>`
+}
+
+export function deliveriesPage(
+  session: { viewer: Viewer; csrfToken: string },
+  data: DeliveriesPageData,
+): string {
+  const base = `/dashboard/events/${data.event.id}/webhooks`
+  const receiver = data.receiver
+    ? html`Receiver <code>${data.receiver.url}</code> · ${
+        data.receiver.enabled
+          ? 'enabled'
+          : html`<span class="bad">disabled${data.receiver.disabled_reason ? `: ${data.receiver.disabled_reason}` : ''}</span>`
+      }`
+    : 'No receiver is registered (PUT /companies/webhook).'
+  const rows = data.deliveries.map(
+    (d) => html`<tr data-delivery="${d.id}" data-status="${d.status}">
+      <td><strong>#${d.id}</strong><br><code>${d.uid}</code></td>
+      <td>${eventOf(d.payload)}</td>
+      <td><span class="badge ${d.status}">${d.status}</span><br><span class="meta">${d.attempts} ${
+        d.attempts === 1 ? 'attempt' : 'attempts'
+      }</span></td>
+      <td>${attemptsOf(d)}</td>
+      <td>${d.status === 'pending' && d.next_attempt_at !== null ? when(d.next_attempt_at) : '—'}</td>
+      <td>${
+        data.receiver?.enabled
+          ? html`<form method="post" action="${base}/deliveries/${d.id}/resend">
+          <input type="hidden" name="csrf_token" value="${session.csrfToken}">
+          <button type="submit">Resend</button>
+        </form>`
+          : ''
+      }</td>
+    </tr>`,
+  )
+  const filterLink = (s: DeliveryStatus | undefined, label: string) =>
+    html`<a href="${s ? `${base}?status=${s}` : base}"${data.status === s ? html` aria-current="page"` : ''}>${label}</a>`
+  return deliveriesLayout(session, data, base, receiver, rows, filterLink)
+}
+
+function deliveriesLayout(
+  session: { viewer: Viewer; csrfToken: string },
+  data: DeliveriesPageData,
+  base: string,
+  receiver: unknown,
+  rows: unknown[],
+  filterLink: (s: DeliveryStatus | undefined, label: string) => unknown,
+): string {
+  return layout(
+    { title: `Webhook deliveries · ${data.event.name}`, session },
+    html`<main class="deliveries">
+    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${data.event.id}">${data.event.name}</a></nav>
+    <div class="heading">
+      <h1>Webhook deliveries</h1>
+      <p class="meta">${receiver}</p>
+    </div>
+    ${data.notice ? html`<p class="notice ${data.notice.kind}" role="status">${data.notice.text}</p>` : ''}
+    <nav class="filter" aria-label="Filter by status">Show:
+      ${filterLink(undefined, 'All')} ${DELIVERY_STATUSES.map((s) => filterLink(s, s[0]!.toUpperCase() + s.slice(1)))}
+    </nav>
+    <section class="panel">
+      <div class="scroll">
+        <table class="deliveries">
+          <thead><tr><th>Delivery</th><th>Event</th><th>Status</th><th>Attempts (time · answer · response)</th><th>Next retry</th><th></th></tr></thead>
+          <tbody>${rows.length ? rows : html`<tr><td colspan="6" class="empty">No deliveries${data.status ? ` with status ${data.status}` : ''}.</td></tr>`}</tbody>
+        </table>
+      </div>
+      ${
+        data.older !== undefined
+          ? html`<p><a href="${base}?${new URLSearchParams({
+              ...(data.status ? { status: data.status } : {}),
+              before: String(data.older),
+            }).toString()}">Older deliveries</a></p>`
+          : ''
+      }
+    </section>
+  </main>`,
+  )
+}

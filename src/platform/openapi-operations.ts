@@ -1,0 +1,466 @@
+/**
+ * What the OpenAPI document says about each operation beyond its route schema: the operationId (the
+ * name a generated client gives the call), what a success answers, examples, and the `error` codes an
+ * error status can carry. Kept in one table so that 57 route files need not repeat the same five
+ * fields; a route may instead put `operationId` in its own schema. `finishDocument` (openapi.ts)
+ * merges this into the document, and src/platform/openapi.test.ts checks every route is covered.
+ */
+export interface OperationDoc {
+  operationId: string
+  /** What the success answer is (its response description). */
+  returns: string
+  /** An example request body. */
+  request?: unknown
+  /** An example success answer. */
+  response?: unknown
+  /** For an error status: each `error` code it can carry, with when, and an example `detail`. */
+  errors?: Record<number, ErrorCode[]>
+}
+
+export interface ErrorCode {
+  code: string
+  when: string
+  detail: string
+  /** The field that carries the code; `error` unless said. */
+  field?: string
+  /** Other fields of the body. */
+  extra?: Record<string, unknown>
+}
+
+/** Example values reused across operations, so that one example request leads to the next's answer. */
+const EVENT = 'summer-festival-2026'
+const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
+const TRANSFER_UID = '8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e'
+const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
+const AT = '2026-07-01T09:30:00.000Z'
+const ACCESS = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIn0.c2lnbmF0dXJl'
+const REFRESH = 'rt_2c9f1e7b4a5d4c3e8f0a1b2c3d4e5f60'
+
+const ticketType = {
+  ticket_uid: TICKET_UID,
+  event_uid: EVENT,
+  name: 'Weekend pass',
+  price: 149.5,
+  ticket_date: '2026-07-18T20:00:00.000',
+  created_at: AT,
+}
+const holderTicket = {
+  transfer_uid: TRANSFER_UID,
+  event_uid: EVENT,
+  event_name: 'Summer Festival 2026',
+  ticket_uid: TICKET_UID,
+  name: 'Weekend pass',
+  ticket_date: '2026-07-18T20:00:00.000',
+  status: 'CLAIMED',
+  used_timestamp: null,
+  access_gate: 'North',
+  seat_number: null,
+  balance: 20,
+  promo_balance: 5,
+}
+const linkView = {
+  event_uid: EVENT,
+  event_name: 'Summer Festival 2026',
+  email: 'holder@example.com',
+  claimed: true,
+  tickets: [holderTicket],
+}
+const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 1800 }
+const webhookView = {
+  url: 'https://partner.example.com/wristband/webhooks',
+  enabled: true,
+  disabled_reason: null,
+  created_at: AT,
+  updated_at: AT,
+}
+const useNotification = {
+  event_uid: EVENT,
+  transfer_uid: TRANSFER_UID,
+  user_email: 'holder@example.com',
+  company_ticket_id: 'order-1042-1',
+  status: 'USED',
+  used_timestamp: '2026-07-18T20:14:03.000',
+}
+const idempotencyInUse = {
+  code: 'idempotency_key_in_use',
+  when: 'a request with the same Idempotency-Key is still being processed; retry shortly',
+  detail: 'A request with this Idempotency-Key is still being processed',
+}
+
+export const OPERATIONS: Record<string, OperationDoc> = {
+  'GET /health': { operationId: 'getHealth', returns: 'The process is alive', response: { status: 'ok' } },
+  'GET /ready': {
+    operationId: 'getReadiness',
+    returns: 'The database (and Redis, when configured) answer',
+  },
+
+  // auth
+  'POST /auth/login': {
+    operationId: 'login',
+    returns: 'An access token and a refresh token',
+    request: { email: 'admin@example.com', password: 'correct horse battery staple', role: 'admin' },
+    response: tokenPair,
+  },
+  'POST /auth/refresh': {
+    operationId: 'refreshTokens',
+    returns: 'A new token pair; the refresh token sent is spent',
+    request: { refresh_token: REFRESH },
+    response: tokenPair,
+  },
+  'POST /auth/logout': {
+    operationId: 'logout',
+    returns: 'The session is ended',
+    request: { refresh_token: REFRESH },
+    response: { message: 'Logged out' },
+  },
+  'POST /tokens/verify': {
+    operationId: 'verifyToken',
+    returns: 'Whether the token is valid, and its claims when it is',
+    request: { token: ACCESS },
+    response: { valid: true, claims: { sub: '1', role: 'admin', exp: 1782901800 } },
+  },
+  'POST /tokens/offline': { operationId: 'createOfflineToken', returns: 'The offline token' },
+  'GET /admin/me': { operationId: 'getCurrentAdmin', returns: 'The signed-in account' },
+
+  // MFA
+  'POST /admin/mfa/setup': { operationId: 'startMfaEnrolment', returns: 'The new TOTP secret and its URI' },
+  'POST /admin/mfa/verify': {
+    operationId: 'verifyMfaCode',
+    returns: 'MFA is on; tokens carrying mfa_verified_at',
+  },
+  'GET /admin/sensitive/ping': {
+    operationId: 'pingSensitive',
+    returns: 'The MFA verification is fresh',
+    errors: {
+      403: [
+        {
+          code: 'require_mfa',
+          field: 'action',
+          when: '`reason` is `mfa_never` or `mfa_stale`: verify a TOTP code first',
+          detail: 'MFA verification is too old; verify again',
+          extra: { reason: 'mfa_stale' },
+        },
+      ],
+    },
+  },
+
+  // password reset
+  'POST /admin/password-reset/email-send': {
+    operationId: 'sendPasswordResetEmail',
+    returns: 'Accepted; a link is sent when the address is an administrator (the answer does not tell)',
+  },
+  'POST /admin/password-reset/{token}': {
+    operationId: 'resetPassword',
+    returns: 'The password is changed',
+  },
+  'GET /admin/password-reset/{token}': {
+    operationId: 'getPasswordResetPage',
+    returns: 'The HTML page of the reset link',
+  },
+
+  // API keys
+  'POST /tokens/api-key': {
+    operationId: 'createApiKey',
+    returns: 'The new key; its plaintext is shown only here',
+  },
+  'DELETE /tokens/api-key/{key_id}': { operationId: 'revokeApiKey', returns: 'The key is revoked' },
+  'GET /tokens/api-keys': { operationId: 'listApiKeys', returns: "The event's keys, without secrets" },
+
+  // audit, dashboard users, stats
+  'GET /admin/audit': { operationId: 'listAuditEvents', returns: 'A page of security events' },
+  'GET /events/{event_id}/stats': { operationId: 'getEventStats', returns: 'The figures of the event' },
+  'GET /dashboard/api/events/{event_id}/stats': {
+    operationId: 'getDashboardEventStats',
+    returns: 'The figures of the event',
+  },
+  'GET /admin/dashboard-users': { operationId: 'listDashboardUsers', returns: 'The dashboard users' },
+  'POST /admin/dashboard-users': {
+    operationId: 'createDashboardUser',
+    returns: 'The dashboard user created',
+    errors: {
+      409: [{ code: 'username_taken', when: 'the username exists', detail: 'Username already taken' }],
+    },
+  },
+  'PATCH /admin/dashboard-users/{user_id}': {
+    operationId: 'updateDashboardUser',
+    returns: 'The dashboard user as changed',
+  },
+  'DELETE /admin/dashboard-users/{user_id}': {
+    operationId: 'deleteDashboardUser',
+    returns: 'The dashboard user is removed',
+  },
+
+  // dashboard pages (HTML)
+  'GET /dashboard/login': { operationId: 'getDashboardLoginPage', returns: 'The sign-in page' },
+  'POST /dashboard/login': { operationId: 'dashboardLogin', returns: 'Signed in' },
+  'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
+  'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
+  'GET /dashboard/events/{event_id}': {
+    operationId: 'getDashboardEventPage',
+    returns: "The event's page",
+  },
+
+  'GET /dashboard/events/{event_id}/webhooks': {
+    operationId: 'getDashboardWebhookDeliveriesPage',
+    returns: "The page of the event's webhook deliveries",
+  },
+  'POST /dashboard/events/{event_id}/webhooks/deliveries/{delivery_id}/resend': {
+    operationId: 'dashboardResendWebhookDelivery',
+    returns: 'Scheduled; back to the deliveries page',
+  },
+
+  // consumers
+  'POST /auth/login/customer': {
+    operationId: 'loginConsumer',
+    returns: 'An access token and a refresh token for the consumer',
+    request: { phone: '+31612345678', password: 'correct horse battery staple' },
+    response: tokenPair,
+  },
+  'POST /auth/login/phone': {
+    operationId: 'sendPhoneLoginCode',
+    returns: 'Accepted; a code is sent when the number belongs to a consumer',
+  },
+  'POST /auth/login/phone/verify': {
+    operationId: 'loginConsumerWithPhoneCode',
+    returns: 'An access token and a refresh token for the consumer',
+  },
+  'POST /verify/messaging/start': {
+    operationId: 'startPhoneVerification',
+    returns: 'A code is sent by SMS',
+  },
+  'POST /verify/messaging/check': {
+    operationId: 'checkPhoneVerification',
+    returns: 'The verification token for POST /auth/register',
+  },
+  'POST /auth/register': { operationId: 'registerConsumer', returns: 'The consumer is registered' },
+  'GET /consumers/me': { operationId: 'getCurrentConsumer', returns: 'The signed-in consumer' },
+  'PATCH /consumers/me': { operationId: 'updateCurrentConsumer', returns: 'The profile as changed' },
+  'POST /auth/login/idp': {
+    operationId: 'loginConsumerWithIdp',
+    returns: 'An access token and a refresh token for the consumer',
+  },
+
+  // devices and tickets
+  'POST /devices/auth': { operationId: 'identifyDevice', returns: 'The device and its event' },
+  'POST /auth/login/device': { operationId: 'loginDevice', returns: 'The offline token of the device' },
+  'POST /devices/{device_id}/token': {
+    operationId: 'issueDeviceToken',
+    returns: 'The device token, associated with the operator',
+  },
+  'POST /devices/operator-token': { operationId: 'issueOperatorToken', returns: 'The operator token' },
+  'POST /tickets/{transfer_uid}/use': {
+    operationId: 'useTicket',
+    returns: 'The ticket is used (the first use)',
+    errors: {
+      409: [
+        {
+          code: 'already_used',
+          when: 'the ticket was used before; `used_timestamp` tells when',
+          detail: 'Ticket already used',
+          extra: { used_timestamp: '2026-07-18T20:14:03.000' },
+        },
+      ],
+    },
+  },
+  'POST /tickets/use-batch': { operationId: 'useTicketBatch', returns: 'One result per scan, in order' },
+
+  // partner
+  'POST /companies/ticket': {
+    operationId: 'createTicketType',
+    returns: 'The ticket type created (or, for a repeated Idempotency-Key, the first answer again)',
+    request: {
+      event_uid: EVENT,
+      name: 'Weekend pass',
+      price: 149.5,
+      ticket_date: '2026-07-18T20:00:00.000',
+    },
+    response: ticketType,
+    errors: { 409: [idempotencyInUse] },
+  },
+  'GET /companies/tickets': {
+    operationId: 'listTicketTypes',
+    returns: "The ticket types of the key's event",
+    response: { tickets: [ticketType] },
+  },
+  'POST /companies/transfer': {
+    operationId: 'createTransfer',
+    returns: 'The ticket is sent (or, for a repeated Idempotency-Key, the first answer again)',
+    request: {
+      event_uid: EVENT,
+      email: 'holder@example.com',
+      ticket_uid: TICKET_UID,
+      company_ticket_id: 'order-1042-1',
+      balance: 20,
+      promo_balance: 5,
+      additional_info: { access_gate: 'North' },
+    },
+    response: {
+      transfer_uid: TRANSFER_UID,
+      ticket_uid: TICKET_UID,
+      company_ticket_id: 'order-1042-1',
+      email: 'holder@example.com',
+      status: 'TRANSFERRED',
+      created_at: AT,
+    },
+    errors: {
+      409: [
+        {
+          code: 'duplicate_company_ticket_id',
+          when: 'the company_ticket_id was already used in the event',
+          detail: 'company_ticket_id has already been used in this event',
+        },
+        idempotencyInUse,
+      ],
+    },
+  },
+  'GET /companies/transfer/{company_ticket_id}': {
+    operationId: 'getTransfer',
+    returns: 'The transfer and its state',
+    response: {
+      transfer_uid: TRANSFER_UID,
+      event_uid: EVENT,
+      ticket_uid: TICKET_UID,
+      company_ticket_id: 'order-1042-1',
+      email: 'holder@example.com',
+      balance: 20,
+      promo_balance: 5,
+      additional_info: { access_gate: 'North' },
+      status: 'USED',
+      claimed: true,
+      emailed: true,
+      used_timestamp: '2026-07-18T20:14:03.000',
+      created_at: AT,
+    },
+  },
+
+  // webhooks
+  'PUT /companies/webhook': {
+    operationId: 'registerWebhook',
+    returns: 'The receiver, with its signing secret (shown only here)',
+    request: { url: 'https://partner.example.com/wristband/webhooks' },
+    response: { ...webhookView, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+  },
+  'GET /companies/webhook': {
+    operationId: 'getWebhook',
+    returns: 'The registered receiver',
+    response: webhookView,
+  },
+  'DELETE /companies/webhook': {
+    operationId: 'deleteWebhook',
+    returns: 'The receiver is removed',
+    response: { message: 'Webhook removed' },
+  },
+  'GET /companies/webhook/deliveries': {
+    operationId: 'listWebhookDeliveries',
+    returns: 'A page of deliveries, newest first',
+    response: {
+      deliveries: [
+        {
+          id: 7,
+          webhook_id: 'msg_2kVh0cL9sQf1T8xYb3NwR6',
+          status: 'pending',
+          payload: useNotification,
+          attempts: 1,
+          created_at: '2026-07-18T20:14:03.000Z',
+          delivered_at: null,
+          next_attempt_at: '2026-07-18T20:15:03.000Z',
+          attempt_log: [
+            {
+              attempted_at: '2026-07-18T20:14:03.000Z',
+              url: 'https://partner.example.com/wristband/webhooks',
+              status_code: 503,
+              duration_ms: 84,
+              error: null,
+              response_body: 'upstream unavailable',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  'POST /companies/webhook/deliveries/{id}/retry': {
+    operationId: 'retryWebhookDelivery',
+    returns: 'The delivery is scheduled now, with the same webhook-id',
+    response: { message: 'Redelivery scheduled' },
+    errors: {
+      409: [
+        {
+          code: 'webhook_disabled',
+          when: 'no enabled receiver; register it again with PUT /companies/webhook',
+          detail: 'No enabled webhook: register the receiver again with PUT /companies/webhook',
+        },
+      ],
+    },
+  },
+
+  // holder
+  'GET /holder/links/{token}': {
+    operationId: 'getClaimLink',
+    returns: "The link's event and tickets",
+    response: { ...linkView, claimed: false, tickets: [{ ...holderTicket, status: 'TRANSFERRED' }] },
+  },
+  'POST /holder/links/{token}/claim': {
+    operationId: 'claimLink',
+    returns: "The link's tickets, now the consumer's",
+    response: linkView,
+    errors: {
+      409: [
+        {
+          code: 'already_claimed',
+          when: 'another consumer claimed the link',
+          detail: 'This link was already claimed by another account',
+        },
+      ],
+    },
+  },
+  'GET /consumers/me/tickets': {
+    operationId: 'listMyTickets',
+    returns: "The consumer's tickets",
+    response: { tickets: [holderTicket] },
+  },
+  'GET /consumers/me/wallets': {
+    operationId: 'listMyWallets',
+    returns: "The consumer's balances",
+    response: {
+      wallets: [
+        {
+          event_uid: EVENT,
+          event_name: 'Summer Festival 2026',
+          balance: 20,
+          promo_balance: 5,
+          updated_at: AT,
+        },
+      ],
+    },
+  },
+}
+
+/** The claim token of the examples, for path parameter examples. */
+export const EXAMPLE_PARAMS: Record<string, string> = {
+  token: CLAIM_TOKEN,
+  company_ticket_id: 'order-1042-1',
+  transfer_uid: TRANSFER_UID,
+}
+
+/** Tags whose operations must carry request (when they take a body) and response examples. */
+export const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth']
+
+export const TAG_DESCRIPTIONS: Record<string, string> = {
+  partner: 'Ticket partners (API key in the `api_key` header): the ticket catalogue and transfers',
+  webhooks: 'Ticket partners: the receiver of use notifications and its deliveries',
+  holder: 'Ticket holders: claim links from the transfer e-mail',
+  auth: 'Sign-in of administrators, operators and network managers; token refresh and sign-out',
+  tokens: 'Token checks and offline tokens',
+  consumers: 'Consumers (ticket holders with an account): sign-in, registration, profile, tickets',
+  devices: 'Scanning devices and their operators',
+  tickets: 'Ticket use (scans)',
+  'api-keys': 'API keys of ticket partners',
+  admin: 'The signed-in administrator',
+  mfa: 'Multi-factor authentication (TOTP)',
+  'password-reset': 'Administrator password reset',
+  audit: 'Security events',
+  dashboard: 'Dashboard users and event figures (JSON)',
+  'dashboard pages': 'The dashboard (HTML pages for browsers)',
+  health: 'Liveness and readiness probes',
+  metrics: 'Prometheus metrics',
+}

@@ -1,0 +1,189 @@
+import {
+  type ErrorCode,
+  EXAMPLE_PARAMS,
+  OPERATIONS,
+  type OperationDoc,
+  TAG_DESCRIPTIONS,
+} from './openapi-operations.js'
+
+/** The parts of an OpenAPI 3.1 document this module reads and completes. */
+interface Media {
+  schema?: unknown
+  example?: unknown
+  examples?: Record<string, { summary?: string; value: unknown }>
+}
+interface Response {
+  description: string
+  headers?: Record<string, unknown>
+  content?: Record<string, Media>
+}
+interface Parameter {
+  in: string
+  name: string
+  example?: unknown
+}
+interface Operation {
+  operationId?: string
+  summary?: string
+  tags?: string[]
+  security?: Record<string, unknown>[]
+  parameters?: Parameter[]
+  requestBody?: { content?: Record<string, Media> }
+  responses?: Record<string, Response>
+}
+export interface OpenApiDocument {
+  tags?: { name: string; description?: string }[]
+  servers?: { url: string; description?: string }[]
+  paths: Record<string, Record<string, Operation>>
+  [key: string]: unknown
+}
+
+/** What each error status means, whatever the route (the first sentence of its description). */
+const ERROR_MEANING: Record<string, { text: string; detail: string }> = {
+  '400': {
+    text: 'Bad request: the request is well-formed but cannot be carried out',
+    detail: 'Invalid code',
+  },
+  '401': {
+    text: 'Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`)',
+    detail: 'Could not validate credentials',
+  },
+  '403': {
+    text: 'Forbidden: the credential is valid but lacks the role, scope or event',
+    detail: 'Not enough permissions',
+  },
+  '404': { text: 'Not found', detail: 'Not found' },
+  '409': { text: 'Conflict with the current state', detail: 'Conflict' },
+  '410': { text: 'Gone: the link or token has expired or was used', detail: 'This link has expired' },
+  '422': {
+    text: 'Validation error: the body, query, path or a header does not match the schema; one entry per problem',
+    detail: '',
+  },
+  '429': {
+    text: 'Too many requests: wait `Retry-After` seconds before trying again',
+    detail: 'Rate limit exceeded',
+  },
+  '503': {
+    text: 'Service unavailable: a dependency is unreachable and nothing was changed; retry later',
+    detail: 'Service temporarily unavailable',
+  },
+}
+
+const RATE_LIMITED: ErrorCode = {
+  code: 'rate_limit_exceeded',
+  when: 'too many requests from this address or key in the window',
+  detail: 'Rate limit exceeded',
+  extra: { limit: 120, retry_after: 17 },
+}
+
+const VALIDATION_EXAMPLE = {
+  detail: [
+    {
+      loc: ['body', 'price'],
+      msg: 'Input should be less than or equal to 1000000',
+      type: 'less_than_equal',
+      input: 1e9,
+    },
+  ],
+}
+
+const isSuccess = (status: string) => /^2\d\d$|^3\d\d$/.test(status)
+
+function describeError(status: string, codes: ErrorCode[]): string {
+  const meaning = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
+  if (!codes.length) return `${meaning}. Body: \`{"detail": "<message>"}\`; no \`error\` code.`
+  const list = codes.map((c) => `\`${c.field ?? 'error'}\`: \`${c.code}\` when ${c.when}`).join('; ')
+  return `${meaning}. Body: \`{"detail": "<message>", ...}\` with ${list}.`
+}
+
+function errorExample(c: ErrorCode) {
+  return { summary: c.when, value: { detail: c.detail, [c.field ?? 'error']: c.code, ...c.extra } }
+}
+
+function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
+  if (doc && !op.operationId) op.operationId = doc.operationId
+  // Declared on every operation, so a reader (and the linter) sees "no credential" was meant.
+  op.security ??= []
+  for (const p of op.parameters ?? [])
+    if (p.in === 'path' && p.example === undefined && EXAMPLE_PARAMS[p.name] !== undefined)
+      p.example = EXAMPLE_PARAMS[p.name]
+  const requestJson = op.requestBody?.content?.['application/json']
+  if (requestJson && doc?.request !== undefined) requestJson.example = doc.request
+
+  for (const [status, res] of Object.entries(op.responses ?? {})) {
+    const json = res.content?.['application/json']
+    if (isSuccess(status)) {
+      if (doc && status.startsWith('2')) res.description = doc.returns
+      if (json && doc?.response !== undefined && status.startsWith('2')) json.example = doc.response
+      continue
+    }
+    const codes = status === '429' ? [RATE_LIMITED] : (doc?.errors?.[Number(status)] ?? [])
+    if (!json) {
+      // An HTML page (the dashboard's forms): the status's meaning, said for a browser.
+      res.description = `${ERROR_MEANING[status]?.text ?? `HTTP ${status}`} (an HTML page)`
+      continue
+    }
+    const ref = (json.schema as { $ref?: string } | undefined)?.$ref ?? ''
+    if (!/\/(ErrorBody|HTTPValidationError|RateLimited)$/.test(ref)) {
+      // A body of its own (the readiness report): its schema says it all.
+      res.description = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
+      continue
+    }
+    res.description = describeError(status, codes)
+    if (status === '422') json.example = VALIDATION_EXAMPLE
+    else if (codes.length) json.examples = Object.fromEntries(codes.map((c) => [c.code, errorExample(c)]))
+    else json.example = { detail: ERROR_MEANING[status]?.detail ?? 'Error' }
+    if (status === '429')
+      res.headers = {
+        'Retry-After': {
+          description: 'Seconds to wait before the next attempt',
+          schema: { type: 'integer', minimum: 1 },
+        },
+      }
+  }
+}
+
+/**
+ * Completes the document @fastify/swagger built from the route schemas: operationIds, response
+ * descriptions and examples from OPERATIONS, the meaning and `error` codes of every error status,
+ * and the list of tags. Registered as the plugin's `transformObject`.
+ */
+export function finishDocument(input: OpenApiDocument): OpenApiDocument {
+  const doc = structuredClone(input)
+  const used = new Set<string>()
+  for (const [path, ops] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      finishOperation(op, OPERATIONS[`${method.toUpperCase()} ${path}`])
+      for (const t of op.tags ?? []) used.add(t)
+    }
+  }
+  doc.tags = [...used].sort().map((name) => ({
+    name,
+    ...(TAG_DESCRIPTIONS[name] ? { description: TAG_DESCRIPTIONS[name] } : {}),
+  }))
+  doc.servers ??= [{ url: '/', description: 'This service' }]
+  return doc
+}
+
+/** A plain text mark, so the API reference carries the service's name instead of a framework's logo. */
+const LOGO = Buffer.from(
+  '<svg xmlns="http://www.w3.org/2000/svg" width="170" height="40" viewBox="0 0 170 40">' +
+    '<rect x="2" y="12" width="30" height="16" rx="8" fill="none" stroke="#fff" stroke-width="4"/>' +
+    '<text x="42" y="28" font-family="sans-serif" font-size="22" font-weight="bold" fill="#fff">wristband</text>' +
+    '</svg>',
+)
+const FAVICON = Buffer.from(
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">' +
+    '<rect x="3" y="9" width="26" height="14" rx="7" fill="none" stroke="#1b6ac9" stroke-width="4"/></svg>',
+)
+
+/** @fastify/swagger-ui options: the page titled and marked for wristband. */
+export const docsUiTheme = {
+  logo: { type: 'image/svg+xml', content: LOGO, href: '/docs', target: '_self' as const },
+  theme: {
+    title: 'wristband API reference',
+    favicon: [
+      { filename: 'favicon.svg', rel: 'icon', sizes: 'any', type: 'image/svg+xml', content: FAVICON },
+    ],
+  },
+}
