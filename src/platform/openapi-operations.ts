@@ -35,6 +35,8 @@ const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
 const AT = '2026-07-01T09:30:00.000Z'
 const ACCESS = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIn0.c2lnbmF0dXJl'
 const REFRESH = 'rt_2c9f1e7b4a5d4c3e8f0a1b2c3d4e5f60'
+const TICKET_CODE =
+  'eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ'
 
 const ticketType = {
   ticket_uid: TICKET_UID,
@@ -57,6 +59,7 @@ const holderTicket = {
   seat_number: null,
   balance: 20,
   promo_balance: 5,
+  ticket_code: TICKET_CODE,
 }
 const linkView = {
   event_uid: EVENT,
@@ -301,6 +304,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       email: 'holder@example.com',
       status: 'TRANSFERRED',
       created_at: AT,
+      ticket_code: TICKET_CODE,
     },
     errors: {
       409: [
@@ -330,7 +334,43 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       emailed: true,
       used_timestamp: '2026-07-18T20:14:03.000',
       created_at: AT,
+      ticket_code: TICKET_CODE,
     },
+  },
+  'POST /companies/transfer/{company_ticket_id}/reissue': {
+    operationId: 'reissueTicketCode',
+    returns: 'The transfer has a new ticket code; the previous one is revoked',
+    response: {
+      transfer_uid: TRANSFER_UID,
+      company_ticket_id: 'order-1042-1',
+      code_version: 2,
+      ticket_code: TICKET_CODE,
+    },
+    errors: {
+      409: [
+        {
+          code: 'already_used',
+          when: 'the ticket was used: a used ticket keeps its code',
+          detail: 'A used ticket keeps its code',
+          extra: { used_timestamp: '2026-07-18T20:14:03.000' },
+        },
+        {
+          code: 'concurrent_change',
+          when: 'the ticket was used or re-issued while this request ran',
+          detail: 'The ticket was used or re-issued meanwhile',
+        },
+      ],
+    },
+  },
+
+  // offline
+  'GET /.well-known/jwks.json': {
+    operationId: 'getEdgeKeySet',
+    returns: 'The JWK Set of the edge keys, current key first',
+  },
+  'GET /events/{event_id}/scan-sync': {
+    operationId: 'syncScannerFeed',
+    returns: "A page of the event's ticket changes since the cursor",
   },
 
   // webhooks
@@ -454,6 +494,7 @@ export const TAG_DESCRIPTIONS: Record<string, string> = {
   consumers: 'Consumers (ticket holders with an account): sign-in, registration, profile, tickets',
   devices: 'Scanning devices and their operators',
   tickets: 'Ticket use (scans)',
+  offline: 'Offline scanning at the gate: the edge key set and the scanner sync feed',
   'api-keys': 'API keys of ticket partners',
   admin: 'The signed-in administrator',
   mfa: 'Multi-factor authentication (TOTP)',
