@@ -71,6 +71,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/companies/transfer/{company_ticket_id}/reissue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue a new ticket code for a transfer; the previous code is revoked
+         * @description For a lost or leaked code. Scanners learn of the revocation at their next sync. A used ticket answers 409 `already_used`.
+         */
+        post: operations["reissueTicketCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/companies/webhook": {
         parameters: {
             query?: never;
@@ -469,7 +489,8 @@ export interface operations {
                      *       "company_ticket_id": "order-1042-1",
                      *       "email": "holder@example.com",
                      *       "status": "TRANSFERRED",
-                     *       "created_at": "2026-07-01T09:30:00.000Z"
+                     *       "created_at": "2026-07-01T09:30:00.000Z",
+                     *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *     }
                      */
                     "application/json": {
@@ -479,6 +500,8 @@ export interface operations {
                         email: string;
                         /** @enum {string} */
                         status: "TRANSFERRED";
+                        /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
+                        ticket_code: string | null;
                         /** @description 32 lowercase hexadecimal characters */
                         ticket_uid: string;
                         /** @description 32 lowercase hexadecimal characters */
@@ -608,7 +631,8 @@ export interface operations {
                      *       "claimed": true,
                      *       "emailed": true,
                      *       "used_timestamp": "2026-07-18T20:14:03.000",
-                     *       "created_at": "2026-07-01T09:30:00.000Z"
+                     *       "created_at": "2026-07-01T09:30:00.000Z",
+                     *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *     }
                      */
                     "application/json": {
@@ -626,6 +650,8 @@ export interface operations {
                         event_uid: string;
                         promo_balance: number;
                         status: "TRANSFERRED" | "CLAIMED" | "USED";
+                        /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
+                        ticket_code: string | null;
                         /** @description 32 lowercase hexadecimal characters */
                         ticket_uid: string;
                         /** @description 32 lowercase hexadecimal characters */
@@ -709,6 +735,143 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+        };
+    };
+    reissueTicketCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example order-1042-1 */
+                company_ticket_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The transfer has a new ticket code; the previous one is revoked */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "transfer_uid": "8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e",
+                     *       "company_ticket_id": "order-1042-1",
+                     *       "code_version": 2,
+                     *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
+                     *     }
+                     */
+                    "application/json": {
+                        code_version: number;
+                        company_ticket_id: string;
+                        /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
+                        ticket_code: string | null;
+                        transfer_uid: string;
+                    };
+                };
+            };
+            /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Could not validate credentials"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Not enough permissions"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `already_used` when the ticket was used: a used ticket keeps its code; `error`: `concurrent_change` when the ticket was used or re-issued while this request ran. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": [
+                     *         {
+                     *           "loc": [
+                     *             "body",
+                     *             "price"
+                     *           ],
+                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "type": "less_than_equal",
+                     *           "input": 1000000000
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next attempt */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description Service unavailable: a dependency is unreachable and nothing was changed; retry later. Body: `{"detail": "<message>"}`; no `error` code. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Service temporarily unavailable"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
