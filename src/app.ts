@@ -23,7 +23,7 @@ import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
 import { IdpVerifier } from './idp/idp.verifier.js'
-import { createMetrics, type Metrics } from './metrics/metrics.js'
+import { countSends, createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
@@ -57,7 +57,7 @@ import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
-import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
+import { countPendingDeliveries, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -192,11 +192,13 @@ async function assemble(
     log: app.log,
     pollMs: config.JOBS_POLL_MS,
   })
-  const mail =
+  const mail = countSends(
     deps.mailTransport ??
-    (config.SMTP_URL
-      ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
-      : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
+      (config.SMTP_URL
+        ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
+        : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
+    metrics.mailSends,
+  )
   jobs.register(MAIL_JOB, mailJob(mail))
   closers.push(() => jobs.stop())
   jobs.register(
@@ -208,8 +210,15 @@ async function assemble(
   closers.push(() => http.close())
   jobs.register(
     WEBHOOK_JOB,
-    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE }),
+    webhookDeliveryJob({
+      db,
+      clock,
+      http,
+      retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
+      onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
+    }),
   )
+  metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(db)))
   // A committed notification goes out at once instead of at the next poll.
   const kickJobs = () => {
     jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
@@ -288,6 +297,7 @@ async function assemble(
     closers.push(() => configured.close())
     sms = configured
   }
+  sms = countSends(sms, metrics.smsSends)
   const consumers = new ConsumerService({
     db,
     clock,

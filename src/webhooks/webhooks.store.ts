@@ -137,3 +137,13 @@ export function findDelivery(db: Db, eventId: number, id: number) {
     .where('id', '=', id)
     .executeTakeFirst()
 }
+
+/** Notifications still waiting for delivery (their first attempt or a retry), over every event. */
+export async function countPendingDeliveries(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('webhook_deliveries')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('status', '=', 'pending')
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}
