@@ -27,6 +27,7 @@ import { countSends, createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
+import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
@@ -45,7 +46,7 @@ import { createDummyHash } from './platform/passwords.js'
 import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
-import { registerSecurityHeaders } from './platform/security-headers.js'
+import { registerDocsPolicy, registerSecurityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
@@ -69,6 +70,9 @@ export interface AppDependencies {
   /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
   sms?: SmsSender
 }
+
+/** The API's version: the OpenAPI document's and the one GET / shows. */
+const SERVICE_VERSION = '0.1.0'
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -247,7 +251,7 @@ async function assemble(
       openapi: '3.1.0',
       info: {
         title: 'wristband',
-        version: '0.1.0',
+        version: SERVICE_VERSION,
         description: 'Authentication, token and ticket-partner service of the event platform.',
       },
       components: {
@@ -263,11 +267,13 @@ async function assemble(
       },
     },
   })
-  // swagger-ui sets the page's own CSP (its scripts and styles come from the service itself).
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true })
+  // The docs pages get their own CSP (their scripts and styles come from the service itself).
+  registerDocsPolicy(app, '/docs')
+  await app.register(swaggerUi, { routePrefix: '/docs' })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
+  await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
