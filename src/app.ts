@@ -48,6 +48,7 @@ import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerDocsPolicy, registerSecurityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
+import { databaseUnavailable } from './platform/startup.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { TicketsService } from './tickets/tickets.service.js'
@@ -158,6 +159,8 @@ async function assemble(
   const database = await openDatabase(config.databaseUrl, {
     schema: config.DATABASE_SCHEMA,
     onError: () => metrics.dbErrors.inc(),
+  }).catch((err) => {
+    throw databaseUnavailable(config.databaseUrl, err)
   })
   closers.push(() => database.close())
   const { db } = database
@@ -166,7 +169,9 @@ async function assemble(
     redis.on('error', () => metrics.redisErrors.inc())
     closers.push(() => redis.disconnect())
   }
-  await database.migrate()
+  await database.migrate().catch((err) => {
+    throw databaseUnavailable(config.databaseUrl, err)
+  })
   if (redis) await connectRedis(redis)
 
   // The signing secret, then the earlier ones that still verify; feature keys are derived from them.

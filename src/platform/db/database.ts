@@ -106,7 +106,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
           continue
         }
         const failed = results?.find((r) => r.status === 'Error')
-        throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message}`)
+        // No failed migration: the database could not be reached at all (its error says why).
+        if (!failed) throw error
+        throw new Error(`migration ${failed.migrationName} failed: ${(error as Error).message}`)
       }
     },
     async pendingMigrations() {
