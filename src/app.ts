@@ -40,7 +40,7 @@ import { registerErrorHandler } from './platform/error-handler.js'
 import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
 import { createSealer, deriveKey } from './platform/keys.js'
-import { loggerOptions } from './platform/logging.js'
+import { loggerOptions, logListeningUrls } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
 import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
@@ -105,6 +105,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
+  logListeningUrls(app)
   const metrics = createMetrics()
   app.decorate('metrics', metrics)
   instrumentRequests(app, metrics)
