@@ -99,8 +99,12 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
 
   test('PostgreSQL refusing connections', async () => {
     const url = 'postgres://postgres:hunter2@127.0.0.1:1/nowhere'
-    for (const command of ['migrate', 'serve']) {
-      const run = await wristband([command], { ...env, DATABASE_URL: url })
+    // serve --workers 2: the primary migrates before forking, and fails the same way.
+    for (const command of [['migrate'], ['serve'], ['serve', '--workers', '2']]) {
+      const workers: Record<string, string> = command.includes('--workers')
+        ? { REDIS_URL: 'redis://127.0.0.1:1' }
+        : {}
+      const run = await wristband(command, { ...env, DATABASE_URL: url, ...workers })
       oneLine(
         run,
         1,

@@ -11,6 +11,7 @@ export function shownUrl(url: string): string {
 
 /** What went wrong opening or migrating the database, in one line that names it (never its password). */
 export function databaseUnavailable(url: string, err: unknown): StartupError {
+  if (err instanceof StartupError) return err
   const e = err as Error & { code?: string; errors?: Error[] }
   // A refused connection to `localhost` is an AggregateError (one per address) with an empty message.
   const message = e.message || e.errors?.map((x) => x.message).join('; ') || String(e.code ?? err)

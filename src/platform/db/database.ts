@@ -11,6 +11,7 @@ import {
   sql,
 } from 'kysely'
 import pg from 'pg'
+import { databaseUnavailable } from '../startup.js'
 import { migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
 
@@ -107,7 +108,7 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
         }
         const failed = results?.find((r) => r.status === 'Error')
         // No failed migration: the database could not be reached at all (its error says why).
-        if (!failed) throw error
+        if (!failed) throw databaseUnavailable(url, error)
         throw new Error(`migration ${failed.migrationName} failed: ${(error as Error).message}`)
       }
     },
