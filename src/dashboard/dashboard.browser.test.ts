@@ -219,13 +219,12 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
 
       test('"Updated" gives the time in the event\'s time zone, as the charts do, not the browser\'s', async () => {
         // The browser runs in UTC; Summer Fest is in Europe/Berlin.
+        // The figures the page itself loaded (its refresh timer is the test's fake clock: no other load).
+        const loaded = page.waitForResponse((r) => r.url().includes('/dashboard/api/events/1/stats'))
         await page.goto(`${base}/dashboard/events/1`)
+        const generatedAt = ((await (await loaded).json()) as { generated_at: string }).generated_at
         const status = page.locator('[data-status]').filter({ hasText: 'Updated' })
         await status.waitFor()
-        const generatedAt = await page.evaluate(async () => {
-          const r = await fetch('/dashboard/api/events/1/stats')
-          return ((await r.json()) as { generated_at: string }).generated_at
-        })
         const berlin = new Intl.DateTimeFormat('en-GB', {
           timeZone: 'Europe/Berlin',
           hour: '2-digit',
