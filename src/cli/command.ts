@@ -136,7 +136,15 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
     await database?.close().catch(() => undefined)
     throw new CliError(`wristband: ${databaseUnavailable(config.databaseUrl, err).message}`, 1)
   }
-  const log = pino({ level: 'warn' }, pino.destination(2))
+  // The service's line format (level names, ISO times), on standard error.
+  const log = pino(
+    {
+      level: 'warn',
+      formatters: { level: (label) => ({ level: label }) },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    pino.destination(2),
+  )
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
   try {
     if (redis) await connectRedis(redis)
