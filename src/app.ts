@@ -26,10 +26,11 @@ import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
 import { IdpVerifier } from './idp/idp.verifier.js'
-import { createMetrics, type Metrics } from './metrics/metrics.js'
+import { countSends, createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
+import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
@@ -44,15 +45,16 @@ import { registerErrorHandler } from './platform/error-handler.js'
 import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
 import { createSealer, deriveKey } from './platform/keys.js'
-import { loggerOptions } from './platform/logging.js'
+import { loggerOptions, logListeningUrls } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { docsUiTheme, finishDocument, type OpenApiDocument } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
 import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
-import { registerSecurityHeaders } from './platform/security-headers.js'
+import { registerDocsPolicy, registerSecurityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
+import { databaseUnavailable } from './platform/startup.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { TicketsService } from './tickets/tickets.service.js'
@@ -63,7 +65,7 @@ import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
-import { resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
+import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -75,6 +77,9 @@ export interface AppDependencies {
   /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
   sms?: SmsSender
 }
+
+/** The API's version: the OpenAPI document's and the one GET / shows. */
+const SERVICE_VERSION = '0.1.0'
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -117,6 +122,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         'the service directly chooses its own address (per-address limits, audit); list the proxies instead',
     )
 
+  logListeningUrls(app)
   const metrics = createMetrics()
   app.decorate('metrics', metrics)
   instrumentRequests(app, metrics)
@@ -171,6 +177,8 @@ async function assemble(
   const database = await openDatabase(config.databaseUrl, {
     schema: config.DATABASE_SCHEMA,
     onError: () => metrics.dbErrors.inc(),
+  }).catch((err) => {
+    throw databaseUnavailable(config.databaseUrl, err)
   })
   closers.push(() => database.close())
   const { db } = database
@@ -179,7 +187,9 @@ async function assemble(
     redis.on('error', () => metrics.redisErrors.inc())
     closers.push(() => redis.disconnect())
   }
-  await database.migrate()
+  await database.migrate().catch((err) => {
+    throw databaseUnavailable(config.databaseUrl, err)
+  })
   if (redis) await connectRedis(redis)
 
   // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
@@ -213,11 +223,13 @@ async function assemble(
     log: app.log,
     pollMs: config.JOBS_POLL_MS,
   })
-  const mail =
+  const mail = countSends(
     deps.mailTransport ??
-    (config.SMTP_URL
-      ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
-      : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM))
+      (config.SMTP_URL
+        ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
+        : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
+    metrics.mailSends,
+  )
   jobs.register(MAIL_JOB, mailJob(mail))
   jobs.register(RESET_MAIL_JOB, resetMailJob({ db, clock, mail, config }))
   closers.push(() => jobs.stop())
@@ -234,8 +246,16 @@ async function assemble(
   await resealStoredSecrets(db, webhookBox)
   jobs.register(
     WEBHOOK_JOB,
-    webhookDeliveryJob({ db, clock, http, retrySchedule: config.WEBHOOK_RETRY_SCHEDULE, box: webhookBox }),
+    webhookDeliveryJob({
+      db,
+      clock,
+      http,
+      retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
+      box: webhookBox,
+      onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
+    }),
   )
+  metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(db)))
   // A committed notification goes out at once instead of at the next poll.
   const kickJobs = () => {
     jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
@@ -269,7 +289,7 @@ async function assemble(
       openapi: '3.1.0',
       info: {
         title: 'wristband',
-        version: '0.1.0',
+        version: SERVICE_VERSION,
         description: 'Authentication, token and ticket-partner service of the event platform.',
       },
       components: {
@@ -285,11 +305,13 @@ async function assemble(
       },
     },
   })
-  // swagger-ui sets the page's own CSP (its scripts and styles come from the service itself).
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, ...docsUiTheme })
+  // The docs pages get their own CSP (their scripts and styles come from the service itself).
+  registerDocsPolicy(app, '/docs')
+  await app.register(swaggerUi, { routePrefix: '/docs', ...docsUiTheme })
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 
   await app.register(healthRoutes)
+  await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
@@ -319,6 +341,7 @@ async function assemble(
     closers.push(() => configured.close())
     sms = configured
   }
+  sms = countSends(sms, metrics.smsSends)
   const consumers = new ConsumerService({
     db,
     clock,

@@ -1,26 +1,36 @@
+import cluster from 'node:cluster'
 import fs from 'node:fs'
-import { parseArgs } from 'node:util'
+import path from 'node:path'
 import { adminCommands } from './cli/admin.command.js'
 import { apikeyCommands } from './cli/apikey.command.js'
 import { auditCommand } from './cli/audit.command.js'
-import { CliError, runCommand, runGroup } from './cli/command.js'
+import { backupCommand } from './cli/backup.command.js'
+import {
+  CliError,
+  type CommandGroup,
+  integerOption,
+  runCommand,
+  runGroup,
+  type Subcommand,
+} from './cli/command.js'
 import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
 import { systemClock } from './platform/clock.js'
-import { type Config, ConfigError, loadConfig } from './platform/config.js'
+import { type Config, ConfigError, loadConfig, settingTypos } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
-import { applySeed, parseSeed, SeedError } from './seed/seed.js'
+import { databaseUnavailable, listenFailure, StartupError } from './platform/startup.js'
+import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
 
-const USAGE = `Usage: wristband <command>
+const USAGE = `Usage: wristband <command> [options]
 
 Commands:
   serve [--workers N]
                    Run the service (HOST, PORT and the other settings come from the environment);
                    N processes share the port (default: one per core with REDIS_URL, else 1)
   migrate          Apply pending database migrations and exit
-  seed FILE|-      Create or update records from a seed document (- reads standard input);
-                   prints the document back with every id filled in
+  seed FILE|-      Create or update records from a seed document (- reads standard input)
+  backup FILE      Copy the SQLite database to FILE while the service runs
 
 Break-glass administration (each on the configured database, each recorded in the audit log):
   admin create|disable|enable|reset-mfa|reset-password
@@ -32,7 +42,9 @@ Break-glass administration (each on the configured database, each recorded in th
   audit [--follow] Print the audit log
   secret generate  Print a new random secret for JWT_SECRET
 
-Run \`wristband <command> --help\` for the options of a command.
+Options:
+  -h, --help       This text; \`wristband <command> --help\` shows the options of a command
+  -V, --version    The version of wristband
 
 Settings are environment variables; a .env file in the working directory may supply them.
 See README.md for the full list.`
@@ -45,9 +57,15 @@ async function withDatabase<T>(
   config: Config,
   fn: (h: Awaited<ReturnType<typeof openDatabase>>) => Promise<T>,
 ) {
-  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  let handle: Awaited<ReturnType<typeof openDatabase>> | undefined
   try {
+    handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
     await handle.migrate()
+  } catch (err) {
+    await handle?.close().catch(() => undefined)
+    throw databaseUnavailable(config.databaseUrl, err)
+  }
+  try {
     return await fn(handle)
   } finally {
     await handle.close()
@@ -56,64 +74,147 @@ async function withDatabase<T>(
 
 function configFromEnvironment(overrides: Record<string, string> = {}): Config {
   readEnvFile()
+  // Workers of `serve --workers N` run this too; the primary has warned once.
+  if (cluster.isPrimary) for (const w of settingTypos(process.env)) console.error(`wristband: warning: ${w}`)
   return loadConfig({ ...process.env, ...overrides })
 }
 
-const groups = {
+/** The version in package.json (two folders up from dist/src/cli.js, one from src/cli.ts). */
+function version(): string {
+  for (const up of ['..', '../..']) {
+    const file = path.join(import.meta.dirname, up, 'package.json')
+    if (fs.existsSync(file)) return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version
+  }
+  return 'unknown'
+}
+
+const serveCommand: Subcommand = {
+  summary: 'Run the service',
+  usage: `Usage: wristband serve [--workers N]
+
+Runs the service on HOST:PORT with the settings of the environment (and .env), applying pending
+migrations first. It stops on SIGTERM or SIGINT after the requests in flight are answered.
+
+Options:
+  --workers N      N processes share the port (node:cluster). Default: one per core when REDIS_URL is
+                   set, else 1; more than one needs REDIS_URL (workers share revocations and rate
+                   limits through Redis)`,
+  options: { workers: { type: 'string' } },
+  async run(values, loadConfig) {
+    const raw = values.workers
+    const workers = typeof raw === 'string' ? integerOption(raw, 'workers', 'serve', 1, 1024) : undefined
+    await serve(loadConfig(), workers)
+    return -1
+  },
+}
+
+const migrateCommand: Subcommand = {
+  summary: 'Apply pending database migrations and exit',
+  usage: `Usage: wristband migrate
+
+Applies the pending migrations to the configured database (DATABASE_URL) and exits. \`serve\` does the
+same at start; run this first to migrate once before starting several instances.`,
+  options: {},
+  async run(_values, loadConfig) {
+    await withDatabase(loadConfig(), async () => undefined)
+    console.log('migrations applied')
+    return 0
+  },
+}
+
+const seedCommand: Subcommand = {
+  summary: 'Create or update records from a seed document',
+  usage: `Usage: wristband seed FILE|-
+
+Creates or updates records from a JSON seed document (- reads it from standard input), in one
+transaction: records are matched by event id or uid, e-mail, phone, dev_mac or username, so a second
+run updates instead of duplicating. Prints the document back with every id filled in and the
+passwords left out. Passwords are stored hashed (argon2id).
+
+Format (every list optional; examples/seed.json is a complete example):
+  {
+    "events":           [{ "id": 1, "uid": "summer-fest-2026", "name": "Summer Fest",
+                           "timezone": "Europe/Berlin" }],
+    "administrators":   [{ "email": "root@example.com", "password": "…8 to 128 characters…",
+                           "role": "superadmin" | "admin", "event_ids": [1] }],
+    "network_managers": [{ "email": "…", "password": "…", "event_ids": [1] }],
+    "operators":        [{ "email": "…", "password": "…", "event_id": 1 | null, "mode": 0,
+                           "permissions": { "1": ["pos:sell", "ticket:scan"] } | null }],
+    "customers":        [{ "phone": "+4915100000001", "password": "…", "email": "…",
+                           "first_name": "…", "last_name": "…" }],
+    "devices":          [{ "dev_mac": "AA:BB:CC:DD:EE:01", "event_id": 1,
+                           "operator_email": "…" | null, "archived": false }],
+    "dashboard_users":  [{ "username": "partner1", "password": "…", "event_ids": [1] }]
+  }
+An admin needs event_ids; a superadmin sees every event. Unknown fields are refused.`,
+  options: {},
+  positionals: 1,
+  async run(_values, loadConfig, [file]) {
+    if (!file) throw new CliError('wristband seed: give a FILE, or - to read standard input')
+    let raw: string
+    try {
+      raw = fs.readFileSync(file === '-' ? 0 : file, 'utf8')
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException
+      throw new CliError(
+        `wristband seed: cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`,
+      )
+    }
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(raw)
+    } catch (err) {
+      throw new SeedError(`seed document is not JSON: ${(err as Error).message}`)
+    }
+    const doc = parseSeed(parsed)
+    const out = await withDatabase(loadConfig(), ({ db }) => applySeed(db, systemClock, doc))
+    console.log(JSON.stringify(withoutPasswords(out), null, 2))
+    return 0
+  },
+}
+
+/** The seeded document as printed: a terminal or a CI log is no place for the passwords. */
+function withoutPasswords(doc: SeedDocument): SeedDocument {
+  return Object.fromEntries(
+    Object.entries(doc).map(([list, records]) => [
+      list,
+      (records as Record<string, unknown>[]).map(({ password: _password, ...rest }) => rest),
+    ]),
+  ) as SeedDocument
+}
+
+const groups: Record<string, CommandGroup> = {
   admin: adminCommands,
   apikey: apikeyCommands,
   device: deviceCommands,
   secret: secretCommands,
 }
+const commands: Record<string, Subcommand> = {
+  serve: serveCommand,
+  migrate: migrateCommand,
+  seed: seedCommand,
+  backup: backupCommand,
+  audit: auditCommand,
+}
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...args] = argv
-  if (first !== undefined && Object.hasOwn(groups, first))
-    return runGroup(groups[first as keyof typeof groups], args, configFromEnvironment)
-  if (first === 'audit') return runCommand('audit', auditCommand, args, configFromEnvironment)
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h' }, workers: { type: 'string' } },
-    strict: true,
-  })
-  const [command, ...rest] = positionals
-  if (values.help || !command) {
+  if (first === undefined) {
+    console.error(USAGE)
+    return 2
+  }
+  if (first === '--help' || first === '-h' || first === 'help') {
     console.log(USAGE)
-    return command || values.help ? 0 : 2
+    return 0
   }
-  readEnvFile()
-  const config = loadConfig()
-  switch (command) {
-    case 'serve':
-      await serve(config, values.workers === undefined ? undefined : Number(values.workers))
-      return -1
-    case 'migrate':
-      await withDatabase(config, async () => undefined)
-      console.log('migrations applied')
-      return 0
-    case 'seed': {
-      const file = rest[0]
-      if (!file) {
-        console.error('wristband seed: give a FILE, or - to read standard input')
-        return 2
-      }
-      const raw = fs.readFileSync(file === '-' ? 0 : file, 'utf8')
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(raw)
-      } catch (err) {
-        throw new SeedError(`seed document is not JSON: ${(err as Error).message}`)
-      }
-      const doc = parseSeed(parsed)
-      const out = await withDatabase(config, ({ db }) => applySeed(db, systemClock, doc))
-      console.log(JSON.stringify(out, null, 2))
-      return 0
-    }
-    default:
-      console.error(`wristband: unknown command "${command}"\n\n${USAGE}`)
-      return 2
+  if (first === '--version' || first === '-V') {
+    console.log(version())
+    return 0
   }
+  if (Object.hasOwn(groups, first)) return runGroup(groups[first]!, args, configFromEnvironment)
+  if (Object.hasOwn(commands, first)) return runCommand(first, commands[first]!, args, configFromEnvironment)
+  if (first.startsWith('-')) throw new CliError(`wristband: unknown option "${first}" (see wristband --help)`)
+  throw new CliError(`wristband: unknown command "${first}"\n\n${USAGE}`)
 }
 
 main(process.argv.slice(2)).then(
@@ -121,17 +222,21 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code)
   },
   (err) => {
-    if (
-      err instanceof ConfigError ||
-      err instanceof SeedError ||
-      err instanceof ServeError ||
-      err instanceof CliError
-    )
+    // What a user can act on is one line without a stack; anything else is a bug, shown in full.
+    const known = err instanceof StartupError ? err : listenFailure(err)
+    if (known) {
+      console.error(`wristband: ${known.message}`)
+      process.exit(1)
+    }
+    if (err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError) {
       console.error(err.message)
-    else if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))
-      console.error(`wristband: ${err.message}`)
-    else console.error(err)
-    if (err instanceof CliError) process.exit(err.exitCode)
-    process.exit(err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError ? 2 : 1)
+      process.exit(2)
+    }
+    if (err instanceof CliError) {
+      console.error(err.message)
+      process.exit(err.exitCode)
+    }
+    console.error(err)
+    process.exit(1)
   },
 )

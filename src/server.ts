@@ -1,6 +1,7 @@
 import cluster from 'node:cluster'
 import os from 'node:os'
 import { buildApp } from './app.js'
+import { aggregateWorkerMetrics, shareWorkerMetrics } from './metrics/cluster-metrics.js'
 import { buildMetricsServer } from './metrics/metrics.routes.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -36,6 +37,7 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
 
 async function serveOne(config: Config): Promise<void> {
   const app = await buildApp(config)
+  if (cluster.isWorker) shareWorkerMetrics(app.metrics)
   const metricsServer =
     config.METRICS_PORT === undefined
       ? undefined
@@ -78,6 +80,7 @@ async function supervise(config: Config, workers: number): Promise<void> {
   await handle.migrate()
   await handle.close()
   let stopping = false
+  aggregateWorkerMetrics()
   for (let i = 0; i < workers; i++) cluster.fork()
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) {

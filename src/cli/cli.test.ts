@@ -328,7 +328,7 @@ for (const backend of httpBackends) {
         assert.ok(!all.some((r) => r.detail?.includes(key!)), 'the plaintext key reached the audit log')
       })
 
-      test('secret generate prints a fresh secret and records that it did, not the secret', async () => {
+      test('secret generate prints a fresh secret and records nothing (it opens no database)', async () => {
         const [a, b] = await Promise.all([
           cli(['secret', 'generate']),
           cli(['secret', 'generate', '--bytes', '32']),
@@ -337,9 +337,7 @@ for (const backend of httpBackends) {
         const second = ok(b).trim()
         assert.match(first, /^[A-Za-z0-9_-]{64}$/)
         assert.match(second, /^[A-Za-z0-9_-]{43}$/)
-        const rows = await auditRows('cli_secret_generate')
-        assert.equal(rows.length, 2)
-        for (const r of rows) assert.ok(!r.detail?.includes(first) && !r.detail?.includes(second))
+        assert.equal((await auditRows('cli_secret_generate')).length, 0)
       })
 
       test('audit prints the log, and --follow keeps printing until interrupted', async () => {
@@ -409,7 +407,6 @@ for (const backend of httpBackends) {
           'cli_apikey_list',
           'cli_apikey_revoke',
           'cli_audit_read',
-          'cli_secret_generate',
         ]
         assert.deepEqual(kinds.map((k) => k.kind).sort(), expected)
       })

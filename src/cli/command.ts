@@ -6,6 +6,7 @@ import { type Clock, systemClock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
 import { connectRedis, createRedis } from '../platform/redis.js'
+import { databaseUnavailable } from '../platform/startup.js'
 import { memoryRevocations, type RevocationStore, redisRevocations } from '../tokens/revocations.js'
 
 /** A failure the user can act on: printed without a stack. 2: bad input; 1: the operation failed. */
@@ -28,7 +29,10 @@ export interface Subcommand {
   summary: string
   usage: string
   options: Options
-  run(values: Values, loadConfig: LoadConfig): Promise<number>
+  /** How many arguments besides options the command takes (a FILE); none when absent. */
+  positionals?: number
+  /** Resolves to the exit code, or to -1 when the process keeps running (serve). */
+  run(values: Values, loadConfig: LoadConfig, positionals: string[]): Promise<number>
 }
 
 export interface CommandGroup {
@@ -64,13 +68,14 @@ export async function runCommand(
   loadConfig: LoadConfig,
 ): Promise<number> {
   let values: Values
+  let positionals: string[]
   try {
-    values = parseArgs({
+    ;({ values, positionals } = parseArgs({
       args,
       options: { ...sub.options, help: { type: 'boolean', short: 'h' } },
-      allowPositionals: false,
+      allowPositionals: (sub.positionals ?? 0) > 0,
       strict: true,
-    }).values as Values
+    }) as { values: Values; positionals: string[] })
   } catch (err) {
     throw new CliError(`wristband ${title}: ${(err as Error).message}\n\n${sub.usage}`)
   }
@@ -78,7 +83,9 @@ export async function runCommand(
     console.log(sub.usage)
     return 0
   }
-  return sub.run(values, loadConfig)
+  if (positionals.length > (sub.positionals ?? 0))
+    throw new CliError(`wristband ${title}: unexpected argument "${positionals.at(-1)}" (see --help)`)
+  return sub.run(values, loadConfig, positionals)
 }
 
 /** An option's string value, trimmed; a CliError when required and missing or empty. */
@@ -120,11 +127,6 @@ export interface CliContext {
   revocations: RevocationStore
 }
 
-/** The database URL without its password, to name it in an error message. */
-function shownUrl(url: string): string {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/, '$1:***@')
-}
-
 export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
   let database: DatabaseHandle | undefined
   try {
@@ -132,12 +134,17 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
     await database.migrate()
   } catch (err) {
     await database?.close().catch(() => undefined)
-    throw new CliError(
-      `wristband: cannot use the database ${shownUrl(config.databaseUrl)}: ${(err as Error).message}`,
-      1,
-    )
+    throw new CliError(`wristband: ${databaseUnavailable(config.databaseUrl, err).message}`, 1)
   }
-  const log = pino({ level: 'warn' }, pino.destination(2))
+  // The service's line format (level names, ISO times), on standard error.
+  const log = pino(
+    {
+      level: 'warn',
+      formatters: { level: (label) => ({ level: label }) },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    pino.destination(2),
+  )
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
   try {
     if (redis) await connectRedis(redis)

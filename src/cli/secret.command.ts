@@ -1,5 +1,5 @@
 import { randomToken } from '../platform/random.js'
-import { audited, type CommandGroup, integerOption, stringOption, withContext } from './command.js'
+import { type CommandGroup, integerOption, stringOption } from './command.js'
 
 export const secretCommands: CommandGroup = {
   name: 'secret',
@@ -9,25 +9,21 @@ export const secretCommands: CommandGroup = {
       summary: 'Print a new random signing secret for JWT_SECRET',
       usage: `Usage: wristband secret generate [--bytes N]
 
-Prints a random secret (URL-safe base64 of N random bytes) for JWT_SECRET or METRICS_TOKEN. The
-generation is recorded in the audit log of the configured database; the secret is not.
+Prints a random secret (URL-safe base64 of N random bytes) for JWT_SECRET or METRICS_TOKEN. It needs
+no configuration: it opens no database and writes no file (the secret goes to standard output only).
 
 To rotate the signing secret without signing anyone out, see "Rotating the signing secret" in docs/operations.md.
 
 Options:
   --bytes N            random bytes, 32 to 512 (default 48)`,
       options: { bytes: { type: 'string' } },
-      async run(values, loadConfig) {
+      // Run before the first start of a deployment, when there is neither a configuration nor a
+      // database yet: creating ./data/wristband.db as a side effect would leave a stray file behind.
+      async run(values) {
         const command = 'secret generate'
         const raw = stringOption(values, 'bytes', command, true)
         const bytes = raw === undefined ? 48 : integerOption(raw, 'bytes', command, 32, 512)
-        const secret = randomToken(bytes)
-        // The secret is what a production configuration lacks before its first start; let it stand in
-        // so that the audit record reaches the configured database.
-        await withContext(loadConfig({ JWT_SECRET: secret }), (ctx) =>
-          audited(ctx, 'cli_secret_generate', async () => ({ detail: { bytes } })),
-        )
-        console.log(secret)
+        console.log(randomToken(bytes))
         return 0
       },
     },

@@ -209,6 +209,57 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         assert.equal(new URL(page.url()).pathname, '/dashboard/login')
       })
 
+      test('the list of events shows the figures of each event', async () => {
+        await signIn('partner1', 's3cret-pass')
+        assert.equal(new URL(page.url()).pathname, '/dashboard')
+        assert.deepEqual(await page.locator('ul.events [data-event-figures]').allTextContents(), [
+          '5 issued · 4 used · 368.30 revenue',
+        ])
+      })
+
+      test('"Updated" gives the time in the event\'s time zone, as the charts do, not the browser\'s', async () => {
+        // The browser runs in UTC; Summer Fest is in Europe/Berlin.
+        // The figures the page itself loaded (its refresh timer is the test's fake clock: no other load).
+        const loaded = page.waitForResponse((r) => r.url().includes('/dashboard/api/events/1/stats'))
+        await page.goto(`${base}/dashboard/events/1`)
+        const generatedAt = ((await (await loaded).json()) as { generated_at: string }).generated_at
+        const status = page.locator('[data-status]').filter({ hasText: 'Updated' })
+        await status.waitFor()
+        const berlin = new Intl.DateTimeFormat('en-GB', {
+          timeZone: 'Europe/Berlin',
+          hour: '2-digit',
+          minute: '2-digit',
+          second: '2-digit',
+          hourCycle: 'h23',
+        }).format(new Date(generatedAt))
+        assert.equal(await status.textContent(), `Updated ${berlin} (Europe/Berlin)`)
+      })
+
+      test('an event without uses shows a one-line note instead of an empty gates chart', async () => {
+        await page.goto(`${base}/dashboard`)
+        await page.getByRole('button', { name: 'Sign out' }).click()
+        await page.waitForLoadState('domcontentloaded')
+        await signIn('partner2', 's3cret-pass')
+        assert.deepEqual(await page.locator('ul.events [data-event-figures]').allTextContents(), [
+          '0 issued · 0 used · 0.00 revenue',
+        ])
+        await page.getByRole('link', { name: /Winter Fest/ }).click()
+        await page.locator('[data-status]').filter({ hasText: 'Updated' }).waitFor()
+        assert.equal(await page.locator('[data-gates-note]').textContent(), 'No uses yet.')
+        assert.equal(await page.locator('[data-chart="gates"]').isVisible(), false)
+        // The panel is its heading and note: lower than the 240-pixel chart it would otherwise hold.
+        const panel = page.locator('section.panel', { has: page.locator('[data-chart="gates"]') })
+        const box = await panel.boundingBox()
+        const uses = await page
+          .locator('section.panel', { has: page.locator('[data-chart="uses"]') })
+          .boundingBox()
+        assert.ok(box && uses && box.height < 240, `the empty gates panel is ${box?.height}px high`)
+        await page.screenshot({
+          path: path.join(ARTIFACTS, 'dashboard-event-without-uses.png'),
+          fullPage: true,
+        })
+      })
+
       test('no console errors, script errors or CSP violations on any page', () => {
         // The wrong-password answer (401) and the refused pages (403) log their status; nothing else may.
         const unexpected = problems.filter((p) => !/status of (401|403)/.test(p))

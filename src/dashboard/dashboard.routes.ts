@@ -8,6 +8,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
+import { fromMinorUnits } from '../partner/formats.js'
 import {
   AppError,
   ForbiddenError,
@@ -36,6 +37,7 @@ import {
 } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
 import { eventStats, findEvent } from './stats.service.js'
+import { eventListFigures } from './stats.store.js'
 import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
 
 export interface DashboardDeps extends SessionDeps {
@@ -344,7 +346,15 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     async (request, reply) => {
       const session = sessionOf(request)
       const events = await visibleEvents(deps.db, session.viewer)
-      return reply.type('text/html; charset=utf-8').send(eventListPage(session, events))
+      const figures = await eventListFigures(
+        deps.db,
+        events.map((e) => e.id),
+      )
+      const withFigures = events.map((e) => {
+        const f = figures.get(e.id) ?? { issued: 0, used: 0, revenue: 0 }
+        return { ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } }
+      })
+      return reply.type('text/html; charset=utf-8').send(eventListPage(session, withFigures))
     },
   )
 

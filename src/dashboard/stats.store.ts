@@ -32,6 +32,29 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
   }))
 }
 
+/** Per event: tickets issued and used and the revenue (minor units), for the list of events. */
+export async function eventListFigures(db: Db, eventIds: number[]) {
+  if (eventIds.length === 0) return new Map<number, { issued: number; used: number; revenue: number }>()
+  const rows = await db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select((eb) => [
+      't.event_id',
+      eb.fn.countAll().as('issued'),
+      eb.fn.count('t.used_at').as('used'),
+      eb.fn.sum('tt.price').as('revenue'),
+    ])
+    .where('t.event_id', 'in', eventIds)
+    .groupBy('t.event_id')
+    .execute()
+  return new Map(
+    rows.map((r) => [
+      Number(r.event_id),
+      { issued: Number(r.issued), used: Number(r.used), revenue: Number(r.revenue ?? 0) },
+    ]),
+  )
+}
+
 /** Balances and promotional balances loaded through transfers, in minor units. */
 export async function balancesLoaded(db: Db, eventId: number) {
   const r = await db

@@ -103,16 +103,26 @@ export interface EventSummary {
   timezone: string
 }
 
+/** The headline figures of an event in the list; revenue already in major units (19.99). */
+export interface EventListFigures {
+  issued: number
+  used: number
+  revenue: number
+}
+
 export function eventListPage(
   session: { viewer: Viewer; csrfToken: string },
-  events: EventSummary[],
+  events: (EventSummary & { figures: EventListFigures })[],
 ): string {
+  const count = new Intl.NumberFormat('en-US')
+  const money = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })
   const list =
     events.length === 0
       ? html`<p class="empty">No events are assigned to this account.</p>`
       : html`<ul class="events">${events.map(
           (e) => html`<li><a href="/dashboard/events/${e.id}"><strong>${e.name}</strong>
-            <span class="meta">${e.uid} · ${e.timezone}</span></a></li>`,
+            <span class="meta">${e.uid} · ${e.timezone}</span>
+            <span class="figures" data-event-figures>${count.format(e.figures.issued)} issued · ${count.format(e.figures.used)} used · ${money.format(e.figures.revenue)} revenue</span></a></li>`,
         )}</ul>`
   return layout({ title: 'Events', session }, html`<main><h1>Events</h1>${list}</main>`)
 }

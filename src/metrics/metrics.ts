@@ -1,4 +1,12 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import {
+  Counter,
+  collectDefaultMetrics,
+  Gauge,
+  Histogram,
+  type MetricObjectWithValues,
+  type MetricValue,
+  Registry,
+} from 'prom-client'
 
 export type SendOutcome = 'sent' | 'failed'
 export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
@@ -41,14 +49,42 @@ export interface Metrics {
   counter<L extends string = never>(config: MetricConfig<L>): Counter<L>
   /** A gauge of a feature's own; set it from an `onCollect` function when its value lives elsewhere. */
   gauge<L extends string = never>(config: MetricConfig<L>): Gauge<L>
-  /** The exposition text and its content type. */
+  /** The exposition text and its content type (of every worker, once `scrapeThrough` was called). */
   scrape(): Promise<{ body: string; contentType: string }>
+  /** This instance's own values as prom-client JSON (collectors run first), for aggregation. */
+  snapshot(): Promise<MetricObjectWithValues<MetricValue<string>>[]>
+  /** Makes `scrape()` answer with what `source` gives: the sum over all workers of a cluster. */
+  scrapeThrough(source: () => Promise<Scrape>): void
+}
+
+export interface Scrape {
+  body: string
+  contentType: string
 }
 
 export interface MetricConfig<L extends string> {
   name: `wristband_${string}`
   help: string
   labelNames?: readonly L[]
+}
+
+/** Wraps a mail or SMS transport so that each attempt moves `counter` by its outcome. */
+export function countSends<M, T extends { send(message: M): Promise<void> }>(
+  transport: T,
+  counter: Counter<'outcome'>,
+): T {
+  return {
+    ...transport,
+    async send(message: M) {
+      try {
+        await transport.send(message)
+      } catch (err) {
+        counter.inc({ outcome: 'failed' })
+        throw err
+      }
+      counter.inc({ outcome: 'sent' })
+    },
+  }
 }
 
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
@@ -94,6 +130,8 @@ export function createMetrics(): Metrics {
   const outboxDepth = new Gauge({
     name: 'wristband_webhook_outbox_depth',
     help: 'Webhook messages waiting for delivery, read at scrape time',
+    // Every worker reads the same table: across workers the depth is one reading, not a sum.
+    aggregator: 'max',
     registers,
   })
   const mailSends = new Counter({
@@ -121,6 +159,8 @@ export function createMetrics(): Metrics {
 
   // The label hashing of prom-client costs more than a Map look-up on a string; the hook runs on every
   // request, so each label combination is resolved once. Routes are templates, so the map stays small.
+  const runCollectors = () => Promise.allSettled(collectors.map(async (fn) => fn()))
+  let source: (() => Promise<Scrape>) | undefined
   const requestSeries = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
   const verifiedSeries = new Map<string, Counter.Internal>()
 
@@ -163,8 +203,16 @@ export function createMetrics(): Metrics {
     counter: (config) => new Counter({ ...config, labelNames: config.labelNames ?? [], registers }),
     gauge: (config) => new Gauge({ ...config, labelNames: config.labelNames ?? [], registers }),
     async scrape() {
-      await Promise.allSettled(collectors.map(async (fn) => fn()))
+      if (source) return source()
+      await runCollectors()
       return { body: await registry.metrics(), contentType: registry.contentType }
+    },
+    async snapshot() {
+      await runCollectors()
+      return registry.getMetricsAsJSON()
+    },
+    scrapeThrough(fn) {
+      source = fn
     },
   }
 }

@@ -373,3 +373,41 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (problems.length > 0) throw new ConfigError(problems)
   return Object.freeze({ ...out, databaseUrl: dbUrl }) as Config
 }
+
+/** Edit distance (insertions, deletions, substitutions) between two short names. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, i) => i)
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i]
+    for (let j = 1; j <= b.length; j++)
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    row = next
+  }
+  return row[b.length]!
+}
+
+/**
+ * Variables of the environment that look like a misspelt setting (`JWT_SECRETS`, `REDIS_URLS`,
+ * `LOGLEVEL`): one warning each, naming the setting meant. A setting that is not read silently
+ * falls back to its default, which is how a typo in a deployment goes unnoticed.
+ */
+export function settingTypos(env: Record<string, string | undefined>): string[] {
+  const known = Object.keys(settings)
+  const warnings: string[] = []
+  for (const name of Object.keys(env)) {
+    if (!/^[A-Z][A-Z0-9_]*$/.test(name) || known.includes(name)) continue
+    // Short names (HOST, PORT) allow one edit, so that PATH or HOME are not taken for them.
+    const near = known.filter((k) => {
+      const d = distance(name, k)
+      return (
+        d <= (Math.min(name.length, k.length) < 6 ? 1 : 2) ||
+        name.replaceAll('_', '') === k.replaceAll('_', '')
+      )
+    })
+    if (near.length > 0)
+      warnings.push(
+        `${name} is not a setting of wristband and is ignored; did you mean ${near.join(' or ')}?`,
+      )
+  }
+  return warnings
+}

@@ -210,7 +210,7 @@ describe('Redis configured but unreachable', () => {
       assert.deepEqual(verify.json(), { valid: false, claims: null })
       const warnings = t.logs.filter((l) => l.includes('redis unreachable'))
       assert.equal(warnings.length, 1, warnings.join(''))
-      assert.equal(JSON.parse(warnings[0]!).level, 40)
+      assert.equal(JSON.parse(warnings[0]!).level, 'warn')
     } finally {
       await t.close()
     }

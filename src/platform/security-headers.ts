@@ -43,6 +43,35 @@ const API_HEADERS = new Set([
 ])
 
 /**
+ * The policy of the API documentation pages (swagger-ui's scripts and styles, all from the service
+ * itself, with the hashes of its inline parts). `upgrade-insecure-requests` makes a browser fetch those
+ * scripts over HTTPS: over plain HTTP under any name but localhost the page would stay blank, so the
+ * directive is added only when the page itself came over HTTPS (directly, or by X-Forwarded-Proto
+ * from a trusted proxy). Set on request, after the API policy of `registerSecurityHeaders`.
+ */
+export function registerDocsPolicy(app: FastifyInstance, prefix: string): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.url === prefix || request.url.startsWith(`${prefix}/`)) {
+      const { script, style } = app.swaggerCSP
+      const policy = [
+        "default-src 'self'",
+        "base-uri 'self'",
+        "font-src 'self' https: data:",
+        "frame-ancestors 'self'",
+        "img-src 'self' data: validator.swagger.io",
+        "object-src 'none'",
+        `script-src 'self' ${script.join(' ')}`,
+        "script-src-attr 'none'",
+        `style-src 'self' https: ${style.join(' ')}`,
+        ...(request.protocol === 'https' ? ['upgrade-insecure-requests'] : []),
+      ]
+      reply.header('content-security-policy', policy.join('; '))
+    }
+    done()
+  })
+}
+
+/**
  * Security headers on every response (helmet), with a Content-Security-Policy that fits a JSON API:
  * nothing may load and nothing may frame it. Pages served by the service (the API docs, the
  * dashboard) set their own policy per route. HTML answers get helmet's whole set; JSON answers the

@@ -13,6 +13,7 @@ import {
 } from '../../test/helpers/processes.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { until } from '../../test/helpers/until.js'
+import { LEVEL_RANK } from '../platform/logging.js'
 
 const PREFIX = 'wbo:'
 const LOGIN_LIMIT = 10
@@ -40,8 +41,8 @@ async function logout(t: TestApp, pair: { access_token: string; refresh_token: s
 /** Warning-level (or worse) log lines about Redis: an outage must be reported once, not per request. */
 function redisWarnings(t: TestApp): string[] {
   return t.logs.filter((l) => {
-    const line = JSON.parse(l) as { level: number; msg: string }
-    return line.level >= 40 && /redis/i.test(line.msg)
+    const line = JSON.parse(l) as { level: string; msg: string }
+    return (LEVEL_RANK[line.level] ?? 0) >= LEVEL_RANK.warn! && /redis/i.test(line.msg)
   })
 }
 

@@ -20,6 +20,8 @@ export interface WebhookDeliveryDeps {
   retrySchedule: readonly number[]
   /** Opens the sealed signing secrets. */
   box: Sealer
+  /** Told the outcome of each attempt (the metrics): a retry comes after `failed`, none after `gave_up`. */
+  onAttempt?: (outcome: 'delivered' | 'failed' | 'gave_up') => void
 }
 
 /** A receiver cannot push a retry further out than the longest step of our own schedule. */
@@ -127,6 +129,7 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
           .execute()
         if (gone) await disableWebhook(tx, hook.id, 'receiver answered 410 Gone', now)
       })
+      deps.onAttempt?.(ok ? 'delivered' : outcome === 'failed' ? 'gave_up' : 'failed')
       if (ok || gone) return
       const reason = error ?? `receiver answered ${status}`
       if (retryAfter !== undefined && !lastAttempt) throw new RetryLater(retryAfter, reason)

@@ -208,3 +208,13 @@ export async function resendDelivery(db: Db, eventId: number, id: number, now: n
     })
   await redeliver(db, delivery.id, now)
 }
+
+/** Notifications still waiting for delivery (their first attempt or a retry), over every event. */
+export async function countPendingDeliveries(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('webhook_deliveries')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('status', '=', 'pending')
+    .executeTakeFirstOrThrow()
+  return Number(row.n)
+}

@@ -115,6 +115,8 @@
     const note = main.querySelector('[data-gates-note]')
     const names = gates.map((g) => g.access_gate ?? 'No gate')
     const key = names.join('\u0000')
+    // Without uses the panel is its note alone, not a tall empty box.
+    el.hidden = gates.length === 0
     if (gates.length === 0) {
       charts.gates?.destroy()
       charts.gates = null
@@ -161,6 +163,17 @@
       data,
       el,
     )
+  }
+
+  function updatedAt(iso, timeZone) {
+    const time = new Intl.DateTimeFormat('en-GB', {
+      timeZone,
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hourCycle: 'h23',
+    }).format(new Date(iso))
+    return `${time} (${timeZone})`
   }
 
   function describeBucket(seconds) {
@@ -216,9 +229,11 @@
         return
       }
       if (!res.ok) throw new Error(`HTTP ${res.status}`)
-      render(await res.json())
+      const stats = await res.json()
+      render(stats)
       statusEl.classList.remove('stale')
-      statusEl.textContent = `Updated ${new Date().toLocaleTimeString()}`
+      // In the event's time zone, like the charts, whatever the zone of the browser.
+      statusEl.textContent = `Updated ${updatedAt(stats.generated_at, stats.event.timezone)}`
       main.dataset.loaded = String(Date.now())
     } catch (err) {
       statusEl.classList.add('stale')

@@ -11,6 +11,7 @@ import {
   sql,
 } from 'kysely'
 import pg from 'pg'
+import { databaseUnavailable } from '../startup.js'
 import { migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
 
@@ -106,7 +107,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
           continue
         }
         const failed = results?.find((r) => r.status === 'Error')
-        throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message}`)
+        // No failed migration: the database could not be reached at all (its error says why).
+        if (!failed) throw databaseUnavailable(url, error)
+        throw new Error(`migration ${failed.migrationName} failed: ${(error as Error).message}`)
       }
     },
     async pendingMigrations() {

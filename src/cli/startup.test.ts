@@ -1,0 +1,176 @@
+// The command line as a platform engineer meets it first: help and version, start-up failures in one
+// line, typos in the environment. Each case runs the built command in its own process.
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { TEST_SECRET } from '../../test/helpers/app.js'
+import { type Run, wristband } from '../../test/helpers/cli.js'
+
+const PG = process.env.TEST_DATABASE_URL
+
+/** One line on stderr, no stack trace, the given exit code. */
+function oneLine(run: Run, code: number, pattern: RegExp): void {
+  assert.equal(run.code, code, `exit ${run.code}\nstderr: ${run.stderr}`)
+  const lines = run.stderr.trim().split('\n')
+  assert.equal(lines.length, 1, `one line, got:\n${run.stderr}`)
+  assert.match(lines[0]!, pattern)
+  assert.doesNotMatch(run.stderr, /\n\s+at |TypeError/, 'a stack trace was printed')
+}
+
+describe('wristband command line: help, version and options', { concurrency: true }, () => {
+  const env = { DATABASE_URL: 'sqlite::memory:', JWT_SECRET: TEST_SECRET }
+
+  test('serve, migrate, seed and backup each have their own --help', async () => {
+    for (const command of ['serve', 'migrate', 'seed', 'backup']) {
+      const run = await wristband([command, '--help'], { NODE_ENV: 'production' })
+      assert.equal(run.code, 0, run.stderr)
+      assert.match(run.stdout, new RegExp(`^Usage: wristband ${command}\\b`), command)
+      assert.doesNotMatch(run.stdout, /Break-glass administration/, `${command}: not the global help`)
+    }
+  })
+
+  test('seed --help shows the format of the seed document', async () => {
+    const run = await wristband(['seed', '--help'], {})
+    for (const list of ['events', 'administrators', 'operators', 'customers', 'devices', 'dashboard_users'])
+      assert.match(run.stdout, new RegExp(`"${list}"`), list)
+  })
+
+  test('--version prints the version of package.json', async () => {
+    const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
+    for (const flag of ['--version', '-V']) {
+      const run = await wristband([flag], {})
+      assert.equal(run.code, 0)
+      assert.equal(run.stdout.trim(), pkg.version)
+    }
+  })
+
+  test('unknown options and arguments are reported in one clear message, exit 2', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--frobnicate'], /unknown option "--frobnicate"/],
+      [['serve', '--wrokers', '2'], /^wristband serve: Unknown option '--wrokers'/],
+      [['serve', '--workers', 'two'], /--workers must be a whole number/],
+      [['migrate', 'extra'], /^wristband migrate: Unexpected argument 'extra'/],
+      [['seed'], /give a FILE, or - to read standard input/],
+      [['seed', 'a.json', 'b.json'], /unexpected argument "b.json"/],
+    ]
+    for (const [args, pattern] of cases) {
+      const run = await wristband(args, env)
+      assert.equal(run.code, 2, `${args.join(' ')}: ${run.stderr}`)
+      assert.match(run.stderr.split('\n')[0]!, pattern, args.join(' '))
+      assert.doesNotMatch(run.stderr, /\n\s+at /, `${args.join(' ')}: a stack trace was printed`)
+    }
+  })
+
+  test('a missing seed file is one line', async () => {
+    oneLine(
+      await wristband(['seed', 'no-such-seed.json'], env),
+      2,
+      /cannot read no-such-seed\.json: no such file/,
+    )
+  })
+
+  test('secret generate opens no database and writes no file', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-secret-'))
+    try {
+      // No JWT_SECRET in production: what a deployment lacks before its first start.
+      const run = await wristband(['secret', 'generate'], { DATA_DIR: dir, NODE_ENV: 'production' })
+      assert.equal(run.code, 0, run.stderr)
+      assert.match(run.stdout.trim(), /^[A-Za-z0-9_-]{64}$/)
+      assert.deepEqual(fs.readdirSync(dir), [])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('wristband start-up failures: one line, no stack trace', { concurrency: true }, () => {
+  const env = { JWT_SECRET: TEST_SECRET }
+  let busy: net.Server
+  let busyPort: number
+  before(async () => {
+    busy = net.createServer()
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve))
+    busyPort = (busy.address() as net.AddressInfo).port
+  })
+  after(() => new Promise<void>((resolve) => busy.close(() => resolve())))
+
+  test('PostgreSQL refusing connections', async () => {
+    const url = 'postgres://postgres:hunter2@127.0.0.1:1/nowhere'
+    // serve --workers 2: the primary migrates before forking, and fails the same way.
+    for (const command of [['migrate'], ['serve'], ['serve', '--workers', '2']]) {
+      const workers: Record<string, string> = command.includes('--workers')
+        ? { REDIS_URL: 'redis://127.0.0.1:1' }
+        : {}
+      const run = await wristband(command, { ...env, DATABASE_URL: url, ...workers })
+      oneLine(
+        run,
+        1,
+        /^wristband: cannot use the database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/nowhere: connect ECONNREFUSED/,
+      )
+      assert.doesNotMatch(run.stderr, /hunter2|migration {2}failed/)
+    }
+  })
+
+  test('PostgreSQL with a role that does not exist', {
+    skip: PG ? false : 'needs TEST_DATABASE_URL',
+  }, async () => {
+    const url = new URL(PG!)
+    url.username = 'no_such_role_wristband'
+    url.password = 'x'
+    const run = await wristband(['migrate'], { ...env, DATABASE_URL: url.toString() })
+    oneLine(
+      run,
+      1,
+      /cannot use the database .*: (role "no_such_role_wristband" does not exist|password authentication failed)/,
+    )
+  })
+
+  test('the port in use', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-port-'))
+    try {
+      const run = await wristband(['serve'], {
+        ...env,
+        DATA_DIR: dir,
+        HOST: '127.0.0.1',
+        PORT: String(busyPort),
+      })
+      assert.equal(run.code, 1, run.stderr)
+      assert.match(
+        run.stderr,
+        new RegExp(`^wristband: cannot listen on 127\\.0\\.0\\.1:${busyPort}: the port is in use`, 'm'),
+      )
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'a stack trace was printed')
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('TRUST_PROXY=maybe is refused by the configuration check, not by a TypeError later', async () => {
+    const run = await wristband(['serve'], { ...env, DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'maybe' })
+    assert.equal(run.code, 2, run.stderr)
+    assert.match(run.stderr, /TRUST_PROXY: must be true, false, a hop count or .* got "maybe"/)
+    assert.doesNotMatch(run.stderr, /TypeError|\n\s+at /)
+  })
+
+  test('a setting that looks like a typo of a known one is warned about with "did you mean"', async () => {
+    const run = await wristband(['migrate'], {
+      ...env,
+      DATABASE_URL: 'sqlite::memory:',
+      JWT_SECRETS: TEST_SECRET,
+      REDIS_URLS: 'redis://127.0.0.1:6379',
+      LOGLEVEL: 'debug',
+    })
+    assert.equal(run.code, 0, run.stderr)
+    for (const [typo, meant] of [
+      ['JWT_SECRETS', 'JWT_SECRET'],
+      ['REDIS_URLS', 'REDIS_URL'],
+      ['LOGLEVEL', 'LOG_LEVEL'],
+    ])
+      assert.match(run.stderr, new RegExp(`warning: ${typo} is not a setting .*did you mean ${meant}\\?`))
+    // The variables every environment has are not taken for typos.
+    assert.equal(run.stderr.trim().split('\n').length, 3, run.stderr)
+  })
+})

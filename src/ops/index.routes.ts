@@ -1,0 +1,41 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+
+const Index = Type.Object({
+  service: Type.Literal('wristband'),
+  version: Type.String(),
+  links: Type.Object({
+    docs: Type.String({ description: 'Interactive API documentation' }),
+    openapi: Type.String({ description: 'The OpenAPI 3.1 document' }),
+    dashboard: Type.String({ description: 'Event dashboard (sign-in page)' }),
+    health: Type.String({ description: 'Liveness probe' }),
+    ready: Type.String({ description: 'Readiness probe' }),
+  }),
+})
+
+/** `GET /`: where to go from the bare address, instead of a 404. */
+export const indexRoutes: FastifyPluginAsyncTypebox<{ version: string }> = async (app, { version }) => {
+  const body = {
+    service: 'wristband' as const,
+    version,
+    links: {
+      docs: '/docs',
+      openapi: '/openapi.json',
+      dashboard: '/dashboard',
+      health: '/health',
+      ready: '/ready',
+    },
+  }
+  app.get(
+    '/',
+    {
+      schema: {
+        operationId: 'getIndex',
+        tags: ['health'],
+        summary: 'Index: links to the documentation, the dashboard and the probes',
+        response: { 200: { description: 'Where to go from here', ...Index } },
+      },
+    },
+    async () => body,
+  )
+}
