@@ -78,7 +78,9 @@ const trustProxy: Parser<TrustProxy> = (raw) => {
         isIP(address ?? '') !== 0 &&
         (bits === undefined || /^\d{1,3}$/.test(bits) || isIP(bits) === 4))
     if (!valid)
-      throw new Error(`"${entry}" is neither an address, a CIDR nor one of ${PROXY_RANGE_NAMES.join(', ')}`)
+      throw new Error(
+        `must be true, false, a hop count or a comma-separated list of addresses, CIDR ranges or ${PROXY_RANGE_NAMES.join(', ')}, got "${entry}"`,
+      )
   }
   return list
 }
