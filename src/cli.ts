@@ -7,7 +7,7 @@ import { CliError, runCommand, runGroup } from './cli/command.js'
 import { secretCommands } from './cli/secret.command.js'
 import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig } from './platform/config.js'
-import { openDatabase } from './platform/db/database.js'
+import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { applySeed, parseSeed, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
 
@@ -17,7 +17,9 @@ Commands:
   serve [--workers N]
                    Run the service (HOST, PORT and the other settings come from the environment);
                    N processes share the port (default: one per core with REDIS_URL, else 1)
-  migrate          Apply pending database migrations and exit
+  migrate [--status]
+                   Apply pending database migrations and exit; --status lists applied and
+                   pending ones and changes nothing
   seed FILE|-      Create or update records from a seed document (- reads standard input);
                    prints the document back with every id filled in
 
@@ -66,7 +68,11 @@ async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h' }, workers: { type: 'string' } },
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      workers: { type: 'string' },
+      status: { type: 'boolean' },
+    },
     strict: true,
   })
   const [command, ...rest] = positionals
@@ -81,6 +87,15 @@ async function main(argv: string[]): Promise<number> {
       await serve(config, values.workers === undefined ? undefined : Number(values.workers))
       return -1
     case 'migrate':
+      if (values.status) {
+        const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+        try {
+          console.log(formatMigrationStatus(await handle.migrationStatus()))
+        } finally {
+          await handle.close()
+        }
+        return 0
+      }
       await withDatabase(config, async () => undefined)
       console.log('migrations applied')
       return 0
