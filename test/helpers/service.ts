@@ -63,13 +63,13 @@ export class ServiceProcess {
     if (this.child) await killProcess(this.child)
   }
 
-  /** SIGTERM: the documented graceful stop. */
-  async stop(): Promise<void> {
+  /** SIGTERM: the documented graceful stop. Resolves with the exit code (null when already gone). */
+  async stop(): Promise<number | null> {
     const child = this.child
-    if (!child || child.exitCode !== null || child.signalCode !== null) return
-    const exited = new Promise((resolve) => child.once('exit', resolve))
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     child.kill('SIGTERM')
-    await exited
+    return exited
   }
 
   /** Resident memory of the process in bytes (Linux /proc), or undefined elsewhere. */
