@@ -1,20 +1,25 @@
-// `prepare` (run by `npm install` / `npm ci` in a checkout): compiles TypeScript into dist/. The
-// compiler is a dev dependency, so an install without dev dependencies cannot build: it keeps a dist/
-// built earlier (a build stage, or `npm ci` then `npm prune --omit=dev`) and otherwise fails with one
-// line that names the production path.
+// `prepare` (run by `npm install` / `npm ci` in a checkout, and for packages/verifier when it is
+// installed from its folder): compiles TypeScript into dist/. The compiler is a dev dependency of the
+// checkout, so an install without it cannot build: a dist/ built earlier is kept (a build stage, or
+// `npm ci` then `npm prune --omit=dev`), and otherwise the install fails with one line naming the way.
+//   node scripts/prepare.mjs [BUILT_FILE HINT]
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
+import path from 'node:path'
 
+const [
+  built = 'dist/src/cli.js',
+  hint = 'Install with `npm ci`, then `npm prune --omit=dev` (README, "Production").',
+] = process.argv.slice(2)
 let tsc
 try {
-  tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+  // The package's exports do not list its bin, so the path is taken from its package.json.
+  const manifest = createRequire(`${process.cwd()}/`).resolve('typescript/package.json')
+  tsc = path.join(path.dirname(manifest), 'bin', 'tsc')
 } catch {
-  if (fs.existsSync('dist/src/cli.js')) process.exit(0)
-  console.error(
-    'wristband: dist/ is not built and TypeScript (a dev dependency) is not installed. ' +
-      'Install with `npm ci`, then `npm prune --omit=dev` (README, "Production").',
-  )
+  if (fs.existsSync(built)) process.exit(0)
+  console.error(`${built} is not built and TypeScript (a dev dependency) is not installed. ${hint}`)
   process.exit(1)
 }
 const build = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { stdio: 'inherit' })

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The production path of README "Production", on a fresh clone of the current commit: install, drop the
 # dev dependencies, start `node bin/wristband.js serve`, wait for /ready, SIGTERM it, expect exit 0 and
-# nothing left running. `npm run test:install`; CI runs it. Needs the npm registry (or its cache).
+# nothing left running; then install @wristband/verifier from the tarball `npm pack` makes. `npm run
+# test:install`; CI runs it. Needs the npm registry (or its cache).
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -18,6 +19,8 @@ cd "$work/wristband"
 
 echo "== the three documented commands"
 npm ci --no-audit --no-fund
+# (the caller's package, built while the compiler is still there)
+npm pack ./packages/verifier --pack-destination "$work" >/dev/null
 npm prune --omit=dev --no-audit --no-fund
 if [ -e node_modules/typescript ] || [ -e node_modules/tsx ]; then
   echo "!! dev dependencies are still installed after npm prune --omit=dev"
@@ -47,4 +50,11 @@ if curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
   echo "!! something still answers on port $port after SIGTERM"
   exit 1
 fi
+echo "== @wristband/verifier from its tarball, in a project of its own"
+mkdir "$work/consumer"
+cd "$work/consumer"
+echo '{"name":"consumer","private":true,"type":"module"}' >package.json
+npm install --no-audit --no-fund "$work"/wristband-verifier-*.tgz
+node -e 'import("@wristband/verifier").then((m) => { if (typeof m.createVerifier !== "function") process.exit(1) })'
+
 echo "production install path: OK (built, pruned to production dependencies, served, stopped with exit 0)"
