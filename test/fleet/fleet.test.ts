@@ -140,6 +140,8 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
       LOG_LEVEL: 'warn',
       // HAProxy is the only peer: the client address is the one it forwards.
       TRUST_PROXY: '127.0.0.1',
+      // Above the default: HAProxy's two failed checks must fall inside it even on a busy test machine.
+      SHUTDOWN_DRAIN_SECONDS: '10',
     }
     instances = [
       new ServiceProcess(ports[0]!, env, p.env.DATA_DIR!),

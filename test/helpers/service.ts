@@ -30,7 +30,7 @@ export class ServiceProcess {
     return this.child?.pid
   }
 
-  /** Starts the process and resolves once it answers /health; fails when it exits first. */
+  /** Starts the process and resolves once it answers /health; fails when it exits first (or after 2 minutes: a bound on a hang on a busy machine). */
   async start(): Promise<void> {
     const child = spawn(process.execPath, [BIN, 'serve', '--workers', '1'], {
       cwd: this.cwd,
@@ -54,7 +54,7 @@ export class ServiceProcess {
           return false
         }
       },
-      30_000,
+      120_000,
     )
   }
 
