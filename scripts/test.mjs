@@ -24,6 +24,8 @@ notes.push(
     ? `Redis: ${process.env.TEST_REDIS_URL}`
     : 'Redis: TEST_REDIS_URL not set -> Redis suites SKIPPED',
 )
+if (spawnSync('haproxy', ['-v']).status !== 0)
+  notes.push('HAProxy: not installed (apt-get install haproxy) -> fleet test SKIPPED')
 console.log(`${line}\n${notes.join('\n')}\n${line}`)
 
 // The CLI tests run the compiled binary (bin/wristband.js → dist/), so build what is under test first.

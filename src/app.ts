@@ -40,7 +40,7 @@ import { createBackoff } from './platform/backoff.js'
 import { dropUnusableForwardedFor } from './platform/client-address.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
-import { openDatabase } from './platform/db/database.js'
+import { openDatabase, servicePoolOptions } from './platform/db/database.js'
 import { registerErrorHandler } from './platform/error-handler.js'
 import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
@@ -175,7 +175,7 @@ async function assemble(
   closers: (() => unknown)[],
 ): Promise<void> {
   const database = await openDatabase(config.databaseUrl, {
-    schema: config.DATABASE_SCHEMA,
+    ...servicePoolOptions(config),
     onError: () => metrics.dbErrors.inc(),
   }).catch((err) => {
     throw databaseUnavailable(config.databaseUrl, err)
@@ -187,9 +187,14 @@ async function assemble(
     redis.on('error', () => metrics.redisErrors.inc())
     closers.push(() => redis.disconnect())
   }
-  await database.migrate().catch((err) => {
+  const { ahead } = await database.migrate().catch((err) => {
     throw databaseUnavailable(config.databaseUrl, err)
   })
+  if (ahead.length > 0)
+    app.log.warn(
+      { migrations: ahead },
+      'the database holds migrations of a newer release; running on beside them (each migration stays compatible with the release before it)',
+    )
   if (redis) await connectRedis(redis)
 
   // The signing secret, then the earlier ones that still verify; feature keys are derived from them.
@@ -329,7 +334,12 @@ async function assemble(
   await app.register(apiKeyRoutes, { db, clock, tokens, audit })
   await app.register(offlineRoutes, { db, tokens, audit })
   await app.register(auditRoutes, { db, tokens })
-  await app.register(opsRoutes, { database, ...(redis ? { redis } : {}) })
+  // Owned by this app instance; the entry point calls beginDrain on SIGTERM.
+  let draining = false
+  app.decorate('beginDrain', () => {
+    draining = true
+  })
+  await app.register(opsRoutes, { database, draining: () => draining, ...(redis ? { redis } : {}) })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
     await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })

@@ -17,7 +17,7 @@ import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
 import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig, settingTypos } from './platform/config.js'
-import { openDatabase } from './platform/db/database.js'
+import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { databaseUnavailable, listenFailure, StartupError } from './platform/startup.js'
 import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
@@ -28,7 +28,9 @@ Commands:
   serve [--workers N]
                    Run the service (HOST, PORT and the other settings come from the environment);
                    N processes share the port (default: one per core with REDIS_URL, else 1)
-  migrate          Apply pending database migrations and exit
+  migrate [--status]
+                   Apply pending database migrations and exit; --status lists applied and
+                   pending ones and changes nothing
   seed FILE|-      Create or update records from a seed document (- reads standard input)
   backup FILE      Copy the SQLite database to FILE while the service runs
 
@@ -110,13 +112,27 @@ Options:
 
 const migrateCommand: Subcommand = {
   summary: 'Apply pending database migrations and exit',
-  usage: `Usage: wristband migrate
+  usage: `Usage: wristband migrate [--status]
 
 Applies the pending migrations to the configured database (DATABASE_URL) and exits. \`serve\` does the
-same at start; run this first to migrate once before starting several instances.`,
-  options: {},
-  async run(_values, loadConfig) {
-    await withDatabase(loadConfig(), async () => undefined)
+same at start; run this first to migrate once before starting several instances.
+
+Options:
+  --status         List applied and pending migrations (and those of a newer release the database
+                   holds) and change nothing`,
+  options: { status: { type: 'boolean' } },
+  async run(values, loadConfig) {
+    const config = loadConfig()
+    if (values.status) {
+      const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+      try {
+        console.log(formatMigrationStatus(await handle.migrationStatus()))
+      } finally {
+        await handle.close()
+      }
+      return 0
+    }
+    await withDatabase(config, async () => undefined)
     console.log('migrations applied')
     return 0
   },

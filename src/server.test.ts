@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { createInterface } from 'node:readline'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { TEST_SECRET } from '../test/helpers/app.js'
+import { freePort, LoggedProcess } from '../test/helpers/processes.js'
 import { systemClock } from './platform/clock.js'
 import { openDatabase } from './platform/db/database.js'
 import { applySeed } from './seed/seed.js'
@@ -16,49 +16,10 @@ import { applySeed } from './seed/seed.js'
 const CLI = fileURLToPath(new URL('./cli.ts', import.meta.url))
 const TSX = import.meta.resolve('tsx')
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-/** The running service: its log lines as they arrive, and a way to wait for one. */
-class Service {
-  readonly lines: Record<string, unknown>[] = []
-  private waiters: { match: (l: Record<string, unknown>) => boolean; resolve: () => void }[] = []
-  readonly exited: Promise<number | null>
-
-  constructor(readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (raw) => {
-      let line: Record<string, unknown>
-      try {
-        line = JSON.parse(raw)
-      } catch {
-        line = { msg: raw }
-      }
-      this.lines.push(line)
-      const met = this.waiters.filter((w) => w.match(line))
-      this.waiters = this.waiters.filter((w) => !met.includes(w))
-      for (const w of met) w.resolve()
-    })
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)))
-  }
-
-  waitFor(match: (l: Record<string, unknown>) => boolean): Promise<void> {
-    if (this.lines.some(match)) return Promise.resolve()
-    return new Promise((resolve) => this.waiters.push({ match, resolve }))
-  }
-}
-
 describe('wristband serve', () => {
   let dir: string
   let port: number
-  let service: Service
+  let service: LoggedProcess
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-serve-'))
     const h = await openDatabase(`sqlite:${path.join(dir, 'wristband.db')}`)
@@ -79,10 +40,11 @@ describe('wristband serve', () => {
         PORT: String(port),
         JWT_SECRET: TEST_SECRET,
         LOG_LEVEL: 'info',
+        SHUTDOWN_DRAIN_SECONDS: '1',
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     })
-    service = new Service(child)
+    service = new LoggedProcess(child)
     await service.waitFor((l) => String(l.msg).includes('Server listening'))
   })
   after(() => {

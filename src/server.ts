@@ -1,8 +1,9 @@
-import cluster from 'node:cluster'
-import os from 'node:os'
+import cluster, { type Worker } from 'node:cluster'
+import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { aggregateWorkerMetrics, shareWorkerMetrics } from './metrics/cluster-metrics.js'
 import { buildMetricsServer } from './metrics/metrics.routes.js'
+import { availableCpus } from './ops/cpu-quota.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 
@@ -11,7 +12,8 @@ export class ServeError extends Error {}
 /**
  * How many processes to run. Several workers only make sense when they share state through Redis:
  * with in-process state a revocation or a rate-limit count in one worker would be unknown to the
- * others, so without REDIS_URL the default is one worker and asking for more is refused.
+ * others, so without REDIS_URL the default is one worker and asking for more is refused. The default
+ * with Redis is one per CPU this process may use (its container's quota, not the host's cores).
  */
 export function workerCount(config: Config, requested: number | undefined): number {
   if (requested !== undefined) {
@@ -24,15 +26,40 @@ export function workerCount(config: Config, requested: number | undefined): numb
     }
     return requested
   }
-  return config.REDIS_URL ? os.availableParallelism() : 1
+  return config.REDIS_URL ? availableCpus() : 1
 }
 
-/** Runs the service until SIGTERM or SIGINT, then drains in-flight requests and exits 0. */
+/**
+ * Runs the service until SIGTERM or SIGINT, then drains (see `drainAndExit`) and exits 0. Migrations
+ * are applied once, before any worker starts, on a connection without the service's statement limit.
+ */
 export async function serve(config: Config, requestedWorkers?: number): Promise<void> {
   const workers = workerCount(config, requestedWorkers)
+  if (cluster.isWorker) return serveWorker(config)
+  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  try {
+    await handle.migrate()
+  } finally {
+    await handle.close()
+  }
   if (workers === 1) return serveOne(config)
-  if (cluster.isPrimary) return supervise(config, workers)
-  return serveOne(config)
+  return supervise(config, workers)
+}
+
+/** What a worker tells the primary when it cannot start, so the primary can say it in one line. */
+interface StartFailed {
+  wristband: 'start-failed'
+  message: string
+}
+
+async function serveWorker(config: Config): Promise<void> {
+  try {
+    await serveOne(config)
+  } catch (err) {
+    const message: StartFailed = { wristband: 'start-failed', message: (err as Error).message }
+    await new Promise((resolve) => process.send?.(message, undefined, {}, resolve) ?? resolve(null))
+    process.exit(1)
+  }
 }
 
 async function serveOne(config: Config): Promise<void> {
@@ -42,66 +69,140 @@ async function serveOne(config: Config): Promise<void> {
     config.METRICS_PORT === undefined
       ? undefined
       : await buildMetricsServer({ metrics: app.metrics, token: config.METRICS_TOKEN, logger: app.log })
-  let closing = false
-  const shutdown = (signal: string) => {
-    if (closing) return
-    closing = true
-    app.log.info({ signal }, 'shutting down: draining in-flight requests')
-    const force = setTimeout(() => {
-      app.log.error('drain timed out after 10 s; exiting')
-      process.exit(1)
-    }, 10_000)
-    force.unref()
-    Promise.all([app.close(), metricsServer?.close()]).then(
-      () => process.exit(0),
-      (err) => {
-        app.log.error({ err }, 'error during shutdown')
-        process.exit(1)
-      },
-    )
-  }
-  // A keep-alive connection whose request is in flight at shutdown would otherwise stay open (idle)
-  // after its answer until the keep-alive timeout, holding the drain past the force-exit timer.
+  let draining = false
+  // A client keeping its connection alive would go on sending to a draining instance; told to close,
+  // it reconnects, and through a load balancer reaches an instance that stays.
   app.addHook('onSend', async (_request, reply) => {
-    if (closing) reply.header('connection', 'close')
+    if (draining) reply.header('connection', 'close')
   })
+  const shutdown = (signal: string) => {
+    if (draining) return
+    draining = true
+    // Ctrl-C at a terminal wants the process gone, not a load balancer's grace period.
+    const drainSeconds = signal === 'SIGINT' ? 0 : config.SHUTDOWN_DRAIN_SECONDS
+    drainAndExit(app, drainSeconds, signal, () => metricsServer?.close())
+  }
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
   await app.listen({ host: config.HOST, port: config.PORT })
   await metricsServer?.listen({ host: config.HOST, port: config.METRICS_PORT })
 }
 
+/** Time allowed, after the drain period, for requests in flight and job attempts to finish. */
+const FINISH_MS = 10_000
+
 /**
- * The primary applies migrations once, then forks workers that share the listening port (node:cluster).
- * A worker that dies unexpectedly is replaced; on SIGTERM every worker drains and the primary exits 0.
+ * The graceful stop: /ready answers 503 at once while every route keeps answering for `drainSeconds`
+ * (a load balancer polling /ready sees it and stops sending); then the listener closes, requests in
+ * flight and the current attempt of each background job finish, the database and Redis are closed,
+ * and the process exits 0. Past drain + 10 s it exits 1 regardless. SIGINT skips the drain period.
  */
-async function supervise(config: Config, workers: number): Promise<void> {
-  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
-  await handle.migrate()
-  await handle.close()
+function drainAndExit(
+  app: FastifyInstance,
+  drainSeconds: number,
+  signal: string,
+  closeMore: () => Promise<unknown> | undefined,
+): void {
+  app.beginDrain()
+  app.log.info({ signal, drain_seconds: drainSeconds }, 'shutting down: /ready answers 503 from now on')
+  const force = setTimeout(
+    () => {
+      app.log.error(`shutdown took longer than ${drainSeconds} s + ${FINISH_MS / 1000} s; exiting`)
+      process.exit(1)
+    },
+    drainSeconds * 1000 + FINISH_MS,
+  )
+  force.unref()
+  setTimeout(() => {
+    app.log.info('shutting down: draining in-flight requests')
+    Promise.all([app.close(), closeMore()]).then(
+      () => process.exit(0),
+      (err) => {
+        app.log.error({ err }, 'error during shutdown')
+        process.exit(1)
+      },
+    )
+  }, drainSeconds * 1000)
+}
+
+/** A worker that dies before serving, or this soon after it started, counts as a quick death. */
+const QUICK_DEATH_MS = 10_000
+/** Quick deaths in a row after which the primary stops replacing workers and exits 1. */
+const GIVE_UP_AFTER = 3
+
+/**
+ * The primary forks workers that share the listening port (node:cluster). A worker that dies is
+ * replaced, after a growing pause when it died at once (port taken, database refused); after
+ * GIVE_UP_AFTER such deaths in a row the primary stops every worker and exits 1 with one line. On
+ * SIGTERM every worker drains (see drainAndExit) and the primary exits 0 once all have exited 0.
+ */
+function supervise(config: Config, workers: number): void {
+  const startedAt = new Map<number, number>()
+  const serving = new Set<number>()
+  let quickDeaths = 0
+  let lastFailure: string | undefined
   let stopping = false
   aggregateWorkerMetrics()
-  for (let i = 0; i < workers; i++) cluster.fork()
+  let exitCode = 0
+  const fork = () => {
+    const worker = cluster.fork()
+    startedAt.set(worker.id, Date.now())
+    worker.on('message', (m: Partial<StartFailed>) => {
+      if (m?.wristband === 'start-failed') lastFailure = m.message
+    })
+  }
+  const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined)
+  const stopAll = (code: number, signal: NodeJS.Signals) => {
+    exitCode = Math.max(exitCode, code)
+    if (stopping) return
+    stopping = true
+    if (alive().length === 0) process.exit(exitCode)
+    for (const w of alive()) w.process.kill(signal)
+    const force = setTimeout(
+      () => {
+        for (const w of alive()) w.process.kill('SIGKILL')
+        process.exit(1)
+      },
+      config.SHUTDOWN_DRAIN_SECONDS * 1000 + FINISH_MS + 2000,
+    )
+    force.unref()
+  }
+  cluster.on('listening', (worker) => serving.add(worker.id))
   cluster.on('exit', (worker, code, signal) => {
+    const quick = !serving.has(worker.id) || Date.now() - (startedAt.get(worker.id) ?? 0) < QUICK_DEATH_MS
+    startedAt.delete(worker.id)
+    serving.delete(worker.id)
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0)
+      if (code !== 0) exitCode = 1
+      if (alive().length === 0) process.exit(exitCode)
       return
     }
+    quickDeaths = quick ? quickDeaths + 1 : 0
+    if (quickDeaths >= GIVE_UP_AFTER) {
+      console.error(
+        `wristband serve: ${GIVE_UP_AFTER} workers in a row died at start (last: ${lastFailure ?? `exit code ${code}, signal ${signal}`}); giving up`,
+      )
+      stopAll(1, 'SIGTERM')
+      return
+    }
+    const pauseMs = quick ? Math.min(250 * 2 ** (quickDeaths - 1), 5000) : 0
     console.error(
       JSON.stringify({
-        level: 50,
+        level: 'error',
+        time: new Date().toISOString(),
         msg: 'worker exited; starting another',
         pid: worker.process.pid,
         code,
         signal,
+        pause_ms: pauseMs,
+        ...(quick && lastFailure ? { reason: lastFailure } : {}),
       }),
     )
-    cluster.fork()
+    setTimeout(() => {
+      if (!stopping) fork()
+    }, pauseMs)
   })
-  const stop = () => {
-    stopping = true
-    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM')
-  }
-  process.on('SIGTERM', stop)
-  process.on('SIGINT', stop)
+  for (let i = 0; i < workers; i++) fork()
+  process.on('SIGTERM', () => stopAll(0, 'SIGTERM'))
+  process.on('SIGINT', () => stopAll(0, 'SIGINT'))
 }

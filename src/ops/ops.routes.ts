@@ -13,6 +13,8 @@ const DependencyState = Type.Object({
 
 const ReadinessBody = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  /** Present while the instance drains after SIGTERM: it still serves, but wants no new traffic. */
+  shutting_down: Type.Optional(Type.Literal(true)),
   checks: Type.Object({
     database: Type.Object({
       status: Type.Union([Type.Literal('up'), Type.Literal('down')]),
@@ -24,10 +26,22 @@ const ReadinessBody = Type.Object({
   }),
 })
 
-export const opsRoutes: FastifyPluginAsyncTypebox<{ database: DatabaseHandle; redis?: Redis }> = async (
-  app,
-  deps,
-) => {
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Marks the instance as shutting down: /ready answers 503 from now on while every other route
+     * keeps answering, so a load balancer takes it out of rotation before the listener closes.
+     */
+    beginDrain(): void
+  }
+}
+
+export const opsRoutes: FastifyPluginAsyncTypebox<{
+  database: DatabaseHandle
+  redis?: Redis
+  /** Whether the instance is draining (see beginDrain). */
+  draining: () => boolean
+}> = async (app, deps) => {
   app.get(
     '/ready',
     {
@@ -38,13 +52,15 @@ export const opsRoutes: FastifyPluginAsyncTypebox<{ database: DatabaseHandle; re
         tags: ['health'],
         summary: 'Readiness probe: 200 when the database (and Redis, when configured) answer',
         description:
-          '503 while the database or a configured Redis is unreachable, or migrations are pending; ' +
+          '503 while the database or a configured Redis is unreachable, or migrations are pending, ' +
+          'and from the moment the instance is told to stop (SIGTERM; `shutting_down` is then true); ' +
           'the body gives the state of each dependency. GET /health stays the liveness probe.',
         response: { 200: ReadinessBody, 503: ReadinessBody, ...errorResponses() },
       },
     },
     async (_request, reply) => {
       const { ready, checks } = await checkReadiness(deps)
+      if (deps.draining()) return reply.code(503).send({ status: 'unavailable', shutting_down: true, checks })
       return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks })
     },
   )

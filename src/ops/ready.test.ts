@@ -230,3 +230,16 @@ describe('GET /ready follows PostgreSQL going away and coming back', {
     assert.equal(up.json().checks.database.status, 'up')
   })
 })
+
+forEachBackend(httpBackends, '/ready while draining', (ctx) => {
+  test('once the instance drains, /ready answers 503 with shutting_down while other routes answer', async () => {
+    const t = ctx()
+    assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
+    t.app.beginDrain()
+    const res = await t.request({ method: 'GET', url: '/ready' })
+    assert.equal(res.statusCode, 503)
+    assert.equal(res.json().status, 'unavailable')
+    assert.equal(res.json().shutting_down, true)
+    assert.equal((await t.request({ method: 'GET', url: '/health' })).statusCode, 200)
+  })
+})

@@ -190,6 +190,21 @@ export const settings = {
     text,
   ),
   DATABASE_SCHEMA: setting('PostgreSQL schema to use (created if missing)', 'public', text),
+  DATABASE_POOL_SIZE: setting(
+    'PostgreSQL connections per process: the service opens up to workers × this many',
+    '10',
+    integer(1, 1000),
+  ),
+  DATABASE_CONNECT_TIMEOUT_SECONDS: setting(
+    'How long a request waits for a PostgreSQL connection (a new one, or a free one of the pool) before it fails with 503',
+    '3',
+    integer(1, 120),
+  ),
+  DATABASE_STATEMENT_TIMEOUT_SECONDS: setting(
+    'PostgreSQL cancels a statement of the service running longer than this (`statement_timeout`); 0: no limit. Migrations are not limited',
+    '30',
+    integer(0, 3600),
+  ),
   REDIS_URL: setting(
     'Redis for rate-limit counters and revocations shared by instances; unset: in-process',
     undefined,
@@ -300,6 +315,11 @@ export const settings = {
     'How often background jobs (mail, webhooks) are polled, in milliseconds',
     '1000',
     integer(10, 60_000),
+  ),
+  SHUTDOWN_DRAIN_SECONDS: setting(
+    'On SIGTERM, how long /ready answers 503 while requests are still served (so a load balancer stops sending) before the listener closes',
+    '5',
+    integer(0, 300),
   ),
   BODY_LIMIT_BYTES: setting(
     'Largest accepted request body; larger ones get 413',

@@ -17,6 +17,7 @@ function isUnavailable(err: unknown): boolean {
     code === 'ENOTFOUND' ||
     code === '57P01' || // admin_shutdown
     code === '57P03' || // cannot_connect_now
+    code === '57014' || // query_canceled: DATABASE_STATEMENT_TIMEOUT_SECONDS ran out
     code === '08006' ||
     code === '08001' ||
     code === 'SQLITE_BUSY' ||

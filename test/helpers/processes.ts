@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import net from 'node:net'
+import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
 import { until } from './until.js'
 
@@ -50,4 +51,50 @@ export async function killProcess(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once('exit', resolve))
   child.kill('SIGKILL')
   await exited
+}
+
+/**
+ * A child process whose output is JSON log lines (the service's): the lines as they arrive, a way to
+ * wait for one, and its exit code. Lines that are not JSON are kept as `{ msg: line }`; standard
+ * error is kept as text.
+ */
+export class LoggedProcess {
+  readonly lines: Record<string, unknown>[] = []
+  stderr = ''
+  private waiters: { match: (l: Record<string, unknown>) => boolean; resolve: () => void }[] = []
+  readonly exited: Promise<number | null>
+
+  constructor(readonly child: ChildProcess) {
+    createInterface({ input: child.stdout! }).on('line', (raw) => {
+      let line: Record<string, unknown>
+      try {
+        line = JSON.parse(raw)
+      } catch {
+        line = { msg: raw }
+      }
+      this.lines.push(line)
+      const met = this.waiters.filter((w) => w.match(line))
+      this.waiters = this.waiters.filter((w) => !met.includes(w))
+      for (const w of met) w.resolve()
+    })
+    child.stderr?.on('data', (d) => {
+      this.stderr += d
+    })
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)))
+  }
+
+  waitFor(match: (l: Record<string, unknown>) => boolean): Promise<void> {
+    if (this.lines.some(match)) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push({ match, resolve }))
+  }
+}
+
+/** Whether a process id is still running (or at least not yet reaped). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
 }

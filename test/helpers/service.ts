@@ -30,7 +30,7 @@ export class ServiceProcess {
     return this.child?.pid
   }
 
-  /** Starts the process and resolves once it answers /health; fails when it exits first. */
+  /** Starts the process and resolves once it answers /health; fails when it exits first (or after 2 minutes: a bound on a hang on a busy machine). */
   async start(): Promise<void> {
     const child = spawn(process.execPath, [BIN, 'serve', '--workers', '1'], {
       cwd: this.cwd,
@@ -54,7 +54,7 @@ export class ServiceProcess {
           return false
         }
       },
-      30_000,
+      120_000,
     )
   }
 
@@ -63,13 +63,13 @@ export class ServiceProcess {
     if (this.child) await killProcess(this.child)
   }
 
-  /** SIGTERM: the documented graceful stop. */
-  async stop(): Promise<void> {
+  /** SIGTERM: the documented graceful stop. Resolves with the exit code (null when already gone). */
+  async stop(): Promise<number | null> {
     const child = this.child
-    if (!child || child.exitCode !== null || child.signalCode !== null) return
-    const exited = new Promise((resolve) => child.once('exit', resolve))
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     child.kill('SIGTERM')
-    await exited
+    return exited
   }
 
   /** Resident memory of the process in bytes (Linux /proc), or undefined elsewhere. */

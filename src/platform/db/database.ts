@@ -11,8 +11,9 @@ import {
   sql,
 } from 'kysely'
 import pg from 'pg'
+import type { Config } from '../config.js'
 import { databaseUnavailable } from '../startup.js'
-import { migrationProvider } from './migrations/index.js'
+import { migrationNames, migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -21,17 +22,38 @@ export type Db = Kysely<Database>
 export interface DatabaseHandle {
   db: Db
   dialect: Dialect
-  /** Applies pending migrations; safe to call from several instances at once (Kysely takes a lock). */
-  migrate(): Promise<void>
+  /**
+   * Applies pending migrations; safe to call from several instances at once (Kysely takes a lock).
+   * Resolves with the migrations the database holds that this release does not know (`ahead`): a
+   * newer release ran them, and this one runs on beside them (each migration stays compatible with
+   * the release before it).
+   */
+  migrate(): Promise<{ ahead: string[] }>
   /** Names of migrations not yet applied. */
   pendingMigrations(): Promise<string[]>
+  /** Every migration known here or applied to the database, in order, with when it was applied. */
+  migrationStatus(): Promise<MigrationState[]>
   close(): Promise<void>
+}
+
+export interface MigrationState {
+  name: string
+  /** When it was applied; undefined while pending. */
+  appliedAt: Date | undefined
+  /** Applied by a newer release: this release has no such migration. */
+  unknown: boolean
 }
 
 const INT8_OID = 20
 
 export interface OpenOptions {
   schema?: string
+  /** PostgreSQL only: connections of this process's pool (default 10). */
+  poolSize?: number
+  /** PostgreSQL only: how long to wait for a new connection, in milliseconds (default 3000). */
+  connectTimeoutMs?: number
+  /** PostgreSQL only: statements running longer are cancelled by the server; 0 means no limit. */
+  statementTimeoutMs?: number
   /**
    * Called for each failed query and each lost idle connection; not for constraint violations,
    * which are answers (a duplicate e-mail) rather than faults. Feeds the error metric.
@@ -42,6 +64,27 @@ export interface OpenOptions {
 function isConstraintViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && (code.startsWith('23') || code.startsWith('SQLITE_CONSTRAINT'))
+}
+
+/** `wristband migrate --status`: one line per migration, oldest first. */
+export function formatMigrationStatus(states: MigrationState[]): string {
+  return states
+    .map((m) => {
+      const when = m.appliedAt ? `applied ${m.appliedAt.toISOString()}` : 'pending'
+      const note = m.unknown ? '  (applied by a newer release; unknown to this one)' : ''
+      return `${when.padEnd(32)} ${m.name}${note}`
+    })
+    .join('\n')
+}
+
+/** The pool settings of the service itself (commands and migrations run without a statement limit). */
+export function servicePoolOptions(config: Config): OpenOptions {
+  return {
+    schema: config.DATABASE_SCHEMA,
+    poolSize: config.DATABASE_POOL_SIZE,
+    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_SECONDS * 1000,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_SECONDS * 1000,
+  }
 }
 
 /** Opens the database named by a `sqlite:<path>` or `postgres://…` URL. */
@@ -70,8 +113,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
       connectionString: url,
-      max: 10,
-      connectionTimeoutMillis: 3000,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 3000,
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
       idleTimeoutMillis: 30_000,
       // Epoch-millisecond columns and counts are bigint: read them as numbers (all stay below 2^53).
       types: {
@@ -91,21 +135,47 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
     migrationDb = seeingOnly(db, schema)
   }
-  const migrator = new Migrator({ db: migrationDb, provider: migrationProvider(dialect) })
+  const migratorFor = (ahead: string[]) =>
+    new Migrator({ db: migrationDb, provider: migrationProvider(dialect, ahead) })
+  /** Migrations the database records as applied, oldest first ([] before the first migration). */
+  const applied = async (): Promise<{ name: string; timestamp: string }[]> => {
+    try {
+      const r = await sql<{
+        name: string
+        timestamp: string
+      }>`select name, timestamp from kysely_migration order by name`.execute(migrationDb)
+      return r.rows
+    } catch {
+      return []
+    }
+  }
+  const known = new Set(migrationNames())
+  const appliedButUnknown = async () =>
+    (await applied()).map((m) => m.name).filter((name) => !known.has(name))
   return {
     db,
     dialect,
     async migrate() {
+      // Kysely refuses to migrate ("corrupted migrations") a database holding a migration it was not
+      // given, which is what a rollback to the previous release meets. Those migrations are handed to
+      // it as applied no-ops, so it checks the order of the rest and applies only what is missing.
       // Kysely takes no migration lock on SQLite: a second process migrating the same file at the same
       // moment (`wristband migrate` beside a starting server) fails on a table the first one has just
-      // created. Its transaction rolled back, so trying again applies only what is still pending.
+      // created. Its transaction rolled back, so trying again applies only what is still pending. A
+      // newer release migrating between our look-up and our run is met the same way.
       for (let attempt = 1; ; attempt++) {
-        const { error, results } = await migrator.migrateToLatest()
-        if (!error) return
-        if (dialect === 'sqlite' && attempt < 5) {
+        const ahead = await appliedButUnknown()
+        const { error, results } = await migratorFor(ahead).migrateToLatest()
+        if (!error) return { ahead }
+        const corrupted = /corrupted migrations/.test((error as Error).message)
+        if (attempt < 5 && (dialect === 'sqlite' || /is missing/.test((error as Error).message))) {
           await new Promise((r) => setTimeout(r, 100 * attempt))
           continue
         }
+        if (corrupted)
+          throw new Error(
+            `the database holds migrations (${ahead.join(', ')}) of a newer release that lack one this release needs: ${(error as Error).message}`,
+          )
         const failed = results?.find((r) => r.status === 'Error')
         // No failed migration: the database could not be reached at all (its error says why).
         if (!failed) throw databaseUnavailable(url, error)
@@ -113,8 +183,16 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
       }
     },
     async pendingMigrations() {
-      const all = await migrator.getMigrations()
+      const all = await migratorFor([]).getMigrations()
       return all.filter((m) => !m.executedAt).map((m) => m.name)
+    },
+    async migrationStatus() {
+      const done = new Map((await applied()).map((m) => [m.name, new Date(m.timestamp)]))
+      return [...new Set([...known, ...done.keys()])].sort().map((name) => ({
+        name,
+        appliedAt: done.get(name),
+        unknown: !known.has(name),
+      }))
     },
     close: () => db.destroy(),
   }

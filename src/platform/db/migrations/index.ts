@@ -36,7 +36,15 @@ const migrations: [string, MigrationModule][] = [
   ['012-ticket-codes', m012],
 ]
 
-export function migrationProvider(dialect: Dialect): MigrationProvider {
+export function migrationNames(): string[] {
+  return migrations.map(([name]) => name)
+}
+
+/**
+ * The migrations of this release, plus `ahead`: migrations a newer release applied, given as no-ops
+ * so that Kysely accepts the database (it refuses one holding a migration it was not given).
+ */
+export function migrationProvider(dialect: Dialect, ahead: string[] = []): MigrationProvider {
   const ctx: MigrationContext = {
     dialect,
     id: (table) =>
@@ -48,6 +56,7 @@ export function migrationProvider(dialect: Dialect): MigrationProvider {
     async getMigrations() {
       const out: Record<string, Migration> = {}
       for (const [name, mod] of migrations) out[name] = { up: (db) => mod.up(db, ctx) }
+      for (const name of ahead) out[name] ??= { up: async () => {} }
       return out
     },
   }

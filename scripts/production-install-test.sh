@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The production path of README "Production", on a fresh clone of the current commit: install, drop the
+# dev dependencies, start `node bin/wristband.js serve`, wait for /ready, SIGTERM it, expect exit 0 and
+# nothing left running; then install @wristband/verifier from the tarball `npm pack` makes. `npm run
+# test:install`; CI runs it. Needs the npm registry (or its cache).
+set -euo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+pid=""
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+git clone -q "$src" "$work/wristband"
+git -C "$work/wristband" checkout -q "$(git -C "$src" rev-parse HEAD)"
+cd "$work/wristband"
+
+echo "== the three documented commands"
+npm ci --no-audit --no-fund
+# (the caller's package, built while the compiler is still there)
+npm pack ./packages/verifier --pack-destination "$work" >/dev/null
+npm prune --omit=dev --no-audit --no-fund
+if [ -e node_modules/typescript ] || [ -e node_modules/tsx ]; then
+  echo "!! dev dependencies are still installed after npm prune --omit=dev"
+  exit 1
+fi
+port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+secret="$(node -e 'console.log(require("crypto").randomBytes(32).toString("base64url"))')"
+NODE_ENV=production JWT_SECRET="$secret" DATA_DIR="$work/data" HOST=127.0.0.1 PORT="$port" \
+  SHUTDOWN_DRAIN_SECONDS=1 LOG_LEVEL=warn node bin/wristband.js serve &
+pid=$!
+for _ in $(seq 1 200); do
+  if curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1; then break; fi
+  kill -0 "$pid" 2>/dev/null || { echo "!! the service exited before it was ready"; exit 1; }
+  sleep 0.3
+done
+curl -fsS "http://127.0.0.1:$port/ready"
+echo
+kill -TERM "$pid"
+code=0
+wait "$pid" || code=$?
+pid=""
+if [ "$code" -ne 0 ]; then
+  echo "!! the service exited with $code after SIGTERM"
+  exit 1
+fi
+if curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+  echo "!! something still answers on port $port after SIGTERM"
+  exit 1
+fi
+echo "== @wristband/verifier from its tarball, in a project of its own"
+mkdir "$work/consumer"
+cd "$work/consumer"
+echo '{"name":"consumer","private":true,"type":"module"}' >package.json
+npm install --no-audit --no-fund "$work"/wristband-verifier-*.tgz
+node -e 'import("@wristband/verifier").then((m) => { if (typeof m.createVerifier !== "function") process.exit(1) })'
+
+echo "production install path: OK (built, pruned to production dependencies, served, stopped with exit 0)"

@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { TEST_SECRET } from '../../test/helpers/app.js'
+import { freePort, isRunning, LoggedProcess } from '../../test/helpers/processes.js'
+import { until } from '../../test/helpers/until.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const BIN = path.join(ROOT, 'bin', 'wristband.js')
+const redisUrl = process.env.TEST_REDIS_URL
+
+/** Drain period of these tests: the default, long enough that two requests in a row fall inside it. */
+const DRAIN_SECONDS = 5
+/** The promise of the issue: exit within drain + 10 s (a bound on a hang, not a measured speed). */
+const EXIT_BOUND_MS = (DRAIN_SECONDS + 10) * 1000
+/** Bounds a hang at start (npm start compiles first, on a machine that may be busy), not a speed. */
+const START_BOUND_MS = 240_000
+
+const dirs: string[] = []
+after(() => {
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
+})
+
+interface Started {
+  service: LoggedProcess
+  port: number
+  dir: string
+}
+
+async function startService(command: string[], env: Record<string, string>, cwd?: string): Promise<Started> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-shutdown-'))
+  const port = await freePort()
+  const child = spawn(command[0]!, command.slice(1), {
+    cwd: cwd ?? dir,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? dir,
+      DATA_DIR: dir,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      JWT_SECRET: TEST_SECRET,
+      LOG_LEVEL: 'info',
+      SHUTDOWN_DRAIN_SECONDS: String(DRAIN_SECONDS),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const service = new LoggedProcess(child)
+  await until(
+    `the service on port ${port} to be ready`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}: ${service.stderr}`)
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/ready`)).status === 200
+      } catch {
+        return false
+      }
+    },
+    START_BOUND_MS,
+  )
+  return { service, port, dir }
+}
+
+/** The pids of the processes that wrote log lines: the service's own (one, or every worker). */
+function servingPids(service: LoggedProcess): number[] {
+  return [
+    ...new Set(
+      service.lines.filter((l) => String(l.msg).startsWith('Server listening')).map((l) => Number(l.pid)),
+    ),
+  ]
+}
+
+/**
+ * The graceful stop as a load balancer sees it: /ready turns 503 at once, every other route keeps
+ * answering through the drain period, then the process exits 0 and nothing of it keeps running.
+ */
+async function assertGracefulStop({ service, port }: Started, signalled: () => void): Promise<void> {
+  const origin = `http://127.0.0.1:${port}`
+  const pids = servingPids(service)
+  assert.ok(pids.length > 0, JSON.stringify(service.lines))
+  signalled()
+  await until(
+    '/ready to answer 503 after SIGTERM',
+    async () => (await fetch(`${origin}/ready`)).status === 503,
+  )
+  const ready = await fetch(`${origin}/ready`)
+  assert.equal(ready.status, 503)
+  assert.equal(((await ready.json()) as { shutting_down?: boolean }).shutting_down, true)
+  // Still serving during the drain: the load balancer needs time to see the 503 and stop sending.
+  const health = await fetch(`${origin}/health`)
+  assert.equal(health.status, 200)
+  assert.equal(health.headers.get('connection'), 'close')
+  assert.equal(await service.exited, 0, service.stderr)
+  for (const pid of pids) assert.equal(isRunning(pid), false, `process ${pid} still running`)
+  await assert.rejects(fetch(`${origin}/health`), 'the port is released')
+}
+
+describe('SIGTERM: graceful drain', () => {
+  test('node bin/wristband.js serve: /ready 503 at once, still serving, then exit 0', {
+    timeout: START_BOUND_MS + EXIT_BOUND_MS,
+  }, async () => {
+    const started = await startService([process.execPath, BIN, 'serve'], {})
+    dirs.push(started.dir)
+    await assertGracefulStop(started, () => started.service.child.kill('SIGTERM'))
+  })
+
+  test('serve --workers 2: every worker drains, the primary exits 0 once all have', {
+    timeout: START_BOUND_MS + EXIT_BOUND_MS,
+    ...(redisUrl ? {} : { skip: 'TEST_REDIS_URL is not set: several workers need Redis' }),
+  }, async () => {
+    const started = await startService([process.execPath, BIN, 'serve', '--workers', '2'], {
+      REDIS_URL: redisUrl!,
+      REDIS_PREFIX: `wbtest:shutdown:${process.pid}:`,
+    })
+    dirs.push(started.dir)
+    await until('both workers to listen', () => servingPids(started.service).length === 2)
+    await assertGracefulStop(started, () => started.service.child.kill('SIGTERM'))
+  })
+})
+
+describe('npm start', () => {
+  // A copy of what `npm start` needs, so its build writes a dist/ of its own and not the one under test.
+  let copy: string
+  before(() => {
+    copy = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-npm-start-'))
+    for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json'])
+      fs.copyFileSync(path.join(ROOT, f), path.join(copy, f))
+    for (const d of ['bin', 'src']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true })
+    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'))
+  })
+  after(() => fs.rmSync(copy, { recursive: true, force: true }))
+
+  test('SIGTERM to npm drains and stops the service: nothing keeps running, the port is free', {
+    timeout: START_BOUND_MS + EXIT_BOUND_MS,
+  }, async () => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+    const started = await startService([npm, 'start', '--silent'], {}, copy)
+    dirs.push(started.dir)
+    await assertGracefulStop(started, () => started.service.child.kill('SIGTERM'))
+  })
+})
