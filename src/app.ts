@@ -42,7 +42,12 @@ import { createSealer, deriveKey } from './platform/keys.js'
 import { loggerOptions } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { createDummyHash } from './platform/passwords.js'
-import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
+import {
+  memoryCounters,
+  redisCounters,
+  registerRateLimit,
+  syncedRedisCounters,
+} from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
@@ -55,6 +60,7 @@ import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { verifyAnswers } from './tokens/verify-answer.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
@@ -174,13 +180,15 @@ async function assemble(
     issuer: config.JWT_ISSUER,
     clock,
   })
+  const revocationDeps = { db, clock, pollMs: config.REVOCATION_POLL_MS, log: app.log }
   const revocations = redis
-    ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
-    : memoryRevocations({ db, clock })
+    ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, app.log)
+    : memoryRevocations(revocationDeps)
   await revocations.start()
   closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
   const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
+  const answers = verifyAnswers()
   const apiKeys = apiKeyResolver(db, clock)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
@@ -218,9 +226,17 @@ async function assemble(
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
   registerRateLimit(app, {
-    countersFor: redis
-      ? () => redisCounters(redis, `${config.REDIS_PREFIX}rl:`)
-      : () => memoryCounters(clock),
+    countersFor: (route) =>
+      !redis
+        ? memoryCounters(clock)
+        : config.RATE_LIMIT_SYNC_MS === 0
+          ? redisCounters(redis, `${config.REDIS_PREFIX}rl:${route}|`)
+          : syncedRedisCounters(
+              redis,
+              `${config.REDIS_PREFIX}rl:${route}|`,
+              clock,
+              config.RATE_LIMIT_SYNC_MS,
+            ),
     onExceeded: (ip, route) => {
       metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
@@ -260,7 +276,7 @@ async function assemble(
 
   await app.register(healthRoutes)
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
-  await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
+  await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash })
   await app.register(mfaRoutes, {
