@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer'
 import { randomUUID } from 'node:crypto'
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import path from 'node:path'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -50,7 +51,7 @@ import {
 } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
-import { registerSecurityHeaders } from './platform/security-headers.js'
+import { registerSecurityHeaders, securityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { createValidatorCompiler } from './platform/validation.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
@@ -61,6 +62,7 @@ import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
 import { verifyAnswers } from './tokens/verify-answer.js'
+import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 import { WEBHOOK_JOB } from './webhooks/webhooks.store.js'
@@ -78,6 +80,18 @@ export interface AppDependencies {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
+/** The caller's X-Request-Id when it is a sane one, else a fresh UUID. */
+function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id']
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+type Lane = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  fastify: (req: IncomingMessage, res: ServerResponse) => void,
+) => boolean
+
 /**
  * Builds the whole service on its dependencies: opens the database (and applies migrations),
  * connects Redis when configured, and registers every feature. `listen()` is the caller's.
@@ -89,10 +103,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
     trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
     bodyLimit: config.BODY_LIMIT_BYTES,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
-    },
+    genReqId: requestId,
     requestIdHeader: false,
     return503OnClosing: true,
     // Errors the router raises before any route runs get the documented body too: an undecodable
@@ -103,6 +114,29 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         ? r.code(404).send({ detail: 'Not Found' })
         : r.code(400).send({ detail: 'Malformed request URL' })
     },
+  }
+  // The verify lane (see tokens/verify-lane.ts) sits in front of Fastify on the same server; it is
+  // set once the app is assembled. At debug and trace the route logs every request, which the lane
+  // does not: it is off there.
+  let lane: Lane | undefined
+  const laneWanted = config.VERIFY_FAST_LANE && config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace'
+  if (laneWanted) {
+    options.serverFactory = (handler, fastifyOptions) => {
+      const opts = fastifyOptions as {
+        http?: http.ServerOptions
+        keepAliveTimeout?: number
+        requestTimeout?: number
+        connectionTimeout?: number
+      }
+      const server = http.createServer(opts.http ?? {}, (req, res) => {
+        if (lane === undefined || !lane(req, res, handler)) handler(req, res)
+      })
+      // What Fastify sets on the server it makes itself.
+      server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000
+      server.requestTimeout = opts.requestTimeout ?? 0
+      server.setTimeout(opts.connectionTimeout ?? 0)
+      return server
+    }
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -141,7 +175,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   app.addHook('onClose', closeAll)
   try {
-    await assemble(app, config, clock, deps, metrics, closers)
+    const setLane = laneWanted
+      ? (l: Lane) => {
+          lane = l
+        }
+      : undefined
+    await assemble(app, config, clock, deps, metrics, closers, setLane)
   } catch (err) {
     await closeAll()
     throw err
@@ -156,6 +195,7 @@ async function assemble(
   deps: AppDependencies,
   metrics: Metrics,
   closers: (() => unknown)[],
+  setLane: ((lane: Lane) => void) | undefined,
 ): Promise<void> {
   const database = await openDatabase(config.databaseUrl, {
     schema: config.DATABASE_SCHEMA,
@@ -225,7 +265,7 @@ async function assemble(
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
-  registerRateLimit(app, {
+  const limiters = registerRateLimit(app, {
     countersFor: (route) =>
       !redis
         ? memoryCounters(clock)
@@ -346,6 +386,28 @@ async function assemble(
     tickets: new TicketsService({ db, clock, kick: kickJobs }),
   })
   await app.register(holderRoutes, { db, clock, tokens })
+
+  if (setLane) {
+    let closing = false
+    app.addHook('preClose', async () => {
+      closing = true
+    })
+    replayLaneBodies(app)
+    setLane(
+      verifyLane({
+        tokens,
+        answers,
+        limiter: limiters.get('POST /tokens/verify')!,
+        metrics,
+        securityHeaders: securityHeaders().api,
+        trustProxy: config.TRUST_PROXY,
+        bodyLimit: config.BODY_LIMIT_BYTES,
+        cors: config.CORS_ORIGINS.length > 0,
+        requestId,
+        closing: () => closing,
+      }),
+    )
+  }
 
   app.addHook('onReady', async () => jobs.start())
 }

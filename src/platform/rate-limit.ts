@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from './clock.js'
@@ -244,6 +245,13 @@ export function syncedRedisCounters(
   return store
 }
 
+/**
+ * Set on a raw request that was already counted (by the verify lane) before Fastify got it: the
+ * route's hook applies this count instead of counting the request a second time.
+ */
+export const COUNTED = Symbol('wristband.rateLimitCount')
+export type CountedRequest = IncomingMessage & { [COUNTED]?: Promise<[number, number]> }
+
 /** One limited route: its limit and its counters. The verify lane counts through the same object. */
 export interface RouteLimiter {
   readonly max: number
@@ -310,7 +318,9 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
     }
     const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
       const ip = request.ip
-      const count = store.hit(ip, windowMs)
+      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
+      const counted = (request.raw as CountedRequest)[COUNTED]
+      const count = counted ?? store.hit(ip, windowMs)
       if (typeof count === 'number') {
         done(count < 0 ? undefined : apply(reply, ip, count, store.resetInMs))
         return

@@ -42,6 +42,15 @@ const API_HEADERS = new Set([
   'x-frame-options',
 ])
 
+/** The security headers of JSON answers (`api`) and the ones HTML answers get on top (`document`). */
+export function securityHeaders(): { api: Record<string, string>; document: Record<string, string> } {
+  const all = Object.entries(helmetHeaders())
+  return {
+    api: Object.fromEntries(all.filter(([name]) => API_HEADERS.has(name))),
+    document: Object.fromEntries(all.filter(([name]) => !API_HEADERS.has(name))),
+  }
+}
+
 /**
  * Security headers on every response (helmet), with a Content-Security-Policy that fits a JSON API:
  * nothing may load and nothing may frame it. Pages served by the service (the API docs, the
@@ -55,9 +64,7 @@ const API_HEADERS = new Set([
  * of them means a new route that issues a credential cannot forget it.
  */
 export async function registerSecurityHeaders(app: FastifyInstance, corsOrigins: string[]): Promise<void> {
-  const all = Object.entries(helmetHeaders())
-  const api = Object.fromEntries(all.filter(([name]) => API_HEADERS.has(name)))
-  const document = Object.fromEntries(all.filter(([name]) => !API_HEADERS.has(name)))
+  const { api, document } = securityHeaders()
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(api)
     done()

@@ -7,6 +7,7 @@ import * as m004 from './004-consumers.js'
 import * as m005 from './005-partner.js'
 import * as m007 from './007-admin-security.js'
 import * as m008 from './008-dashboard-sessions.js'
+import * as m009 from './009-revocation-cursor.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -26,6 +27,7 @@ const migrations: [string, MigrationModule][] = [
   ['005-partner', m005],
   ['007-admin-security', m007],
   ['008-dashboard-sessions', m008],
+  ['009-revocation-cursor', m009],
 ]
 
 export function migrationProvider(dialect: Dialect): MigrationProvider {
