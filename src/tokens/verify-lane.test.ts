@@ -185,8 +185,9 @@ for (const backend of httpBackends) {
         }
 
         // The lane did answer: its answers carry the same headers in an order of their own.
-        const a = await send(portOn, { name: 'valid', body: tok(pair.access_token) })
-        const b = await send(portOff, { name: 'valid', body: tok(pair.access_token) })
+        const fresh = { 'x-forwarded-for': '198.18.1.1' }
+        const a = await send(portOn, { name: 'valid', body: tok(pair.access_token), headers: fresh })
+        const b = await send(portOff, { name: 'valid', body: tok(pair.access_token), headers: fresh })
         assert.equal(a.headers['x-ratelimit-remaining'], '599')
         assert.notDeepEqual(
           a.rawHeaders.filter((_, i) => i % 2 === 0),
