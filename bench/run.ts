@@ -37,7 +37,9 @@ const DURATION = envNumber('BENCH_DURATION', 10)
 const WARMUP = Math.max(1, Math.round(envNumber('BENCH_WARMUP', 2)))
 const SEGMENTS = Math.round(envNumber('BENCH_SEGMENTS', 5))
 const SEGMENT_SECONDS = Math.max(1, Math.round(DURATION / SEGMENTS))
-const ADDRESSES = envNumber('BENCH_ADDRESSES', 20_000)
+const ADDRESSES = envNumber('BENCH_ADDRESSES', 65_536)
+/** Distinct valid tokens of verify-access (and, tampered, of verify-invalid): closer to real traffic than one. */
+const TOKENS = envNumber('BENCH_TOKENS', 200)
 const DISTINCT_TOKENS = envNumber('BENCH_DISTINCT_TOKENS', 20_000)
 const TIME_LIMIT = envNumber('BENCH_TIME_LIMIT', 900)
 const ONLY_SCENARIOS = (process.env.BENCH_SCENARIOS ?? '').split(',').filter(Boolean)
@@ -156,16 +158,16 @@ const SCENARIOS: Scenario[] = [
   },
   verifyScenario(
     'verify-access',
-    'verify: valid access token',
+    `verify: ${TOKENS} valid access tokens`,
     ALL,
-    async (s) => [(await s.login()).access_token],
+    async (s) => distinctTokens((await s.login()).access_token, TOKENS),
     true,
   ),
   verifyScenario(
     'verify-invalid',
-    'verify: invalid token (bad signature)',
-    ['memory/sqlite'],
-    async (s) => [tamper((await s.login()).access_token)],
+    `verify: ${TOKENS} invalid tokens (bad signature)`,
+    ['memory/sqlite', 'redis/sqlite'],
+    async (s) => distinctTokens((await s.login()).access_token, TOKENS).map(tamper),
     false,
   ),
   verifyScenario(
@@ -178,7 +180,7 @@ const SCENARIOS: Scenario[] = [
   verifyScenario(
     'verify-apikey',
     'verify: API key',
-    ['memory/sqlite', 'memory/postgres'],
+    ['memory/sqlite', 'redis/sqlite', 'memory/postgres'],
     async (s) => [s.apiKey],
     true,
   ),

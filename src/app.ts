@@ -229,7 +229,7 @@ async function assemble(
   const audit = createAuditLog(db, clock, app.log)
   const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const answers = verifyAnswers()
-  const apiKeys = apiKeyResolver(db, clock)
+  const apiKeys = apiKeyResolver(db, clock, revocations)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)

@@ -22,7 +22,7 @@ export interface TokenResponse {
  * Resolves a credential that is not a JWT (an API key, an operator session token) to its claims,
  * or null when it is unknown or revoked. Features register one per prefix.
  */
-export type CredentialResolver = (credential: string) => Promise<Claims | null>
+export type CredentialResolver = (credential: string) => Claims | null | Promise<Claims | null>
 
 export interface TokenServiceDeps {
   db: Db
@@ -113,7 +113,10 @@ export class TokenService {
    */
   introspect(token: string): Claims | null | Promise<Claims | null> {
     const resolve = this.resolverFor(token)
-    if (resolve) return resolve(token).then((claims) => this.outcome(claims))
+    if (resolve) {
+      const resolved = resolve(token)
+      return resolved instanceof Promise ? resolved.then((c) => this.outcome(c)) : this.outcome(resolved)
+    }
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.outcome(null)
     const revoked = this.deps.revocations.isRevoked(claims.jti)
@@ -172,6 +175,14 @@ export class TokenService {
     if (!row || row.revoked_at !== null || row.rotated_at !== null) throw new UnauthorizedError()
     await this.revokeFamily(row.family_id)
     for (const listener of this.logoutListeners) await listener(caller)
+  }
+
+  /**
+   * Puts a credential that is not a JWT (an API key: `api_key:<id>`) on the revocation list for
+   * `forMs`, so every instance drops it from its cache at once.
+   */
+  async revokeCredential(jti: string, forMs: number): Promise<void> {
+    await this.deps.revocations.revoke([{ jti, expiresAt: this.deps.clock.now() + forMs }])
   }
 
   async revokeFamily(familyId: string): Promise<void> {
