@@ -48,6 +48,13 @@ const PROFILE_DIR = process.env.BENCH_PROFILE
 const NICE = Number(process.env.BENCH_NICE ?? 0)
 if (!Number.isInteger(NICE) || NICE < -20 || NICE > 19) throw new Error('BENCH_NICE must be -20..19')
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || undefined
+/** Extra settings of the service under test, `NAME=value,NAME=value` (e.g. `VERIFY_FAST_LANE=false`). */
+const SERVICE_ENV = Object.fromEntries(
+  (process.env.BENCH_SERVICE_ENV ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+)
 const OFF = new Set(['', 'off', 'none', '0'])
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -448,6 +455,7 @@ async function main(): Promise<void> {
       const service = await startService(store, {
         backends,
         ...(LOG_LEVEL ? { logLevel: LOG_LEVEL } : {}),
+        env: SERVICE_ENV,
         ...(PROFILE_DIR ? { profileDir: path.resolve(PROFILE_DIR) } : {}),
       })
       try {
@@ -534,7 +542,11 @@ async function main(): Promise<void> {
     fs.rmSync(workDir, { recursive: true, force: true })
   }
 
-  const partial = ONLY_SCENARIOS.length > 0 || ONLY_STORES.length > 0 || PROFILE_DIR !== undefined
+  const partial =
+    ONLY_SCENARIOS.length > 0 ||
+    ONLY_STORES.length > 0 ||
+    PROFILE_DIR !== undefined ||
+    Object.keys(SERVICE_ENV).length > 0
   const extras = partial || process.env.BENCH_EXTRAS === '0' ? undefined : runExtras()
   const md =
     markdown(m, rows, notes, started, [loadStart, os.loadavg()]) +

@@ -54,6 +54,16 @@ export interface MetricConfig<L extends string> {
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
+/** The map under `key` in `outer`, made on first use. */
+function inner<K, L, V>(outer: Map<K, Map<L, V>>, key: K): Map<L, V> {
+  let map = outer.get(key)
+  if (map === undefined) {
+    map = new Map()
+    outer.set(key, map)
+  }
+  return map
+}
+
 export function createMetrics(): Metrics {
   const registry = new Registry()
   const registers = [registry]
@@ -121,8 +131,12 @@ export function createMetrics(): Metrics {
 
   // The label hashing of prom-client costs more than a Map look-up on a string; the hook runs on every
   // request, so each label combination is resolved once. Routes are templates, so the map stays small.
-  const requestSeries = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
-  const verifiedSeries = new Map<string, Counter.Internal>()
+  // Nested by label, so a look-up builds no key string (the verify lane calls these on every request).
+  const requestSeries = new Map<
+    string,
+    Map<number, Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>>
+  >()
+  const verifiedSeries = new Map<string, Map<string, Counter.Internal>>()
 
   return {
     registry,
@@ -137,11 +151,11 @@ export function createMetrics(): Metrics {
     dbErrors,
     redisErrors,
     observeRequest(method, route, statusCode, seconds) {
-      const key = `${method} ${statusCode} ${route}`
-      let series = requestSeries.get(key)
+      const byMethod = inner(inner(requestSeries, route), statusCode)
+      let series = byMethod.get(method)
       if (!series) {
         series = httpRequestDuration.labels({ method, route, status_code: statusCode })
-        requestSeries.set(key, series)
+        byMethod.set(method, series)
       }
       series.observe(seconds)
     },
@@ -149,11 +163,11 @@ export function createMetrics(): Metrics {
       tokensIssued.inc({ type })
     },
     tokenVerified(type, outcome) {
-      const key = `${type} ${outcome}`
-      let series = verifiedSeries.get(key)
+      const byOutcome = inner(verifiedSeries, type)
+      let series = byOutcome.get(outcome)
       if (!series) {
         series = tokensVerified.labels({ type, outcome })
-        verifiedSeries.set(key, series)
+        byOutcome.set(outcome, series)
       }
       series.inc()
     },
