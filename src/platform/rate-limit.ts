@@ -172,6 +172,33 @@ export function redisCounters(redis: Redis, prefix: string): CounterStore {
 }
 
 /**
+ * Adds each ARGV count to its KEYS counter and answers the new totals; a counter made by this call
+ * expires at its window's end (ARGV: count, expiry in ms since the epoch, for each key in turn).
+ */
+const SYNC_LUA = `
+local out = {}
+for i = 1, #KEYS do
+  local by = tonumber(ARGV[2 * i - 1])
+  local n = redis.call('INCRBY', KEYS[i], by)
+  if n == by then redis.call('PEXPIREAT', KEYS[i], ARGV[2 * i]) end
+  out[i] = n
+end
+return out
+`
+const SYNC_BATCH = 1000
+
+interface Sent {
+  i: number
+  n: number
+  endsAt: number
+  key: string
+}
+
+interface RedisWithRateSync extends Redis {
+  wristbandRateSync(numberOfKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>
+}
+
+/**
  * Counters shared through Redis without a round trip per request (Kong's `sync_rate`): each instance
  * counts in its own table, and every `syncMs` adds what it counted to Redis (INCRBY of the window's
  * key) and learns the total of every instance from the answer. Windows are aligned to the clock
@@ -189,39 +216,46 @@ export function syncedRedisCounters(
   syncMs: number,
   capacity = 100_000,
 ): CounterStore {
+  if (!('wristbandRateSync' in redis)) redis.defineCommand('wristbandRateSync', { lua: SYNC_LUA })
+  const r = redis as RedisWithRateSync
   const table = new WindowTable(capacity)
   // Slots with counts not yet sent; a slot is listed once (pending goes from 0 to 1).
   const dirty: number[] = []
   let syncing = false
+  async function send(batch: Sent[]) {
+    const keys = batch.map((s) => `${prefix}${s.key}|${s.endsAt}`)
+    const args = batch.flatMap((s) => [s.n, s.endsAt + 1000])
+    let totals: number[] | null
+    try {
+      totals = await r.wristbandRateSync(keys.length, ...keys, ...args)
+    } catch {
+      totals = null
+    }
+    batch.forEach((s, n) => {
+      // The slot went to another key or window meanwhile: what was sent belonged to the old one.
+      if (table.keys[s.i] !== s.key || table.ends[s.i] !== s.endsAt) return
+      if (totals) {
+        table.pending[s.i] = table.pending[s.i]! - s.n
+        table.shared[s.i] = totals[n]!
+      }
+      if (table.pending[s.i]! > 0) dirty.push(s.i)
+    })
+  }
   async function sync() {
     if (syncing || dirty.length === 0) return
     syncing = true
     // A slot may be listed twice (its window restarted while listed): it is sent once.
     const slots = [...new Set(dirty.splice(0))]
     const sent = slots.map((i) => ({ i, n: table.pending[i]!, endsAt: table.ends[i]!, key: table.keys[i]! }))
-    const p = redis.pipeline()
-    for (const s of sent) {
-      const key = `${prefix}${s.key}|${s.endsAt}`
-      p.incrby(key, s.n)
-      p.pexpireat(key, s.endsAt + 1000)
-    }
-    let results: [Error | null, unknown][] | null = null
     try {
-      results = await p.exec()
-    } catch {
-      results = null
+      // One script call per batch of keys, not a command per key: with many addresses (each seen once
+      // or twice per interval) the client's per-command cost would be the cost of the old design.
+      const batches: Promise<void>[] = []
+      for (let i = 0; i < sent.length; i += SYNC_BATCH) batches.push(send(sent.slice(i, i + SYNC_BATCH)))
+      await Promise.all(batches)
+    } finally {
+      syncing = false
     }
-    sent.forEach((s, n) => {
-      // The slot went to another key or window meanwhile: what was sent belonged to the old one.
-      if (table.keys[s.i] !== s.key || table.ends[s.i] !== s.endsAt) return
-      const [err, total] = results?.[n * 2] ?? [new Error('no answer'), 0]
-      if (!err) {
-        table.pending[s.i] = table.pending[s.i]! - s.n
-        table.shared[s.i] = Number(total)
-      }
-      if (table.pending[s.i]! > 0) dirty.push(s.i)
-    })
-    syncing = false
   }
   const timer = setInterval(() => void sync(), syncMs)
   timer.unref()
