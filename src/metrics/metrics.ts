@@ -82,11 +82,22 @@ export function createMetrics(): Metrics {
     labelNames: ['type'] as const,
     registers,
   })
+  // Verifications are counted in plain numbers and added to the counter whenever it is read: a
+  // prom-client increment hashes its labels (a string and an object per call) on the hottest path.
+  const verifiedCounts = new Map<string, Map<'valid' | 'invalid', { n: number }>>()
   const tokensVerified = new Counter({
     name: 'wristband_tokens_verified_total',
     help: 'Credentials checked by POST /tokens/verify, by type and outcome (valid, invalid)',
     labelNames: ['type', 'outcome'] as const,
     registers,
+    collect() {
+      for (const [type, byOutcome] of verifiedCounts)
+        for (const [outcome, count] of byOutcome) {
+          if (count.n === 0) continue
+          this.inc({ type, outcome }, count.n)
+          count.n = 0
+        }
+    },
   })
   const rateLimitRejections = new Counter({
     name: 'wristband_rate_limit_rejections_total',
@@ -136,7 +147,6 @@ export function createMetrics(): Metrics {
     string,
     Map<number, Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>>
   >()
-  const verifiedSeries = new Map<string, Map<string, Counter.Internal>>()
 
   return {
     registry,
@@ -163,13 +173,13 @@ export function createMetrics(): Metrics {
       tokensIssued.inc({ type })
     },
     tokenVerified(type, outcome) {
-      const byOutcome = inner(verifiedSeries, type)
-      let series = byOutcome.get(outcome)
-      if (!series) {
-        series = tokensVerified.labels({ type, outcome })
-        byOutcome.set(outcome, series)
+      const byOutcome = inner(verifiedCounts, type)
+      let count = byOutcome.get(outcome)
+      if (!count) {
+        count = { n: 0 }
+        byOutcome.set(outcome, count)
       }
-      series.inc()
+      count.n++
     },
     onCollect(fn) {
       collectors.push(fn)

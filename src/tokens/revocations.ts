@@ -116,7 +116,8 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
       failing = false
     } catch (err) {
       // Logged once per outage; the database-outage handling of the rest of the service applies.
-      if (!failing) log?.warn({ err: { message: (err as Error).message } }, 'could not read new revocations')
+      if (!failing && !stopped)
+        log?.warn({ err: { message: (err as Error).message } }, 'could not read new revocations')
       failing = true
     }
     if (!stopped) poller = setTimeout(poll, pollMs).unref()
