@@ -267,5 +267,51 @@ describe(
         await killProcess(redis)
       }
     })
+
+    test('while the feed is down, a revocation made by another instance is refused at once (per-request look-up)', async () => {
+      const port = await freePort()
+      let redis = await startRedisServer(port)
+      const p = await backends[0]!.provision()
+      // The database poll is out of the picture: only the feed or the per-request look-up can tell b.
+      const env = {
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        REDIS_PREFIX: 'wbf:',
+        REVOCATION_POLL_MS: '60000',
+      }
+      const a = await startApp(backends[0]!, env, p)
+      const b = await startApp(backends[0]!, env, p)
+      const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
+      try {
+        await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
+        await a.seed(STANDARD_SEED)
+        const pair = await login(a, 'ev1@example.com')
+        assert.equal(await isValid(b, pair.refresh_token), true)
+        await killProcess(redis)
+        await until('b notices the feed is gone', feedLost)
+        const res = await a.request({
+          method: 'POST',
+          url: '/auth/logout',
+          token: pair.access_token,
+          payload: { refresh_token: pair.refresh_token },
+        })
+        assert.equal(res.statusCode, 200)
+        assert.equal(await isValid(b, pair.refresh_token), false, 'b asked the database')
+        redis = await startRedisServer(port)
+        await until(
+          'b follows the feed again',
+          () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
+        )
+        assert.equal(
+          await isValid(b, pair.refresh_token),
+          false,
+          'caught up from the database before trusting memory',
+        )
+      } finally {
+        await a.close()
+        await b.close()
+        await p.dispose()
+        await killProcess(redis)
+      }
+    })
   },
 )

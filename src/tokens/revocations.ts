@@ -249,6 +249,7 @@ export function redisRevocations(
       await sub.subscribe(channel)
       await local.catchUp()
       live = sub.status === 'ready'
+      if (live) log.info('revocation feed followed')
     } catch (err) {
       log.warn({ err: { message: (err as Error).message } }, 'could not follow the revocation feed')
     }
@@ -285,6 +286,7 @@ export function redisRevocations(
       })
       sub.on('message', (_channel: string, message: string) => local.add(decode(message)))
       sub.on('close', () => {
+        if (live) log.warn('revocation feed lost: each look-up asks redis or the database until it is back')
         live = false
       })
       sub.on('ready', () => void follow(sub))
