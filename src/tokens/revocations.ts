@@ -286,7 +286,8 @@ export function redisRevocations(
       })
       sub.on('message', (_channel: string, message: string) => local.add(decode(message)))
       sub.on('close', () => {
-        if (live) log.warn('revocation feed lost: each look-up asks redis or the database until it is back')
+        // Info, not a warning: the Redis client warns once per outage already.
+        if (live) log.info('revocation feed lost: each look-up asks redis or the database until it is back')
         live = false
       })
       sub.on('ready', () => void follow(sub))
