@@ -37,7 +37,9 @@ const DURATION = envNumber('BENCH_DURATION', 10)
 const WARMUP = Math.max(1, Math.round(envNumber('BENCH_WARMUP', 2)))
 const SEGMENTS = Math.round(envNumber('BENCH_SEGMENTS', 5))
 const SEGMENT_SECONDS = Math.max(1, Math.round(DURATION / SEGMENTS))
-const ADDRESSES = envNumber('BENCH_ADDRESSES', 20_000)
+const ADDRESSES = envNumber('BENCH_ADDRESSES', 65_536)
+/** Distinct valid tokens of verify-access (and, tampered, of verify-invalid): closer to real traffic than one. */
+const TOKENS = envNumber('BENCH_TOKENS', 200)
 const DISTINCT_TOKENS = envNumber('BENCH_DISTINCT_TOKENS', 20_000)
 const TIME_LIMIT = envNumber('BENCH_TIME_LIMIT', 900)
 const ONLY_SCENARIOS = (process.env.BENCH_SCENARIOS ?? '').split(',').filter(Boolean)
@@ -46,6 +48,13 @@ const PROFILE_DIR = process.env.BENCH_PROFILE
 const NICE = Number(process.env.BENCH_NICE ?? 0)
 if (!Number.isInteger(NICE) || NICE < -20 || NICE > 19) throw new Error('BENCH_NICE must be -20..19')
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || undefined
+/** Extra settings of the service under test, `NAME=value,NAME=value` (e.g. `VERIFY_FAST_LANE=false`). */
+const SERVICE_ENV = Object.fromEntries(
+  (process.env.BENCH_SERVICE_ENV ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+)
 const OFF = new Set(['', 'off', 'none', '0'])
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -156,16 +165,16 @@ const SCENARIOS: Scenario[] = [
   },
   verifyScenario(
     'verify-access',
-    'verify: valid access token',
+    `verify: ${TOKENS} valid access tokens`,
     ALL,
-    async (s) => [(await s.login()).access_token],
+    async (s) => distinctTokens((await s.login()).access_token, TOKENS),
     true,
   ),
   verifyScenario(
     'verify-invalid',
-    'verify: invalid token (bad signature)',
-    ['memory/sqlite'],
-    async (s) => [tamper((await s.login()).access_token)],
+    `verify: ${TOKENS} invalid tokens (bad signature)`,
+    ['memory/sqlite', 'redis/sqlite'],
+    async (s) => distinctTokens((await s.login()).access_token, TOKENS).map(tamper),
     false,
   ),
   verifyScenario(
@@ -178,7 +187,7 @@ const SCENARIOS: Scenario[] = [
   verifyScenario(
     'verify-apikey',
     'verify: API key',
-    ['memory/sqlite', 'memory/postgres'],
+    ['memory/sqlite', 'redis/sqlite', 'memory/postgres'],
     async (s) => [s.apiKey],
     true,
   ),
@@ -446,6 +455,7 @@ async function main(): Promise<void> {
       const service = await startService(store, {
         backends,
         ...(LOG_LEVEL ? { logLevel: LOG_LEVEL } : {}),
+        env: SERVICE_ENV,
         ...(PROFILE_DIR ? { profileDir: path.resolve(PROFILE_DIR) } : {}),
       })
       try {
@@ -532,7 +542,11 @@ async function main(): Promise<void> {
     fs.rmSync(workDir, { recursive: true, force: true })
   }
 
-  const partial = ONLY_SCENARIOS.length > 0 || ONLY_STORES.length > 0 || PROFILE_DIR !== undefined
+  const partial =
+    ONLY_SCENARIOS.length > 0 ||
+    ONLY_STORES.length > 0 ||
+    PROFILE_DIR !== undefined ||
+    Object.keys(SERVICE_ENV).length > 0
   const extras = partial || process.env.BENCH_EXTRAS === '0' ? undefined : runExtras()
   const md =
     markdown(m, rows, notes, started, [loadStart, os.loadavg()]) +

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer'
 import { randomUUID } from 'node:crypto'
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import path from 'node:path'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -49,10 +50,15 @@ import { loggerOptions, logListeningUrls } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { docsUiTheme, finishDocument, type OpenApiDocument } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
-import { memoryCounters, redisCounters, registerRateLimit } from './platform/rate-limit.js'
+import {
+  memoryCounters,
+  redisCounters,
+  registerRateLimit,
+  syncedRedisCounters,
+} from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './platform/schemas.js'
-import { registerDocsPolicy, registerSecurityHeaders } from './platform/security-headers.js'
+import { registerDocsPolicy, registerSecurityHeaders, securityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { databaseUnavailable } from './platform/startup.js'
 import { createValidatorCompiler } from './platform/validation.js'
@@ -63,6 +69,8 @@ import { memoryRevocations, redisRevocations } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { verifyAnswers } from './tokens/verify-answer.js'
+import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
@@ -83,6 +91,18 @@ const SERVICE_VERSION = '0.1.0'
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
+/** The caller's X-Request-Id when it is a sane one, else a fresh UUID. */
+function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id']
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+type Lane = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  fastify: (req: IncomingMessage, res: ServerResponse) => void,
+) => boolean
+
 /**
  * Builds the whole service on its dependencies: opens the database (and applies migrations),
  * connects Redis when configured, and registers every feature. `listen()` is the caller's.
@@ -100,10 +120,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       return req.url ?? '/'
     },
     bodyLimit: config.BODY_LIMIT_BYTES,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
-    },
+    genReqId: requestId,
     requestIdHeader: false,
     return503OnClosing: true,
     // Errors the router raises before any route runs get the documented body too: an undecodable
@@ -114,6 +131,29 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
         ? r.code(404).send({ detail: 'Not Found' })
         : r.code(400).send({ detail: 'Malformed request URL' })
     },
+  }
+  // The verify lane (see tokens/verify-lane.ts) sits in front of Fastify on the same server; it is
+  // set once the app is assembled. At debug and trace the route logs every request, which the lane
+  // does not: it is off there.
+  let lane: Lane | undefined
+  const laneWanted = config.VERIFY_FAST_LANE && config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace'
+  if (laneWanted) {
+    options.serverFactory = (handler, fastifyOptions) => {
+      const opts = fastifyOptions as {
+        http?: http.ServerOptions
+        keepAliveTimeout?: number
+        requestTimeout?: number
+        connectionTimeout?: number
+      }
+      const server = http.createServer(opts.http ?? {}, (req, res) => {
+        if (lane === undefined || !lane(req, res, handler)) handler(req, res)
+      })
+      // What Fastify sets on the server it makes itself.
+      server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000
+      server.requestTimeout = opts.requestTimeout ?? 0
+      server.setTimeout(opts.connectionTimeout ?? 0)
+      return server
+    }
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
   if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
@@ -158,7 +198,12 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   app.addHook('onClose', closeAll)
   try {
-    await assemble(app, config, clock, deps, metrics, closers)
+    const setLane = laneWanted
+      ? (l: Lane) => {
+          lane = l
+        }
+      : undefined
+    await assemble(app, config, clock, deps, metrics, closers, setLane)
   } catch (err) {
     await closeAll()
     throw err
@@ -173,6 +218,7 @@ async function assemble(
   deps: AppDependencies,
   metrics: Metrics,
   closers: (() => unknown)[],
+  setLane: ((lane: Lane) => void) | undefined,
 ): Promise<void> {
   const database = await openDatabase(config.databaseUrl, {
     ...servicePoolOptions(config),
@@ -210,14 +256,16 @@ async function assemble(
     edge: jwtEdgeOptions(edgeKeys, config.OFFLINE_TOKEN_ALG === 'EdDSA'),
   })
   const codes = new TicketCodes({ keys: edgeKeys })
+  const revocationDeps = { db, clock, pollMs: config.REVOCATION_POLL_MS, log: app.log }
   const revocations = redis
-    ? redisRevocations({ db, clock }, redis, config.REDIS_PREFIX, app.log)
-    : memoryRevocations({ db, clock })
+    ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, app.log)
+    : memoryRevocations(revocationDeps)
   await revocations.start()
   closers.push(() => revocations.stop())
   const audit = createAuditLog(db, clock, app.log)
   const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
-  const apiKeys = apiKeyResolver(db, clock)
+  const answers = verifyAnswers()
+  const apiKeys = apiKeyResolver(db, clock, revocations)
   tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
   const dummyHash = createDummyHash()
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
@@ -268,10 +316,18 @@ async function assemble(
 
   // One audit record per address and route per minute of excess, however many requests it sends.
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
-  registerRateLimit(app, {
-    countersFor: redis
-      ? () => redisCounters(redis, `${config.REDIS_PREFIX}rl:`)
-      : () => memoryCounters(clock),
+  const limiters = registerRateLimit(app, {
+    countersFor: (route) =>
+      !redis
+        ? memoryCounters(clock)
+        : config.RATE_LIMIT_SYNC_MS === 0
+          ? redisCounters(redis, `${config.REDIS_PREFIX}rl:${route}|`)
+          : syncedRedisCounters(
+              redis,
+              `${config.REDIS_PREFIX}rl:${route}|`,
+              clock,
+              config.RATE_LIMIT_SYNC_MS,
+            ),
     onExceeded: (ip, route) => {
       metrics.rateLimitRejections.inc({ route })
       const key = `${ip} ${route}`
@@ -318,7 +374,7 @@ async function assemble(
   await app.register(healthRoutes)
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
-  await app.register(tokenVerifyRoutes, { tokens, logLevel: config.LOG_LEVEL })
+  await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, kick: kickJobs })
   await app.register(mfaRoutes, {
@@ -402,6 +458,28 @@ async function assemble(
     offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })
+
+  if (setLane) {
+    let closing = false
+    app.addHook('preClose', async () => {
+      closing = true
+    })
+    replayLaneBodies(app)
+    setLane(
+      verifyLane({
+        tokens,
+        answers,
+        limiter: limiters.get('POST /tokens/verify')!,
+        metrics,
+        securityHeaders: securityHeaders().api,
+        trustProxy: config.TRUST_PROXY,
+        bodyLimit: config.BODY_LIMIT_BYTES,
+        cors: config.CORS_ORIGINS.length > 0,
+        requestId,
+        closing: () => closing,
+      }),
+    )
+  }
 
   app.addHook('onReady', async () => jobs.start())
 }

@@ -1,5 +1,6 @@
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/random.js'
 import type { Claims } from '../tokens/claims.js'
 import { API_KEY_PREFIX, type ApiKeyRecord, findLiveApiKey } from './api-keys.store.js'
 
@@ -22,13 +23,72 @@ export function apiKeyClaims(key: ApiKeyRecord, now: number): Claims {
   }
 }
 
-/** Resolves `wb_…` keys for POST /tokens/verify and partner authentication. */
-export function apiKeyResolver(db: Db, clock: Clock) {
+/** The revocation-list entry of an API key: its claims' `jti`. */
+export function apiKeyJti(id: number): string {
+  return `api_key:${id}`
+}
+
+/**
+ * How long an API key's revocation stays on the revocation list: longer than a cache entry lives, so
+ * every instance's cache has dropped the key by the time the entry goes.
+ */
+export const API_KEY_REVOCATION_MS = 2 * CLAIMS_WINDOW_SECONDS * 1000
+
+/** Keys remembered per instance; a flood of keys pushes out the oldest. */
+const CACHED_KEYS = 10_000
+
+interface Cached {
+  key: ApiKeyRecord
+  fetchedAt: number
+  claims: Claims
+}
+
+/**
+ * Resolves `wb_…` keys for POST /tokens/verify from a cache of this instance (bounded, keyed by the
+ * key's SHA-256), so a verify of a known key costs no database look-up. An entry lives at most 60 s
+ * (the caller-cache window the specification allows, so a change made behind the service's back is
+ * seen within it); a revocation through the service or the command line puts the key's `jti` on the
+ * revocation list, which every instance checks on each hit and learns through the revocation feed.
+ * Unknown keys are not remembered: a new key works at once.
+ */
+export function apiKeyResolver(
+  db: Db,
+  clock: Clock,
+  revocations: { isRevoked(jti: string): boolean | Promise<boolean> },
+) {
+  const cache = new Map<string, Cached>()
+  // The claims of an answer carry iat/exp of the second they were made; one object per second and key.
+  const claimsNow = (entry: Cached, now: number): Claims => {
+    if (entry.claims.iat !== Math.floor(now / 1000)) entry.claims = apiKeyClaims(entry.key, now)
+    return entry.claims
+  }
+  async function fetch(hash: string, plaintext: string, now: number): Promise<Claims | null> {
+    const key = await findLiveApiKey(db, plaintext)
+    if (!key) return null
+    const revoked = await revocations.isRevoked(apiKeyJti(key.id))
+    if (revoked) return null
+    if (cache.size >= CACHED_KEYS) cache.delete(cache.keys().next().value!)
+    const entry = { key, fetchedAt: now, claims: apiKeyClaims(key, now) }
+    cache.set(hash, entry)
+    return entry.claims
+  }
   return {
     prefix: API_KEY_PREFIX,
-    async resolve(plaintext: string): Promise<Claims | null> {
-      const key = await findLiveApiKey(db, plaintext)
-      return key ? apiKeyClaims(key, clock.now()) : null
+    resolve(plaintext: string): Claims | null | Promise<Claims | null> {
+      const hash = sha256Hex(plaintext)
+      const now = clock.now()
+      const entry = cache.get(hash)
+      if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
+        if (entry) cache.delete(hash)
+        return fetch(hash, plaintext, now)
+      }
+      const revoked = revocations.isRevoked(apiKeyJti(entry.key.id))
+      if (revoked === false) return claimsNow(entry, now)
+      if (revoked === true) {
+        cache.delete(hash)
+        return null
+      }
+      return revoked.then((r) => (r ? null : claimsNow(entry, now)))
     },
   }
 }

@@ -10,6 +10,7 @@ import { errorResponses, Message } from '../platform/schemas.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
 import { type ApiKeyRecord, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './api-keys.store.js'
 
 const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write')])
@@ -146,7 +147,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
       const key = await getApiKey(db, request.params.key_id)
       if (!key) throw new NotFoundError('API key not found')
       requireEventAccess(claims, key.event_id)
-      if (await revokeApiKey(db, key.id, clock.now()))
+      if (await revokeApiKey(db, key.id, clock.now())) {
+        await deps.tokens.revokeCredential(apiKeyJti(key.id), API_KEY_REVOCATION_MS)
         await audit.record({
           kind: 'api_key_revoked',
           actor: `admin:${claims.sub}`,
@@ -154,6 +156,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
           outcome: 'success',
           detail: { key_id: key.id, event_id: key.event_id },
         })
+      }
       return { message: 'API key revoked' }
     },
   )

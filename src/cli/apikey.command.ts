@@ -1,3 +1,4 @@
+import { API_KEY_REVOCATION_MS, apiKeyJti } from '../api-keys/api-key.credential.js'
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
 import { BASELINE_SCOPES } from '../tokens/claims.js'
 import {
@@ -130,15 +131,19 @@ Options:
   async run(values, loadConfig) {
     const command = 'apikey revoke'
     const id = integerOption(stringOption(values, 'id', command), 'id', command)
-    await withContext(loadConfig(), (ctx) =>
-      audited(ctx, 'cli_apikey_revoke', async (tx) => {
+    await withContext(loadConfig(), async (ctx) => {
+      await audited(ctx, 'cli_apikey_revoke', async (tx) => {
         const key = await getApiKey(tx, id)
         if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
         if (!(await revokeApiKey(tx, id, ctx.clock.now())))
           throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
         return { detail: { key_id: id, event_id: key.event_id, name: key.name } }
-      }),
-    )
+      })
+      // Running instances remember keys for up to 60 s: the revocation list makes them drop it now.
+      await ctx.revocations.revoke([
+        { jti: apiKeyJti(id), expiresAt: ctx.clock.now() + API_KEY_REVOCATION_MS },
+      ])
+    })
     console.log(`revoked API key ${id}`)
     return 0
   },

@@ -90,6 +90,16 @@ export function countSends<M, T extends { send(message: M): Promise<void> }>(
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
+/** The map under `key` in `outer`, made on first use. */
+function inner<K, L, V>(outer: Map<K, Map<L, V>>, key: K): Map<L, V> {
+  let map = outer.get(key)
+  if (map === undefined) {
+    map = new Map()
+    outer.set(key, map)
+  }
+  return map
+}
+
 export function createMetrics(): Metrics {
   const registry = new Registry()
   const registers = [registry]
@@ -108,11 +118,22 @@ export function createMetrics(): Metrics {
     labelNames: ['type'] as const,
     registers,
   })
+  // Verifications are counted in plain numbers and added to the counter whenever it is read: a
+  // prom-client increment hashes its labels (a string and an object per call) on the hottest path.
+  const verifiedCounts = new Map<string, Map<'valid' | 'invalid', { n: number }>>()
   const tokensVerified = new Counter({
     name: 'wristband_tokens_verified_total',
     help: 'Credentials checked by POST /tokens/verify, by type and outcome (valid, invalid)',
     labelNames: ['type', 'outcome'] as const,
     registers,
+    collect() {
+      for (const [type, byOutcome] of verifiedCounts)
+        for (const [outcome, count] of byOutcome) {
+          if (count.n === 0) continue
+          this.inc({ type, outcome }, count.n)
+          count.n = 0
+        }
+    },
   })
   const rateLimitRejections = new Counter({
     name: 'wristband_rate_limit_rejections_total',
@@ -161,8 +182,11 @@ export function createMetrics(): Metrics {
   // request, so each label combination is resolved once. Routes are templates, so the map stays small.
   const runCollectors = () => Promise.allSettled(collectors.map(async (fn) => fn()))
   let source: (() => Promise<Scrape>) | undefined
-  const requestSeries = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
-  const verifiedSeries = new Map<string, Counter.Internal>()
+  // Nested by label, so a look-up builds no key string (the verify lane calls these on every request).
+  const requestSeries = new Map<
+    string,
+    Map<number, Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>>
+  >()
 
   return {
     registry,
@@ -177,11 +201,11 @@ export function createMetrics(): Metrics {
     dbErrors,
     redisErrors,
     observeRequest(method, route, statusCode, seconds) {
-      const key = `${method} ${statusCode} ${route}`
-      let series = requestSeries.get(key)
+      const byMethod = inner(inner(requestSeries, route), statusCode)
+      let series = byMethod.get(method)
       if (!series) {
         series = httpRequestDuration.labels({ method, route, status_code: statusCode })
-        requestSeries.set(key, series)
+        byMethod.set(method, series)
       }
       series.observe(seconds)
     },
@@ -189,13 +213,13 @@ export function createMetrics(): Metrics {
       tokensIssued.inc({ type })
     },
     tokenVerified(type, outcome) {
-      const key = `${type} ${outcome}`
-      let series = verifiedSeries.get(key)
-      if (!series) {
-        series = tokensVerified.labels({ type, outcome })
-        verifiedSeries.set(key, series)
+      const byOutcome = inner(verifiedCounts, type)
+      let count = byOutcome.get(outcome)
+      if (!count) {
+        count = { n: 0 }
+        byOutcome.set(outcome, count)
       }
-      series.inc()
+      count.n++
     },
     onCollect(fn) {
       collectors.push(fn)

@@ -321,6 +321,21 @@ export const settings = {
     '5',
     integer(0, 300),
   ),
+  RATE_LIMIT_SYNC_MS: setting(
+    'With Redis: how often each instance adds its rate-limit counts to the shared ones, in milliseconds; a shared limit is exceeded by at most instances × this interval × the request rate. 0: every request is counted in Redis (exact, one round trip per request)',
+    '100',
+    integer(0, 60_000),
+  ),
+  REVOCATION_POLL_MS: setting(
+    'How often each instance reads revocations written by other processes (the command line, other instances) from the database, in milliseconds; with Redis the revocation feed delivers them at once, this read is the fallback',
+    '1000',
+    integer(50, 60_000),
+  ),
+  VERIFY_FAST_LANE: setting(
+    'Answer canonical POST /tokens/verify requests before Fastify (same answers, less work per request); false: every request goes through Fastify',
+    'true',
+    bool,
+  ),
   BODY_LIMIT_BYTES: setting(
     'Largest accepted request body; larger ones get 413',
     '65536',

@@ -34,15 +34,6 @@ function isUnavailable(err: unknown): boolean {
  */
 export function registerErrorHandler(app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const limit = request.deferredLimit
-    if (limit && !limit.settled) {
-      // A route that counts its own requests (see RouteLimit.countedByRoute) refused this one before
-      // its handler ran (a malformed body): it is counted now, like every request, and may be a 429.
-      return limit.countAlone().then(
-        () => answer(err, request, reply),
-        (limited: FastifyError) => answer(limited, request, reply),
-      )
-    }
     return answer(err, request, reply)
   })
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ detail: 'Not Found' }))

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from './clock.js'
@@ -7,28 +8,6 @@ import { TooManyRequestsError } from './errors.js'
 export interface RouteLimit {
   max: number
   windowMs: number
-  /**
-   * With Redis counters, the route counts the request itself, in the same script call as its own
-   * first Redis look-up (one round trip for both), from `request.deferredLimit`. With in-process
-   * counters the onRequest hook counts as for any route.
-   */
-  countedByRoute?: boolean
-}
-
-/** A request's count, left to the route (see `RouteLimit.countedByRoute`). */
-export interface DeferredLimit {
-  /** The counter's Redis key. */
-  readonly key: string
-  readonly windowMs: number
-  /**
-   * Applies the count the route's script returned: sets the x-ratelimit headers and throws
-   * TooManyRequestsError when over the limit. A count of null (the store failed) lets it through.
-   */
-  settle(count: number | null, resetInMs: number): void
-  /** Counts with a call of its own, for a request the route has no script call for; then settles. */
-  countAlone(): Promise<void>
-  /** Whether the request was counted (settle or countAlone ran). */
-  readonly settled: boolean
 }
 
 declare module 'fastify' {
@@ -36,63 +15,133 @@ declare module 'fastify' {
     /** Set with `perMinute(n)`; a route without it is not limited. */
     rateLimit?: RouteLimit
   }
-  interface FastifyRequest {
-    /** Set for a route that counts its own request (`countedByRoute` with Redis counters). */
-    deferredLimit: DeferredLimit | null
-  }
 }
 
 /** Route config for a limit of `max` requests per address per minute. */
-export function perMinute(max: number, opts: { countedByRoute?: boolean } = {}): { rateLimit: RouteLimit } {
-  return { rateLimit: { max, windowMs: 60_000, ...opts } }
+export function perMinute(max: number): { rateLimit: RouteLimit } {
+  return { rateLimit: { max, windowMs: 60_000 } }
 }
 
 /**
- * Counts one request against `key` in a fixed window and calls back with the count so far in the
- * window and the milliseconds until it ends. A store may call back synchronously.
+ * The counters of one route. `hit` counts one request of `key` in a fixed window and answers the
+ * count so far in the window: synchronously when the counts are kept in this process (then
+ * `resetInMs` holds the time left of that window until the next call; no object is made per
+ * request), or as a promise of `[count, resetInMs]` with exact counting in Redis. A count of -1 means
+ * the store failed; the request then goes through.
  */
-export type CountFn = (
-  key: string,
-  windowMs: number,
-  done: (err: Error | null, count: number, resetInMs: number) => void,
-) => void
-
 export interface CounterStore {
-  count: CountFn
-  /** Redis only: the key a count is kept under, for routes that count in their own script call. */
-  redisKey?: (key: string) => string
+  hit(key: string, windowMs: number): number | Promise<[number, number]>
+  resetInMs: number
+  stop?(): void
 }
 
 /**
- * In-process counters, bounded (50,000 keys by default, about 7 MB when full): when `capacity` keys
- * are held, the key whose window began first is dropped (a Map keeps insertion order, and a key is
- * re-inserted when its window restarts). Under a
- * flood of more distinct addresses than that, an address that was dropped starts a fresh window;
- * memory never grows past the bound.
+ * A bounded table of fixed windows, one slot per key, that allocates nothing when a key is found:
+ * counts and window ends live in typed arrays and the slot of a key in a Map. Slots are kept in the
+ * order their windows began (a doubly linked list over slot numbers, a key moved to the end when its
+ * window restarts); when `capacity` keys are held, the key whose window began first gives up its slot.
  */
-export function memoryCounters(clock: Clock, capacity = 50_000): CounterStore {
-  const windows = new Map<string, { count: number; endsAt: number }>()
-  const count: CountFn = (key, windowMs, done) => {
-    const now = clock.now()
-    let w = windows.get(key)
-    if (w === undefined || w.endsAt <= now) {
-      if (w !== undefined) windows.delete(key)
-      else if (windows.size >= capacity) windows.delete(windows.keys().next().value!)
-      w = { count: 0, endsAt: now + windowMs }
-      windows.set(key, w)
+class WindowTable {
+  readonly slots = new Map<string, number>()
+  keys: (string | undefined)[] = []
+  counts = new Int32Array(0)
+  ends = new Float64Array(0)
+  /** Per slot, for the Redis-synced store: counted here and not yet sent, and the total Redis last said. */
+  pending = new Int32Array(0)
+  shared = new Int32Array(0)
+  private prev = new Int32Array(0)
+  private next = new Int32Array(0)
+  private head = -1
+  private tail = -1
+  private used = 0
+
+  constructor(private readonly capacity: number) {}
+
+  /** The slot of `key` with a window running at `now` (a fresh one when it had none, or it ended). */
+  slot(key: string, now: number, windowEndsAt: number): number {
+    let i = this.slots.get(key)
+    if (i !== undefined) {
+      if (this.ends[i]! > now) return i
+      this.unlink(i)
+    } else if (this.used < this.capacity) {
+      i = this.used++
+      if (i >= this.counts.length) this.grow()
+      this.keys[i] = key
+      this.slots.set(key, i)
+    } else {
+      i = this.head
+      this.unlink(i)
+      this.slots.delete(this.keys[i]!)
+      this.keys[i] = key
+      this.slots.set(key, i)
     }
-    done(null, ++w.count, w.endsAt - now)
+    this.counts[i] = 0
+    this.pending[i] = 0
+    this.shared[i] = 0
+    this.ends[i] = windowEndsAt
+    this.append(i)
+    return i
   }
-  return { count }
+
+  private grow() {
+    const size = Math.min(this.capacity, Math.max(1024, this.counts.length * 2))
+    const copy = <T extends Int32Array | Float64Array>(old: T, make: (n: number) => T) => {
+      const next = make(size)
+      next.set(old)
+      return next
+    }
+    const int = (n: number) => new Int32Array(n)
+    this.counts = copy(this.counts, int)
+    this.pending = copy(this.pending, int)
+    this.shared = copy(this.shared, int)
+    this.prev = copy(this.prev, int)
+    this.next = copy(this.next, int)
+    this.ends = copy(this.ends, (n) => new Float64Array(n))
+  }
+
+  private unlink(i: number) {
+    const p = this.prev[i]!
+    const n = this.next[i]!
+    if (p === -1) this.head = n
+    else this.next[p] = n
+    if (n === -1) this.tail = p
+    else this.prev[n] = p
+  }
+
+  private append(i: number) {
+    this.prev[i] = this.tail
+    this.next[i] = -1
+    if (this.tail === -1) this.head = i
+    else this.next[this.tail] = i
+    this.tail = i
+  }
 }
 
 /**
- * INCR and the window's expiry in one atomic step, as Lua for a script of Redis: KEYS[1] is the
- * counter, ARGV[1] the window; leaves `n` (the count) and `ttl` (ms until the window ends). A key left
- * without an expiry (an operator's SET) gets one, so no counter lives forever. Routes that count in
- * their own script start it with this text.
+ * In-process counters of one route, bounded (100,000 addresses by default, about 12 MB when full,
+ * so 65,536 addresses rotating through never evict each other): under a flood of more distinct
+ * addresses than that, an address that lost its slot starts a fresh window; memory never grows past
+ * the bound.
  */
-export const COUNT_LUA = `
+export function memoryCounters(clock: Clock, capacity = 100_000): CounterStore {
+  const table = new WindowTable(capacity)
+  const store: CounterStore = {
+    resetInMs: 0,
+    hit(key, windowMs) {
+      const now = clock.now()
+      const i = table.slot(key, now, now + windowMs)
+      store.resetInMs = table.ends[i]! - now
+      return ++table.counts[i]!
+    },
+  }
+  return store
+}
+
+/**
+ * INCR and the window's expiry in one atomic step: KEYS[1] is the counter, ARGV[1] the window. A key
+ * left without an expiry (an operator's SET) gets one, so no counter lives forever.
+ */
+const COUNT_LUA = `
 local n = redis.call('INCR', KEYS[1])
 local ttl = -1
 if n > 1 then ttl = redis.call('PTTL', KEYS[1]) end
@@ -100,6 +149,7 @@ if ttl < 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   ttl = tonumber(ARGV[1])
 end
+return {n, ttl}
 `
 
 interface RedisWithRateHit extends Redis {
@@ -107,31 +157,157 @@ interface RedisWithRateHit extends Redis {
 }
 
 /**
- * Counters in Redis, shared by every instance: one EVALSHA per request (auto-pipelined with whatever
- * else the same tick sends).
+ * Exact counters in Redis, shared by every instance (RATE_LIMIT_SYNC_MS=0): one EVALSHA per request
+ * (auto-pipelined with whatever else the same tick sends).
  */
 export function redisCounters(redis: Redis, prefix: string): CounterStore {
   if (!('wristbandRateHit' in redis))
-    redis.defineCommand('wristbandRateHit', { numberOfKeys: 1, lua: `${COUNT_LUA}return {n, ttl}` })
+    redis.defineCommand('wristbandRateHit', { numberOfKeys: 1, lua: COUNT_LUA })
   const r = redis as RedisWithRateHit
   return {
-    count: (key, windowMs, done) => {
-      r.wristbandRateHit(prefix + key, windowMs).then(
-        (res) => done(null, res[0], res[1]),
-        (err: Error) => done(err, 0, 0),
-      )
-    },
-    redisKey: (key) => prefix + key,
+    resetInMs: 0,
+    hit: (key, windowMs) =>
+      r.wristbandRateHit(prefix + key, windowMs).catch(() => [-1, 0] as [number, number]),
   }
+}
+
+/**
+ * Adds each ARGV count to its KEYS counter and answers the new totals; a counter made by this call
+ * expires at its window's end (ARGV: count, expiry in ms since the epoch, for each key in turn).
+ */
+const SYNC_LUA = `
+local out = {}
+for i = 1, #KEYS do
+  local by = tonumber(ARGV[2 * i - 1])
+  local n = redis.call('INCRBY', KEYS[i], by)
+  if n == by then redis.call('PEXPIREAT', KEYS[i], ARGV[2 * i]) end
+  out[i] = n
+end
+return out
+`
+const SYNC_BATCH = 1000
+
+interface Sent {
+  i: number
+  n: number
+  endsAt: number
+  key: string
+}
+
+interface RedisWithRateSync extends Redis {
+  wristbandRateSync(numberOfKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>
+}
+
+/**
+ * Counters shared through Redis without a round trip per request (Kong's `sync_rate`): each instance
+ * counts in its own table, and every `syncMs` adds what it counted to Redis (INCRBY of the window's
+ * key) and learns the total of every instance from the answer. Windows are aligned to the clock
+ * (the window of a request is `floor(now / windowMs)`), so instances agree on them without talking.
+ *
+ * An instance's view of the others lags by at most one sync interval (and a round trip), so a shared
+ * limit is exceeded by at most instances × `syncMs` × the request rate of the address; an instance
+ * alone never lets more than the limit through. While Redis is unreachable, limits fail open, as they
+ * do with exact counting.
+ */
+export function syncedRedisCounters(
+  redis: Redis,
+  prefix: string,
+  clock: Clock,
+  syncMs: number,
+  capacity = 100_000,
+): CounterStore {
+  if (!('wristbandRateSync' in redis)) redis.defineCommand('wristbandRateSync', { lua: SYNC_LUA })
+  const r = redis as RedisWithRateSync
+  const table = new WindowTable(capacity)
+  // Slots with counts not yet sent; a slot is listed once (pending goes from 0 to 1).
+  const dirty: number[] = []
+  let syncing = false
+  async function send(batch: Sent[]) {
+    const keys = batch.map((s) => `${prefix}${s.key}|${s.endsAt}`)
+    const args = batch.flatMap((s) => [s.n, s.endsAt + 1000])
+    let totals: number[] | null
+    try {
+      totals = await r.wristbandRateSync(keys.length, ...keys, ...args)
+    } catch {
+      totals = null
+    }
+    batch.forEach((s, n) => {
+      // The slot went to another key or window meanwhile: what was sent belonged to the old one.
+      if (table.keys[s.i] !== s.key || table.ends[s.i] !== s.endsAt) return
+      if (totals) {
+        table.pending[s.i] = table.pending[s.i]! - s.n
+        table.shared[s.i] = totals[n]!
+      }
+      if (table.pending[s.i]! > 0) dirty.push(s.i)
+    })
+  }
+  async function sync() {
+    if (syncing || dirty.length === 0) return
+    syncing = true
+    // A slot may be listed twice (its window restarted while listed): it is sent once.
+    const slots = [...new Set(dirty.splice(0))]
+    const sent = slots.map((i) => ({ i, n: table.pending[i]!, endsAt: table.ends[i]!, key: table.keys[i]! }))
+    try {
+      // One script call per batch of keys, not a command per key: with many addresses (each seen once
+      // or twice per interval) the client's per-command cost would be the cost of the old design.
+      const batches: Promise<void>[] = []
+      for (let i = 0; i < sent.length; i += SYNC_BATCH) batches.push(send(sent.slice(i, i + SYNC_BATCH)))
+      await Promise.all(batches)
+    } finally {
+      syncing = false
+    }
+  }
+  const timer = setInterval(() => void sync(), syncMs)
+  timer.unref()
+  const store: CounterStore = {
+    resetInMs: 0,
+    hit(key, windowMs) {
+      // Redis unreachable: limits fail open, as with exact counting (the outage is logged once).
+      if (redis.status !== 'ready') return -1
+      const now = clock.now()
+      const i = table.slot(key, now, (Math.floor(now / windowMs) + 1) * windowMs)
+      store.resetInMs = table.ends[i]! - now
+      table.counts[i]!++
+      if (table.pending[i]!++ === 0) dirty.push(i)
+      // What this instance counted since Redis last answered, on top of the total Redis gave.
+      const unsent = table.pending[i]!
+      const known = table.shared[i]!
+      return known === 0 ? table.counts[i]! : Math.max(table.counts[i]!, known + unsent)
+    },
+    stop: () => clearInterval(timer),
+  }
+  return store
+}
+
+/**
+ * Set on a raw request that was already counted (by the verify lane) before Fastify got it: the
+ * route's hook applies this count instead of counting the request a second time.
+ */
+export const COUNTED = Symbol('wristband.rateLimitCount')
+export type CountedRequest = IncomingMessage & { [COUNTED]?: Promise<[number, number]> }
+
+/** One limited route: its limit and its counters. The verify lane counts through the same object. */
+export interface RouteLimiter {
+  readonly max: number
+  readonly windowMs: number
+  readonly store: CounterStore
+  /** Called for every refused request. */
+  exceeded(ip: string): void
+}
+
+/** Seconds until a window ends, at least 1: `x-ratelimit-reset` and `Retry-After`. */
+export function resetSeconds(resetInMs: number): number {
+  return Math.max(1, Math.ceil(resetInMs / 1000))
 }
 
 export interface RateLimitOptions {
   /**
-   * The counters of one route, called once per limited route: in-process counters should be a store
-   * per route, so a flood of addresses on one route never evicts another route's counts (an attacker
-   * could otherwise reset their login window by spraying verify); Redis counters can be one store.
+   * The counters of one route (`route` names it, e.g. `POST /auth/login`), called once per limited
+   * route: in-process counters must be a table per route, so a flood of addresses on one route never
+   * evicts another route's counts (an attacker could otherwise reset their login window by spraying
+   * verify).
    */
-  countersFor: () => CounterStore
+  countersFor: (route: string) => CounterStore
   /** Called for every refused request. */
   onExceeded?: (ip: string, route: string) => void
 }
@@ -144,69 +320,50 @@ export interface RateLimitOptions {
  * unreachable) the request goes through without the headers; the Redis client logs the outage once.
  *
  * Written for this service rather than taken from @fastify/rate-limit: the hook is synchronous with
- * in-process counters (the plugin's chain of async functions and promises per request cost a fifth
- * of the throughput of POST /tokens/verify), and one Lua call per request with Redis.
+ * in-process (and Redis-synced) counters and allocates nothing per request; the plugin's chain of
+ * async functions and promises per request cost a fifth of the throughput of POST /tokens/verify.
+ * Answers the limiters by route (`METHOD url`), for the verify lane.
  */
-export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): void {
+export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Map<string, RouteLimiter> {
   const { countersFor, onExceeded } = opts
-  app.decorateRequest('deferredLimit', null)
+  const limiters = new Map<string, RouteLimiter>()
+  const stores: CounterStore[] = []
+  app.addHook('onClose', async () => {
+    for (const s of stores) s.stop?.()
+  })
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
     if (!limit) return
     const { max, windowMs } = limit
     const name = route.url
-    const keyPrefix = `${String(route.method)} ${name}|`
+    const store = countersFor(`${String(route.method)} ${name}`)
+    stores.push(store)
+    const limiter: RouteLimiter = { max, windowMs, store, exceeded: (ip) => onExceeded?.(ip, name) }
+    limiters.set(`${String(route.method)} ${name}`, limiter)
     // Sets the headers of a count; the error to answer with when it is over the limit.
     const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number) => {
-      const resetSeconds = Math.max(1, Math.ceil(resetInMs / 1000))
+      const seconds = resetSeconds(resetInMs)
       reply.header('x-ratelimit-limit', max)
       reply.header('x-ratelimit-remaining', count < max ? max - count : 0)
-      reply.header('x-ratelimit-reset', resetSeconds)
-      if (count <= max) return null
-      onExceeded?.(ip, name)
-      return new TooManyRequestsError(max, resetSeconds)
+      reply.header('x-ratelimit-reset', seconds)
+      if (count <= max) return undefined
+      limiter.exceeded(ip)
+      return new TooManyRequestsError(max, seconds)
     }
-    const store = countersFor()
-    const { redisKey } = store
-    const hook =
-      limit.countedByRoute && redisKey
-        ? (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-            const ip = request.ip
-            const settle = (count: number | null, resetInMs: number) => {
-              deferred.settled = true
-              if (count === null) return
-              const err = apply(reply, ip, count, resetInMs)
-              if (err) throw err
-            }
-            const deferred = {
-              settled: false,
-              key: redisKey(keyPrefix + ip),
-              windowMs,
-              settle,
-              countAlone: () =>
-                new Promise<void>((resolve, reject) => {
-                  store.count(keyPrefix + ip, windowMs, (err, count, resetInMs) => {
-                    try {
-                      settle(err ? null : count, resetInMs)
-                      resolve()
-                    } catch (limited) {
-                      reject(limited)
-                    }
-                  })
-                }),
-            }
-            request.deferredLimit = deferred
-            done()
-          }
-        : (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-            const ip = request.ip
-            store.count(keyPrefix + ip, windowMs, (err, count, resetInMs) => {
-              if (err) done()
-              else done(apply(reply, ip, count, resetInMs) ?? undefined)
-            })
-          }
+    const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+      const ip = request.ip
+      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
+      const counted = (request.raw as CountedRequest)[COUNTED]
+      const count = counted ?? store.hit(ip, windowMs)
+      if (typeof count === 'number') {
+        done(count < 0 ? undefined : apply(reply, ip, count, store.resetInMs))
+        return
+      }
+      count.then(([n, resetInMs]) => done(n < 0 ? undefined : apply(reply, ip, n, resetInMs)))
+    }
     const existing = route.onRequest
     route.onRequest =
       existing === undefined ? [hook] : Array.isArray(existing) ? [...existing, hook] : [existing, hook]
   })
+  return limiters
 }

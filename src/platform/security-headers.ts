@@ -42,6 +42,15 @@ const API_HEADERS = new Set([
   'x-frame-options',
 ])
 
+/** The security headers of JSON answers (`api`) and the ones HTML answers get on top (`document`). */
+export function securityHeaders(): { api: Record<string, string>; document: Record<string, string> } {
+  const all = Object.entries(helmetHeaders())
+  return {
+    api: Object.fromEntries(all.filter(([name]) => API_HEADERS.has(name))),
+    document: Object.fromEntries(all.filter(([name]) => !API_HEADERS.has(name))),
+  }
+}
+
 /**
  * The policy of the API documentation pages (swagger-ui's scripts and styles, all from the service
  * itself, with the hashes of its inline parts). `upgrade-insecure-requests` makes a browser fetch those
@@ -84,9 +93,7 @@ export function registerDocsPolicy(app: FastifyInstance, prefix: string): void {
  * of them means a new route that issues a credential cannot forget it.
  */
 export async function registerSecurityHeaders(app: FastifyInstance, corsOrigins: string[]): Promise<void> {
-  const all = Object.entries(helmetHeaders())
-  const api = Object.fromEntries(all.filter(([name]) => API_HEADERS.has(name)))
-  const document = Object.fromEntries(all.filter(([name]) => !API_HEADERS.has(name)))
+  const { api, document } = securityHeaders()
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(api)
     done()

@@ -77,7 +77,11 @@ for (const backend of httpBackends) {
         const spy = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 50 })
         spy.on('error', () => {})
         await spy.connect()
-        assert.ok((await spy.keys(`${PREFIX}rl:*`)).length > 0, 'the rate-limit counters live in Redis')
+        // Counts are added to Redis every RATE_LIMIT_SYNC_MS: polled.
+        await until(
+          'the rate-limit counters reach Redis',
+          async () => (await spy.keys(`${PREFIX}rl:*`)).length > 0,
+        )
         spy.disconnect()
 
         const revokedBefore = await login(t, 'ev1@example.com')

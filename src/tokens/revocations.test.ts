@@ -142,12 +142,46 @@ for (const backend of backends) {
       }
     })
 
+    // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
+    // the database cursor), so the other instance learns the revocation a moment later: polled.
+    test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
+      const a = await startApp(backend, {}, p)
+      const b = await startApp(backend, {}, p)
+      try {
+        await a.seed(STANDARD_SEED)
+        const pair = await login(a, 'ev1@example.com')
+        assert.equal(await isValid(b, pair.refresh_token), true)
+        const res = await a.request({
+          method: 'POST',
+          url: '/auth/logout',
+          token: pair.access_token,
+          payload: { refresh_token: pair.refresh_token },
+        })
+        assert.equal(res.statusCode, 200)
+        await until(
+          'the other instance refuses the token',
+          async () => !(await isValid(b, pair.refresh_token)),
+        )
+        const refreshOnB = await b.request({
+          method: 'POST',
+          url: '/auth/refresh',
+          payload: { refresh_token: pair.refresh_token },
+        })
+        assert.equal(refreshOnB.statusCode, 401)
+      } finally {
+        await a.close()
+        await b.close()
+      }
+    })
+
     test(
-      'two instances sharing storage: revoked on one, refused on the other',
+      'with Redis the feed carries it: the other instance never needs the database poll',
       redisOnly(backend.name),
       async () => {
-        const a = await startApp(backend, {}, p)
-        const b = await startApp(backend, {}, p)
+        // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
+        const slow = { REVOCATION_POLL_MS: '60000' }
+        const a = await startApp(backend, slow, p)
+        const b = await startApp(backend, slow, p)
         try {
           await a.seed(STANDARD_SEED)
           const pair = await login(a, 'ev1@example.com')
@@ -159,13 +193,10 @@ for (const backend of backends) {
             payload: { refresh_token: pair.refresh_token },
           })
           assert.equal(res.statusCode, 200)
-          assert.equal(await isValid(b, pair.refresh_token), false)
-          const refreshOnB = await b.request({
-            method: 'POST',
-            url: '/auth/refresh',
-            payload: { refresh_token: pair.refresh_token },
-          })
-          assert.equal(refreshOnB.statusCode, 401)
+          await until(
+            'the feed reaches the other instance',
+            async () => !(await isValid(b, pair.refresh_token)),
+          )
         } finally {
           await a.close()
           await b.close()
@@ -233,6 +264,52 @@ describe(
       } finally {
         spy.disconnect()
         await t.close()
+        await killProcess(redis)
+      }
+    })
+
+    test('while the feed is down, a revocation made by another instance is refused at once (per-request look-up)', async () => {
+      const port = await freePort()
+      let redis = await startRedisServer(port)
+      const p = await backends[0]!.provision()
+      // The database poll is out of the picture: only the feed or the per-request look-up can tell b.
+      const env = {
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        REDIS_PREFIX: 'wbf:',
+        REVOCATION_POLL_MS: '60000',
+      }
+      const a = await startApp(backends[0]!, env, p)
+      const b = await startApp(backends[0]!, env, p)
+      const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
+      try {
+        await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
+        await a.seed(STANDARD_SEED)
+        const pair = await login(a, 'ev1@example.com')
+        assert.equal(await isValid(b, pair.refresh_token), true)
+        await killProcess(redis)
+        await until('b notices the feed is gone', feedLost)
+        const res = await a.request({
+          method: 'POST',
+          url: '/auth/logout',
+          token: pair.access_token,
+          payload: { refresh_token: pair.refresh_token },
+        })
+        assert.equal(res.statusCode, 200)
+        assert.equal(await isValid(b, pair.refresh_token), false, 'b asked the database')
+        redis = await startRedisServer(port)
+        await until(
+          'b follows the feed again',
+          () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
+        )
+        assert.equal(
+          await isValid(b, pair.refresh_token),
+          false,
+          'caught up from the database before trusting memory',
+        )
+      } finally {
+        await a.close()
+        await b.close()
+        await p.dispose()
         await killProcess(redis)
       }
     })

@@ -2,34 +2,37 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { COUNT_LUA, type DeferredLimit } from '../platform/rate-limit.js'
+
+export interface Revocation {
+  jti: string
+  /** When the revoked credential expires on its own (ms); the entry is dropped after that. */
+  expiresAt: number
+}
 
 /**
  * The jti blocklist. The database is the record (revocations survive restarts of the service and of
- * Redis); a fast copy answers look-ups: an in-process map, or Redis when several instances share it.
+ * Redis, and every process on the database writes there: the service, the command line). Each
+ * instance keeps every live revocation in its own memory, so a look-up is a synchronous map read:
+ * it learns revocations written by other processes by reading the database from a cursor every
+ * REVOCATION_POLL_MS and, with Redis, at once from a pub/sub feed.
  */
 export interface RevocationStore {
   isRevoked(jti: string): boolean | Promise<boolean>
-  /**
-   * Redis only: counts a request whose route counts itself (see DeferredLimit) and looks `jti` up in
-   * the same script call, one round trip for both. `count` is null when Redis failed (the limit then
-   * lets the request through, and the database answers the look-up).
-   */
-  countAndCheck?(
-    limit: DeferredLimit,
-    jti: string,
-  ): Promise<{ count: number | null; resetInMs: number; revoked: boolean }>
-  revoke(entries: { jti: string; expiresAt: number }[]): Promise<void>
+  revoke(entries: Revocation[]): Promise<void>
+  /** Loads the live revocations and starts following the feed; a command-line process never starts it. */
   start(): Promise<void>
   stop(): void
 }
 
-interface Deps {
+export interface RevocationDeps {
   db: Db
   clock: Clock
+  /** How often the database is read for revocations written by other processes (REVOCATION_POLL_MS). */
+  pollMs?: number
+  log?: FastifyBaseLogger
 }
 
-async function persist(db: Db, now: number, entries: { jti: string; expiresAt: number }[]): Promise<void> {
+async function persist(db: Db, now: number, entries: Revocation[]): Promise<void> {
   if (entries.length === 0) return
   await db
     .insertInto('revoked_tokens')
@@ -42,71 +45,184 @@ async function loadLive(db: Db, now: number) {
   return db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', now).execute()
 }
 
-/** Single-instance store: every live revocation in a map, expired ones swept each minute. */
-export function memoryRevocations({ db, clock }: Deps): RevocationStore {
-  const revoked = new Map<string, number>()
-  let sweeper: NodeJS.Timeout | undefined
+/**
+ * How far back each read of the cursor looks past the newest `revoked_at` it has seen: a revocation
+ * whose transaction committed after a later one (its `revoked_at` was taken first), or written by a
+ * process whose clock runs a little behind, is still read. Re-reading a known revocation is harmless.
+ */
+const CURSOR_OVERLAP_MS = 5_000
+
+/**
+ * Reads the revocations written since the last read, by any process on the database. The cursor is
+ * the newest `revoked_at` seen, capped at this instance's clock, so one row dated in the future cannot
+ * push it past the rows of processes whose clocks are right.
+ */
+export function revocationCursor(db: Db, clock: Clock) {
+  let cursor = Number.NEGATIVE_INFINITY
+  const advance = (rows: { revoked_at: number }[]) => {
+    for (const r of rows) if (r.revoked_at > cursor) cursor = r.revoked_at
+    cursor = Math.min(cursor, clock.now())
+  }
   return {
-    isRevoked: (jti) => revoked.has(jti),
-    async revoke(entries) {
-      await persist(db, clock.now(), entries)
-      for (const e of entries) revoked.set(e.jti, e.expiresAt)
+    /** Every live revocation; the cursor starts at the newest. */
+    async all(): Promise<Revocation[]> {
+      const now = clock.now()
+      const rows = await db
+        .selectFrom('revoked_tokens')
+        .select(['jti', 'expires_at', 'revoked_at'])
+        .where('expires_at', '>', now)
+        .execute()
+      const newest = await db
+        .selectFrom('revoked_tokens')
+        .select((eb) => eb.fn.max('revoked_at').as('newest'))
+        .executeTakeFirst()
+      advance([...rows, { revoked_at: Number(newest?.newest ?? Number.NEGATIVE_INFINITY) }])
+      return rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
     },
+    /** The revocations written since the previous read (and a few seconds before it). */
+    async next(): Promise<Revocation[]> {
+      const from = cursor - CURSOR_OVERLAP_MS
+      const rows = await db
+        .selectFrom('revoked_tokens')
+        .select(['jti', 'expires_at', 'revoked_at'])
+        .where('revoked_at', '>=', Number.isFinite(from) ? from : 0)
+        .execute()
+      advance(rows.map((r) => ({ revoked_at: Number(r.revoked_at) })))
+      return rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
+    },
+  }
+}
+
+/**
+ * The in-memory copy every instance keeps: every live revocation, filled from the database at start
+ * and followed through the cursor; expired entries are swept each minute.
+ */
+function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
+  const revoked = new Map<string, number>()
+  const cursor = revocationCursor(db, clock)
+  let poller: NodeJS.Timeout | undefined
+  let sweeper: NodeJS.Timeout | undefined
+  let stopped = false
+  let failing = false
+  const add = (entries: Revocation[]) => {
+    const now = clock.now()
+    for (const e of entries) if (e.expiresAt > now) revoked.set(e.jti, e.expiresAt)
+  }
+  const catchUp = async () => add(await cursor.next())
+  const poll = async () => {
+    try {
+      await catchUp()
+      if (failing) log?.info('revocations readable again')
+      failing = false
+    } catch (err) {
+      // Logged once per outage; the database-outage handling of the rest of the service applies.
+      if (!failing && !stopped)
+        log?.warn({ err: { message: (err as Error).message } }, 'could not read new revocations')
+      failing = true
+    }
+    if (!stopped) poller = setTimeout(poll, pollMs).unref()
+  }
+  return {
+    has: (jti: string) => revoked.has(jti),
+    add,
+    catchUp,
     async start() {
-      for (const r of await loadLive(db, clock.now())) revoked.set(r.jti, r.expires_at)
+      add(await cursor.all())
+      poller = setTimeout(poll, pollMs).unref()
       sweeper = setInterval(() => {
         const now = clock.now()
         for (const [jti, exp] of revoked) if (exp <= now) revoked.delete(jti)
-      }, 60_000)
-      sweeper.unref()
+      }, 60_000).unref()
     },
-    stop: () => clearInterval(sweeper),
+    stop() {
+      stopped = true
+      clearTimeout(poller)
+      clearInterval(sweeper)
+    },
+  }
+}
+
+/** Single-instance store (no Redis): the database is the only channel between processes. */
+export function memoryRevocations(deps: RevocationDeps): RevocationStore {
+  const local = localBlocklist(deps)
+  return {
+    isRevoked: (jti) => local.has(jti),
+    async revoke(entries) {
+      await persist(deps.db, deps.clock.now(), entries)
+      local.add(entries)
+    },
+    start: () => local.start(),
+    stop: () => local.stop(),
   }
 }
 
 // Answers -1 when the copy in Redis is not known to be complete (Redis restarted, reload running).
-const LOOKUP_LUA = `
+// KEYS: unused, the completeness marker, the jti's key.
+const CHECK_LUA = `
 local revoked = -1
 if redis.call('EXISTS', KEYS[2]) == 1 then revoked = redis.call('EXISTS', KEYS[3]) end
+return revoked
 `
-// KEYS: unused, the completeness marker, the jti's key (the same shape as COUNT_AND_CHECK's).
-const CHECK = `${LOOKUP_LUA}return revoked`
-// KEYS: the rate-limit counter, the marker, the jti's key; ARGV: the window. Returns {count, ttl, revoked}.
-const COUNT_AND_CHECK = `${COUNT_LUA}${LOOKUP_LUA}return {n, ttl, revoked}`
 
 interface RedisWithRevocationScripts extends Redis {
   wbRevocationCheck(unused: string, marker: string, key: string): Promise<number>
-  wbCountAndCheck(
-    counter: string,
-    marker: string,
-    key: string,
-    windowMs: number,
-  ): Promise<[number, number, number]>
+}
+
+/** A feed message: one `expiresAt jti` line per revocation. */
+function encode(entries: Revocation[]): string {
+  return entries.map((e) => `${e.expiresAt} ${e.jti}`).join('\n')
+}
+
+function decode(message: string): Revocation[] {
+  const out: Revocation[] = []
+  for (const line of message.split('\n')) {
+    const space = line.indexOf(' ')
+    const expiresAt = Number(line.slice(0, space))
+    if (space > 0 && Number.isFinite(expiresAt)) out.push({ jti: line.slice(space + 1), expiresAt })
+  }
+  return out
 }
 
 /**
- * Shared store: one Redis round trip per look-up. When Redis is unreachable, or has lost its data
- * and is being reloaded from the database, look-ups go to the database instead.
+ * Shared store (several instances on one Redis). Look-ups are answered from this instance's memory
+ * while its subscription to the revocation feed is live: every revocation is written to the database,
+ * then published, so an instance hears of it within a round trip. When the subscription (re)starts,
+ * the instance reads the database from its cursor before it trusts its memory again, so nothing
+ * published while it was away is missed. While the subscription is down, each look-up asks Redis's
+ * copy of the list (kept as one key per jti, reloaded from the database when Redis comes back empty)
+ * or, when Redis is unreachable too, the database: it never answers from a copy that may be behind.
  */
 export function redisRevocations(
-  { db, clock }: Deps,
+  deps: RevocationDeps,
   redis: Redis,
   prefix: string,
   log: FastifyBaseLogger,
 ): RevocationStore {
+  const { db, clock } = deps
+  const local = localBlocklist({ ...deps, log })
   const marker = `${prefix}rv:complete`
+  const channel = `${prefix}rv:feed`
   const key = (jti: string) => `${prefix}rv:${jti}`
   // Sent once as a script, then called by its hash (EVALSHA), not as the script's text every time.
-  if (!('wbRevocationCheck' in redis)) {
-    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 3, lua: CHECK })
-    redis.defineCommand('wbCountAndCheck', { numberOfKeys: 3, lua: COUNT_AND_CHECK })
-  }
+  if (!('wbRevocationCheck' in redis))
+    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 3, lua: CHECK_LUA })
   const scripts = redis as RedisWithRevocationScripts
-  const check = (jti: string) => scripts.wbRevocationCheck(marker, marker, key(jti))
+  let subscriber: Redis | undefined
+  let live = false
 
   async function fromDb(jti: string): Promise<boolean> {
     const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()
     return row !== undefined
+  }
+
+  async function lookUp(jti: string): Promise<boolean> {
+    try {
+      const r = await scripts.wbRevocationCheck(marker, marker, key(jti))
+      if (r !== -1) return r === 1
+    } catch {
+      // Redis unreachable: the database answers.
+    }
+    return fromDb(jti)
   }
 
   async function reload() {
@@ -126,43 +242,66 @@ export function redisRevocations(
   }
   const onReady = () => void reload()
 
+  // Subscribed first, then caught up from the database: a revocation published before the
+  // subscription took effect was written to the database before it was published, so the read sees it.
+  async function follow(sub: Redis) {
+    try {
+      await sub.subscribe(channel)
+      await local.catchUp()
+      live = sub.status === 'ready'
+      if (live) log.info('revocation feed followed')
+    } catch (err) {
+      log.warn({ err: { message: (err as Error).message } }, 'could not follow the revocation feed')
+    }
+  }
+
   return {
-    async isRevoked(jti) {
-      try {
-        const r = await check(jti)
-        if (r !== -1) return r === 1
-      } catch {
-        // Redis unreachable: the database answers.
-      }
-      return fromDb(jti)
-    },
-    async countAndCheck(limit, jti) {
-      let res: [number, number, number]
-      try {
-        res = await scripts.wbCountAndCheck(limit.key, marker, key(jti), limit.windowMs)
-      } catch {
-        return { count: null, resetInMs: 0, revoked: await fromDb(jti) }
-      }
-      const revoked = res[2] === -1 ? await fromDb(jti) : res[2] === 1
-      return { count: res[0], resetInMs: res[1], revoked }
+    isRevoked(jti) {
+      if (local.has(jti)) return true
+      return live ? false : lookUp(jti)
     },
     async revoke(entries) {
+      if (entries.length === 0) return
       const now = clock.now()
       await persist(db, now, entries)
+      local.add(entries)
       try {
         const p = redis.pipeline()
         for (const e of entries) p.set(key(e.jti), '1', 'PX', Math.max(1, e.expiresAt - now))
+        p.publish(channel, encode(entries))
         await p.exec()
       } catch {
-        // Durable in the database; copied into Redis when it is back (reload on 'ready').
+        // Durable in the database; other instances read it from there within REVOCATION_POLL_MS, and
+        // it is copied into Redis when Redis is back (reload on 'ready').
       }
     },
     async start() {
+      await local.start()
       redis.on('ready', onReady)
       if (redis.status === 'ready') await reload()
+      const sub = redis.duplicate({ lazyConnect: true, autoResubscribe: false })
+      subscriber = sub
+      sub.on('error', () => {
+        // The main client logs the outage once; this connection retries on its own.
+      })
+      sub.on('message', (_channel: string, message: string) => local.add(decode(message)))
+      sub.on('close', () => {
+        // Info, not a warning: the Redis client warns once per outage already.
+        if (live) log.info('revocation feed lost: each look-up asks redis or the database until it is back')
+        live = false
+      })
+      sub.on('ready', () => void follow(sub))
+      try {
+        await sub.connect()
+      } catch {
+        // Unreachable: look-ups go to Redis or the database until it connects.
+      }
     },
-    stop: () => {
+    stop() {
+      live = false
+      local.stop()
       redis.off('ready', onReady)
+      subscriber?.disconnect()
     },
   }
 }

@@ -6,7 +6,6 @@ import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
-import type { DeferredLimit } from '../platform/rate-limit.js'
 import type { Claims, Grant, Role } from './claims.js'
 import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
@@ -23,7 +22,7 @@ export interface TokenResponse {
  * Resolves a credential that is not a JWT (an API key, an operator session token) to its claims,
  * or null when it is unknown or revoked. Features register one per prefix.
  */
-export type CredentialResolver = (credential: string) => Promise<Claims | null>
+export type CredentialResolver = (credential: string) => Claims | null | Promise<Claims | null>
 
 export interface TokenServiceDeps {
   db: Db
@@ -38,12 +37,8 @@ export interface TokenServiceDeps {
   >
 }
 
-const INVALID_ANSWER = '{"valid":false,"claims":null}'
-
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
-  /** The JSON text of valid verify answers, per claims object. */
-  private readonly answers = new WeakMap<Claims, string>()
   private readonly logoutListeners: ((caller: Claims) => Promise<void>)[] = []
   readonly accessLifetime: number
   readonly refreshLifetime: number
@@ -110,40 +105,24 @@ export class TokenService {
   }
 
   /**
-   * The answer of POST /tokens/verify for any credential the service issues, as JSON text
-   * (`{"valid":…,"claims":…}`). JWTs are checked for signature, aud, iss, exp and the revocation list.
+   * The claims of any credential the service issues when it is good now, else null: JWTs are checked
+   * for signature, aud, iss, exp and the revocation list; other credentials by their resolver.
    *
-   * The hot path of the service: for a JWT with the in-process revocation list it runs synchronously
-   * (no promise), and the text of a valid answer is built once per claims object, which JwtCodec keeps
-   * for as long as it remembers the token.
+   * The hot path of POST /tokens/verify: for a JWT it runs synchronously (no promise) while the
+   * revocation list answers from memory, and a remembered token allocates nothing.
    */
-  introspect(token: string, limit: DeferredLimit | null = null): string | Promise<string> {
-    if (limit) return this.introspectCounting(token, limit)
+  introspect(token: string): Claims | null | Promise<Claims | null> {
     const resolve = this.resolverFor(token)
-    if (resolve) return resolve(token).then((claims) => (claims ? this.accept(claims) : this.refuse()))
-    const claims = this.deps.jwt.tryVerify(token)
-    if (!claims) return this.refuse()
-    const revoked = this.deps.revocations.isRevoked(claims.jti)
-    if (revoked === false) return this.accept(claims)
-    if (revoked === true) return this.refuse()
-    return revoked.then((r) => (r ? this.refuse() : this.accept(claims)))
-  }
-
-  /**
-   * The same, for a request whose rate-limit count was left to the route (Redis): a JWT's count and
-   * revocation look-up go in one script call, one round trip; other credentials are counted first.
-   */
-  private async introspectCounting(token: string, limit: DeferredLimit): Promise<string> {
-    const { jwt, revocations } = this.deps
-    const resolve = this.resolverFor(token)
-    const claims = resolve ? null : jwt.tryVerify(token)
-    if (claims && revocations.countAndCheck) {
-      const r = await revocations.countAndCheck(limit, claims.jti)
-      limit.settle(r.count, r.resetInMs)
-      return r.revoked ? this.refuse() : this.accept(claims)
+    if (resolve) {
+      const resolved = resolve(token)
+      return resolved instanceof Promise ? resolved.then((c) => this.outcome(c)) : this.outcome(resolved)
     }
-    await limit.countAlone()
-    return this.introspect(token)
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims) return this.outcome(null)
+    const revoked = this.deps.revocations.isRevoked(claims.jti)
+    if (revoked === false) return this.outcome(claims)
+    if (revoked === true) return this.outcome(null)
+    return revoked.then((r) => this.outcome(r ? null : claims))
   }
 
   private resolverFor(token: string): CredentialResolver | undefined {
@@ -151,19 +130,10 @@ export class TokenService {
     return undefined
   }
 
-  private accept(claims: Claims): string {
-    this.deps.metrics?.tokenVerified(claims.type, 'valid')
-    let body = this.answers.get(claims)
-    if (body === undefined) {
-      body = `{"valid":true,"claims":${JSON.stringify(claims)}}`
-      this.answers.set(claims, body)
-    }
-    return body
-  }
-
-  private refuse(): string {
-    this.deps.metrics?.tokenVerified('unknown', 'invalid')
-    return INVALID_ANSWER
+  private outcome(claims: Claims | null): Claims | null {
+    if (claims) this.deps.metrics?.tokenVerified(claims.type, 'valid')
+    else this.deps.metrics?.tokenVerified('unknown', 'invalid')
+    return claims
   }
 
   /**
@@ -205,6 +175,14 @@ export class TokenService {
     if (!row || row.revoked_at !== null || row.rotated_at !== null) throw new UnauthorizedError()
     await this.revokeFamily(row.family_id)
     for (const listener of this.logoutListeners) await listener(caller)
+  }
+
+  /**
+   * Puts a credential that is not a JWT (an API key: `api_key:<id>`) on the revocation list for
+   * `forMs`, so every instance drops it from its cache at once.
+   */
+  async revokeCredential(jti: string, forMs: number): Promise<void> {
+    await this.deps.revocations.revoke([{ jti, expiresAt: this.deps.clock.now() + forMs }])
   }
 
   async revokeFamily(familyId: string): Promise<void> {

@@ -4,6 +4,7 @@ import { type Static, Type } from 'typebox'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import type { TokenService } from './token.service.js'
+import type { VerifyAnswers } from './verify-answer.js'
 
 export const TokenVerifyRequest = Type.Object(
   { token: Type.String({ maxLength: 8192 }) },
@@ -21,19 +22,20 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 
 export interface TokenVerifyRoutesDeps {
   tokens: TokenService
+  /** The answers' JSON text, shared with the verify lane. */
+  answers: VerifyAnswers
   /** The service's LOG_LEVEL. */
   logLevel: LevelWithSilent
 }
 
 export const tokenVerifyRoutes: FastifyPluginAsyncTypebox<TokenVerifyRoutesDeps> = async (
   app,
-  { tokens, logLevel },
+  { tokens, answers, logLevel },
 ) => {
   app.post(
     '/tokens/verify',
     {
-      // With Redis the count goes in the same script call as the revocation look-up.
-      config: perMinute(600, { countedByRoute: true }),
+      config: perMinute(600),
       // Every backend calls this on each uncached request: at the default level (info) it writes no
       // request lines (warnings and errors still log, with the request id); debug and trace keep them.
       logLevel: logLevel === 'info' ? 'warn' : logLevel,
@@ -47,14 +49,14 @@ export const tokenVerifyRoutes: FastifyPluginAsyncTypebox<TokenVerifyRoutesDeps>
         response: { 200: TokenVerifyResponse, ...errorResponses() },
       },
     },
-    // The service builds the answer's JSON text itself (the schema above describes it): a valid
-    // answer's text is made once per token, and most calls answer without a promise. Fastify sends a
-    // string with a JSON content type as it is; the cast only tells the type provider so.
+    // The answer's JSON text is built by `answers` (the schema above describes it): a valid answer's
+    // text is made once per token, and most calls answer without a promise. Fastify sends a string
+    // with a JSON content type as it is; the cast only tells the type provider so.
     (request, reply) => {
       reply.type(JSON_TYPE)
-      return tokens.introspect(request.body.token, request.deferredLimit) as unknown as Static<
-        typeof TokenVerifyResponse
-      >
+      const claims = tokens.introspect(request.body.token)
+      const text = claims instanceof Promise ? claims.then(answers) : answers(claims)
+      return text as unknown as Static<typeof TokenVerifyResponse>
     },
   )
 }

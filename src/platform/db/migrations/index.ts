@@ -11,6 +11,7 @@ import * as m009 from './009-reset-requests.js'
 import * as m010 from './010-webhook-secret-sealed.js'
 import * as m011 from './011-device-keys.js'
 import * as m012 from './012-ticket-codes.js'
+import * as m013 from './013-revocation-cursor.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -34,6 +35,7 @@ const migrations: [string, MigrationModule][] = [
   ['010-webhook-secret-sealed', m010],
   ['011-device-keys', m011],
   ['012-ticket-codes', m012],
+  ['013-revocation-cursor', m013],
 ]
 
 export function migrationNames(): string[] {
