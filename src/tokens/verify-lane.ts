@@ -5,6 +5,7 @@ import { Readable } from 'node:stream'
 import proxyAddr from '@fastify/proxy-addr'
 import type { FastifyInstance } from 'fastify'
 import type { Metrics } from '../metrics/metrics.js'
+import { dropUnusableForwardedFor } from '../platform/client-address.js'
 import type { TrustProxy } from '../platform/config.js'
 import { COUNTED, type CountedRequest, type RouteLimiter, resetSeconds } from '../platform/rate-limit.js'
 import type { Claims } from './claims.js'
@@ -53,6 +54,8 @@ function addressOf(trustProxy: TrustProxy): (req: IncomingMessage) => string {
         ? () => false
         : proxyAddr.compile(trustProxy)
   return (req) => {
+    // The same cleaning as Fastify's rewriteUrl step (app.ts): a forged or overlong header is ignored.
+    dropUnusableForwardedFor(req)
     const all = proxyAddr.all(req, trust)
     return all[all.length - 1] ?? ''
   }
