@@ -209,16 +209,12 @@ ${SELECT_HELP}`,
   }
 }
 
-/** The nullable MFA columns present on this database (migrations of the MFA feature add them). */
-async function mfaColumns(ctx: CliContext): Promise<string[]> {
-  const tables = await ctx.db.introspection.getTables()
-  const admins = tables.find(
-    (t) =>
-      t.name === 'administrators' &&
-      (ctx.database.dialect === 'sqlite' || t.schema === ctx.config.DATABASE_SCHEMA),
-  )
-  return (admins?.columns ?? []).filter((c) => c.name.startsWith('mfa_') && c.isNullable).map((c) => c.name)
-}
+/**
+ * The MFA columns a reset clears. Named here rather than found by introspecting the database: on
+ * PostgreSQL introspection reads every schema, and fails when another deployment sharing the
+ * database drops its schema meanwhile.
+ */
+const MFA_COLUMNS = ['mfa_secret', 'mfa_last_step', 'mfa_pending_secret', 'mfa_pending_at'] as const
 
 const resetMfa: Subcommand = {
   summary: 'Turn off MFA of an administrator locked out of it, and end their sessions',
@@ -235,8 +231,6 @@ ${SELECT_HELP}`,
     const command = 'admin reset-mfa'
     const selector = parseSelector(values, command)
     await withContext(loadConfig(), async (ctx) => {
-      // The MFA feature's columns exist only once its migration ran; clear whichever are there.
-      const columns = await mfaColumns(ctx)
       const target = { selector, command, kind: 'cli_admin_reset_mfa', endSessions: true }
       const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
         await tx
@@ -244,11 +238,11 @@ ${SELECT_HELP}`,
           .set({
             is_two_factor_authentication_enabled: 0,
             updated_at: ctx.clock.now(),
-            ...Object.fromEntries(columns.map((c) => [c, null])),
+            ...Object.fromEntries(MFA_COLUMNS.map((c) => [c, null])),
           })
           .where('id', '=', a.id)
           .execute()
-        return { cleared: columns }
+        return { cleared: MFA_COLUMNS }
       })
       console.log(`MFA reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
     })
