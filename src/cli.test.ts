@@ -17,7 +17,14 @@ const SEED = {
   events: [{ id: 1, uid: 'cli-fest', name: 'CLI Fest', timezone: 'Europe/Berlin' }],
   administrators: [{ email: 'Root@Example.com', password: 's3cret-pass', role: 'superadmin', event_ids: [] }],
   operators: [{ email: 'op@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null }],
-  devices: [{ dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, operator_email: 'op@example.com' }],
+  devices: [
+    {
+      dev_mac: 'AA:BB:CC:DD:EE:01',
+      event_id: 1,
+      operator_email: 'op@example.com',
+      device_key: 'wbd_seeded-cli-device-key-0123456789',
+    },
+  ],
 }
 
 // Each case runs its own processes on its own data: they run side by side.
@@ -105,6 +112,7 @@ describe('wristband command line', { concurrency: true }, () => {
         assert.ok(Number.isInteger(out.devices[0].id))
         assert.equal(out.administrators[0].email, 'Root@Example.com', 'the document is echoed as given')
         assert.doesNotMatch(first.stdout, /s3cret-pass|password/, 'no password is printed')
+        assert.doesNotMatch(first.stdout, /wbd_|device_key/, 'no device key is printed')
 
         const changed = structuredClone(SEED)
         changed.events[0]!.name = 'CLI Fest, renamed'

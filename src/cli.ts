@@ -145,7 +145,7 @@ const seedCommand: Subcommand = {
 Creates or updates records from a JSON seed document (- reads it from standard input), in one
 transaction: records are matched by event id or uid, e-mail, phone, dev_mac or username, so a second
 run updates instead of duplicating. Prints the document back with every id filled in and the
-passwords left out. Passwords are stored hashed (argon2id).
+passwords and device keys left out. Passwords are stored hashed (argon2id), device keys as SHA-256.
 
 Format (every list optional; examples/seed.json is a complete example):
   {
@@ -159,7 +159,8 @@ Format (every list optional; examples/seed.json is a complete example):
     "customers":        [{ "phone": "+4915100000001", "password": "…", "email": "…",
                            "first_name": "…", "last_name": "…" }],
     "devices":          [{ "dev_mac": "AA:BB:CC:DD:EE:01", "event_id": 1,
-                           "operator_email": "…" | null, "archived": false }],
+                           "operator_email": "…" | null, "archived": false,
+                           "device_key": "wbd_…" | null }],
     "dashboard_users":  [{ "username": "partner1", "password": "…", "event_ids": [1] }]
   }
 An admin needs event_ids; a superadmin sees every event. Unknown fields are refused.`,
@@ -184,17 +185,19 @@ An admin needs event_ids; a superadmin sees every event. Unknown fields are refu
     }
     const doc = parseSeed(parsed)
     const out = await withDatabase(loadConfig(), ({ db }) => applySeed(db, systemClock, doc))
-    console.log(JSON.stringify(withoutPasswords(out), null, 2))
+    console.log(JSON.stringify(withoutSecrets(out), null, 2))
     return 0
   },
 }
 
-/** The seeded document as printed: a terminal or a CI log is no place for the passwords. */
-function withoutPasswords(doc: SeedDocument): SeedDocument {
+/** The seeded document as printed: a terminal or a CI log is no place for passwords or device keys. */
+function withoutSecrets(doc: SeedDocument): SeedDocument {
   return Object.fromEntries(
     Object.entries(doc).map(([list, records]) => [
       list,
-      (records as Record<string, unknown>[]).map(({ password: _password, ...rest }) => rest),
+      (records as Record<string, unknown>[]).map(
+        ({ password: _password, device_key: _deviceKey, ...rest }) => rest,
+      ),
     ]),
   ) as SeedDocument
 }
