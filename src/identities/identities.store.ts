@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db/database.js'
+import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import {
   adminGrant,
@@ -212,4 +213,114 @@ export async function findAdminProfile(db: Db, id: number) {
     .where('id', '=', id)
     .where('disabled', '=', 0)
     .executeTakeFirst()
+}
+
+// Dashboard sign-in: administrators and network managers by e-mail (lower-case), reloaded by id on each request.
+
+export async function findAdminSignIn(db: Db, email: string) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'password_hash', 'role', 'event_ids'])
+    .where('email', '=', email)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+export async function findNetworkManagerSignIn(db: Db, email: string) {
+  return db
+    .selectFrom('network_managers')
+    .select(['id', 'email', 'password_hash', 'event_ids'])
+    .where('email', '=', email)
+    .executeTakeFirst()
+}
+
+/** An enabled administrator by id; undefined once removed or disabled. */
+export async function findAdminById(db: Db, id: number) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'role', 'event_ids'])
+    .where('id', '=', id)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+export async function findNetworkManagerById(db: Db, id: number) {
+  return db
+    .selectFrom('network_managers')
+    .select(['id', 'email', 'event_ids'])
+    .where('id', '=', id)
+    .executeTakeFirst()
+}
+
+// Seed files: create or update a staff account matched by its (lower-case) e-mail; returns its id.
+
+export async function upsertAdministrator(
+  db: Db,
+  email: string,
+  values: Pick<AdministratorsTable, 'password_hash' | 'role' | 'event_ids'> & { updated_at: number },
+  now: number,
+): Promise<number> {
+  const found = await db
+    .selectFrom('administrators')
+    .select('id')
+    .where('email', '=', email)
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('administrators').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('administrators')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function upsertNetworkManager(
+  db: Db,
+  email: string,
+  values: Pick<NetworkManagersTable, 'password_hash' | 'event_ids'>,
+  now: number,
+): Promise<number> {
+  const found = await db
+    .selectFrom('network_managers')
+    .select('id')
+    .where('email', '=', email)
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('network_managers').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('network_managers')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/** Operators are the `users` table. */
+export async function upsertOperator(
+  db: Db,
+  email: string,
+  values: Pick<UsersTable, 'password_hash' | 'event_id' | 'mode' | 'permissions'>,
+  now: number,
+): Promise<number> {
+  const found = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
+  if (found) {
+    await db.updateTable('users').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('users')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/** An operator's id by (lower-case) e-mail. */
+export async function findOperatorByEmail(db: Db, email: string) {
+  return db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
 }
