@@ -24,17 +24,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import autocannon from 'autocannon'
+import { freePort } from '../test/helpers/processes.js'
 import { connectInspector } from './lib/inspector.js'
-import {
-  abort,
-  envNumber,
-  freePort,
-  guardRun,
-  hasCommand,
-  pinSelf,
-  rssBytes,
-  track,
-} from './lib/processes.js'
+import { abort, envNumber, guardRun, hasCommand, pinSelf, rssBytes, track } from './lib/processes.js'
 import { f0, machineLine, mb, table, writeResults } from './lib/report.js'
 import { STORES, startService } from './lib/service.js'
 

@@ -10,7 +10,8 @@ import { systemClock } from '../../src/platform/clock.js'
 import { loadConfig, settings } from '../../src/platform/config.js'
 import { openDatabase } from '../../src/platform/db/database.js'
 import { applySeed } from '../../src/seed/seed.js'
-import { freePort, onAbort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
+import { freePort } from '../../test/helpers/processes.js'
+import { onAbort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
 
 export const BENCH_SECRET = 'bench-secret-bench-secret-bench-secret-0123'
 export const BENCH_USER = { email: 'bench@example.com', password: 'bench-password-1' }

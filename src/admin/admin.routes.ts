@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { findAdminProfile } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
@@ -35,12 +36,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenService; db: 
     },
     async (request) => {
       const claims = claimsOf(request)
-      const r = await db
-        .selectFrom('administrators')
-        .select(['id', 'email', 'role', 'event_ids', 'is_two_factor_authentication_enabled', 'created_at'])
-        .where('id', '=', Number(claims.sub))
-        .where('disabled', '=', 0)
-        .executeTakeFirst()
+      const r = await findAdminProfile(db, Number(claims.sub))
       if (!r) throw new UnauthorizedError()
       return {
         id: r.id,

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import { eventExists } from '../events/events.store.js'
 import { storedGrant } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -76,8 +77,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 
   async function requireEvent(eventId: number): Promise<void> {
-    const found = await db.selectFrom('events').select('id').where('id', '=', eventId).executeTakeFirst()
-    if (!found) throw new NotFoundError('Event not found')
+    if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
   }
 
   app.post(

@@ -1,3 +1,9 @@
+import {
+  findAdminById,
+  findAdminSignIn,
+  findNetworkManagerById,
+  findNetworkManagerSignIn,
+} from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
 import { parseEventIds } from '../tokens/claims.js'
 
@@ -33,17 +39,8 @@ export async function findAccounts(db: Db, name: string): Promise<DashboardAccou
       .select(['id', 'username', 'password_hash', 'event_ids'])
       .where('username', '=', name.trim())
       .executeTakeFirst(),
-    db
-      .selectFrom('administrators')
-      .select(['id', 'email', 'password_hash', 'role', 'event_ids'])
-      .where('email', '=', email)
-      .where('disabled', '=', 0)
-      .executeTakeFirst(),
-    db
-      .selectFrom('network_managers')
-      .select(['id', 'email', 'password_hash', 'event_ids'])
-      .where('email', '=', email)
-      .executeTakeFirst(),
+    findAdminSignIn(db, email),
+    findNetworkManagerSignIn(db, email),
   ])
   const out: DashboardAccount[] = []
   if (user) out.push({ viewer: dashboardUserViewer(user), password_hash: user.password_hash })
@@ -67,20 +64,11 @@ export async function loadViewer(db: Db, kind: string, id: number): Promise<View
       return r ? dashboardUserViewer(r) : null
     }
     case 'admin': {
-      const r = await db
-        .selectFrom('administrators')
-        .select(['id', 'email', 'role', 'event_ids'])
-        .where('id', '=', id)
-        .where('disabled', '=', 0)
-        .executeTakeFirst()
+      const r = await findAdminById(db, id)
       return r ? adminViewer(r) : null
     }
     case 'network_manager': {
-      const r = await db
-        .selectFrom('network_managers')
-        .select(['id', 'email', 'event_ids'])
-        .where('id', '=', id)
-        .executeTakeFirst()
+      const r = await findNetworkManagerById(db, id)
       return r ? managerViewer(r) : null
     }
     default:

@@ -168,14 +168,19 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       })
 
       test('screenshots of the event page at desktop and phone width', async () => {
+        const laidOutAt = (width: number) =>
+          page.waitForFunction(
+            `window.innerWidth === ${width} && new Promise((r) => requestAnimationFrame(() => r(true)))`,
+          )
         fs.mkdirSync(ARTIFACTS, { recursive: true })
         const name = `dashboard-event-${ctx().config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres'}`
         await page.setViewportSize(DESKTOP)
-        await page.waitForTimeout(50)
+        await laidOutAt(DESKTOP.width)
         const desktop = path.join(ARTIFACTS, `${name}-desktop.png`)
         await page.screenshot({ path: desktop, fullPage: true })
         await page.setViewportSize(PHONE)
-        await page.waitForTimeout(50)
+        // The overflow check below is only meaningful once the page has been laid out at phone width.
+        await laidOutAt(PHONE.width)
         // At phone width nothing may stick out sideways.
         const overflow = await page.evaluate<number>(
           'document.documentElement.scrollWidth - window.innerWidth',

@@ -2,6 +2,7 @@
 // HTTP and browser tests (excluded from the build), with the figures it must produce.
 import assert from 'node:assert/strict'
 import { login, type TestApp } from '../../test/helpers/app.js'
+import { waitFor } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -10,7 +11,6 @@ import {
   type PartnerKeys,
   partnerPost,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
 

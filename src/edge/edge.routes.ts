@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
+import { eventExists } from '../events/events.store.js'
 import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
 import { CompanyTicketIdParams, TicketCode } from '../partner/partner.schemas.js'
 import { partnerAuth, partnerOf } from '../partner/partner-auth.js'
@@ -111,8 +112,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
       const eventId = request.params.event_id
       if (!hasScope(claims, eventId, 'ticket:scan') && !hasScope(claims, eventId, 'sync:download'))
         throw new ForbiddenError('This token lacks ticket:scan and sync:download for the event')
-      const event = await db.selectFrom('events').select('id').where('id', '=', eventId).executeTakeFirst()
-      if (!event) throw new NotFoundError('Event not found')
+      if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
       const cursor = Number(request.query.cursor ?? 0)
       const limit = request.query.limit ?? FEED_PAGE
       const rows = await feedPage(db, eventId, cursor, limit + 1)

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test'
 import { calculateJwkThumbprint, compactVerify, createLocalJWKSet, decodeProtectedHeader } from 'jose'
 import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { waitFor } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -18,7 +19,6 @@ import {
   partnerGet,
   partnerPost,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { qrDataUrl, qrPng } from './qr.js'
 import { codeDigest } from './ticket-codes.js'

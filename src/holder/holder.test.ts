@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { waitFor } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -11,7 +12,6 @@ import {
   type PartnerKeys,
   partnerPost,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { sha256Hex } from '../platform/random.js'
 

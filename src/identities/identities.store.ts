@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db/database.js'
+import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import {
   adminGrant,
@@ -102,4 +103,224 @@ export async function storedGrant(db: Db, claims: Pick<Claims, 'role' | 'sub'>):
   const grant = await loadGrant(db, claims.role, Number(claims.sub))
   if (!grant) throw new UnauthorizedError()
   return grant
+}
+
+// Administrators: MFA secrets, reset of a forgotten password, the signed-in profile.
+
+export interface MfaAdmin {
+  id: number
+  email: string
+  /** Sealed active secret, null while MFA is off */
+  mfa_secret: string | null
+  mfa_last_step: number | null
+  /** Sealed secret from the latest setup, waiting for a code */
+  mfa_pending_secret: string | null
+}
+
+export async function findMfaAdmin(db: Db, id: number): Promise<MfaAdmin | undefined> {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'mfa_secret', 'mfa_last_step', 'mfa_pending_secret'])
+    .where('id', '=', id)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+/** Stores a new pending secret, replacing any earlier pending one; the active secret is untouched. */
+export async function savePending(db: Db, adminId: number, sealed: string, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({ mfa_pending_secret: sealed, mfa_pending_at: now })
+    .where('id', '=', adminId)
+    .execute()
+}
+
+/**
+ * Makes the pending secret active (as `active`, the same secret sealed afresh) with `step` as its last
+ * accepted step, and switches MFA on. False when the pending secret changed since it was read (a
+ * concurrent setup or verify won).
+ */
+export async function promotePending(
+  db: Db,
+  adminId: number,
+  pending: string,
+  active: string,
+  step: number,
+  now: number,
+): Promise<boolean> {
+  const r = await db
+    .updateTable('administrators')
+    .set({
+      mfa_secret: active,
+      mfa_last_step: step,
+      mfa_pending_secret: null,
+      mfa_pending_at: null,
+      is_two_factor_authentication_enabled: 1,
+      updated_at: now,
+    })
+    .where('id', '=', adminId)
+    .where('mfa_pending_secret', '=', pending)
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
+}
+
+/**
+ * Records `step` as used for the active secret, only if it is later than every step used before:
+ * the single conditional write is what refuses a replayed code, even from two requests at once.
+ * `resealed`, when given, replaces the stored secret (sealed again under the current key).
+ */
+export async function acceptActiveStep(
+  db: Db,
+  adminId: number,
+  sealed: string,
+  step: number,
+  resealed?: string,
+): Promise<boolean> {
+  const r = await db
+    .updateTable('administrators')
+    .set({ mfa_last_step: step, ...(resealed ? { mfa_secret: resealed } : {}) })
+    .where('id', '=', adminId)
+    .where('mfa_secret', '=', sealed)
+    .where((eb) => eb.or([eb('mfa_last_step', 'is', null), eb('mfa_last_step', '<', step)]))
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
+}
+
+/** An enabled administrator by e-mail (as stored: lower-case), for a password-reset request. */
+export async function findAdminByEmail(db: Db, email: string) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email'])
+    .where('email', '=', email)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+/** Sets a new password after a reset. */
+export async function setAdminPassword(db: Db, adminId: number, hash: string, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({ password_hash: hash, updated_at: now })
+    .where('id', '=', adminId)
+    .execute()
+}
+
+/** The profile of an enabled administrator, for GET /admin/me. */
+export async function findAdminProfile(db: Db, id: number) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'role', 'event_ids', 'is_two_factor_authentication_enabled', 'created_at'])
+    .where('id', '=', id)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+// Dashboard sign-in: administrators and network managers by e-mail (lower-case), reloaded by id on each request.
+
+export async function findAdminSignIn(db: Db, email: string) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'password_hash', 'role', 'event_ids'])
+    .where('email', '=', email)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+export async function findNetworkManagerSignIn(db: Db, email: string) {
+  return db
+    .selectFrom('network_managers')
+    .select(['id', 'email', 'password_hash', 'event_ids'])
+    .where('email', '=', email)
+    .executeTakeFirst()
+}
+
+/** An enabled administrator by id; undefined once removed or disabled. */
+export async function findAdminById(db: Db, id: number) {
+  return db
+    .selectFrom('administrators')
+    .select(['id', 'email', 'role', 'event_ids'])
+    .where('id', '=', id)
+    .where('disabled', '=', 0)
+    .executeTakeFirst()
+}
+
+export async function findNetworkManagerById(db: Db, id: number) {
+  return db
+    .selectFrom('network_managers')
+    .select(['id', 'email', 'event_ids'])
+    .where('id', '=', id)
+    .executeTakeFirst()
+}
+
+// Seed files: create or update a staff account matched by its (lower-case) e-mail; returns its id.
+
+export async function upsertAdministrator(
+  db: Db,
+  email: string,
+  values: Pick<AdministratorsTable, 'password_hash' | 'role' | 'event_ids'> & { updated_at: number },
+  now: number,
+): Promise<number> {
+  const found = await db
+    .selectFrom('administrators')
+    .select('id')
+    .where('email', '=', email)
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('administrators').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('administrators')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function upsertNetworkManager(
+  db: Db,
+  email: string,
+  values: Pick<NetworkManagersTable, 'password_hash' | 'event_ids'>,
+  now: number,
+): Promise<number> {
+  const found = await db
+    .selectFrom('network_managers')
+    .select('id')
+    .where('email', '=', email)
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('network_managers').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('network_managers')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/** Operators are the `users` table. */
+export async function upsertOperator(
+  db: Db,
+  email: string,
+  values: Pick<UsersTable, 'password_hash' | 'event_id' | 'mode' | 'permissions'>,
+  now: number,
+): Promise<number> {
+  const found = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
+  if (found) {
+    await db.updateTable('users').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('users')
+    .values({ email, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/** An operator's id by (lower-case) e-mail. */
+export async function findOperatorByEmail(db: Db, email: string) {
+  return db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
 }

@@ -1,6 +1,13 @@
 import { Secret, TOTP } from 'otpauth'
 import type { AuditLog } from '../audit/audit.store.js'
-import { loadGrant } from '../identities/identities.store.js'
+import {
+  acceptActiveStep,
+  findMfaAdmin,
+  loadGrant,
+  type MfaAdmin,
+  promotePending,
+  savePending,
+} from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -8,7 +15,6 @@ import { BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/
 import type { Sealer } from '../platform/keys.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
-import { acceptActiveStep, findMfaAdmin, type MfaAdmin, promotePending, savePending } from './mfa.store.js'
 
 export interface MfaDeps {
   db: Db

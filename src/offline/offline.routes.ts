@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import { eventExists } from '../events/events.store.js'
 import { storedGrant } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, NotFoundError } from '../platform/errors.js'
@@ -64,8 +65,7 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
       const claims = claimsOf(request)
       const { event_id, device_id } = request.body
       if (!reachesEvent(claims, event_id)) throw new ForbiddenError()
-      const event = await db.selectFrom('events').select('id').where('id', '=', event_id).executeTakeFirst()
-      if (!event) throw new NotFoundError('Event not found')
+      if (!(await eventExists(db, event_id))) throw new NotFoundError('Event not found')
       // The token outlives the access token by days: take the grant from the record as it is now.
       const grant = await storedGrant(db, claims)
       if (!reachesEvent(grant, event_id)) throw new ForbiddenError()

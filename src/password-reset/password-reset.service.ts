@@ -1,5 +1,6 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { deleteSessionsOf } from '../dashboard/sessions.store.js'
+import { findAdminByEmail, setAdminPassword } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -12,11 +13,9 @@ import type { TokenService } from '../tokens/token.service.js'
 import {
   consumeToken,
   countRequest,
-  findAdminByEmail,
   findUsableToken,
   pruneRequests,
   retireTokens,
-  setAdminPassword,
 } from './password-reset.store.js'
 import { RESET_MAIL_JOB, type ResetMailPayload } from './reset-mail.js'
 

@@ -1,14 +1,5 @@
 import type { Db } from '../platform/db/database.js'
 
-export async function findAdminByEmail(db: Db, email: string) {
-  return db
-    .selectFrom('administrators')
-    .select(['id', 'email'])
-    .where('email', '=', email)
-    .where('disabled', '=', 0)
-    .executeTakeFirst()
-}
-
 /**
  * Counts one reset request of the address with this hash against the hourly quota, in the caller's
  * transaction. Returns null when it is within the quota (and records it), or the milliseconds until
@@ -93,13 +84,5 @@ export async function retireTokens(db: Db, adminId: number, now: number): Promis
     .set({ used_at: now })
     .where('admin_id', '=', adminId)
     .where('used_at', 'is', null)
-    .execute()
-}
-
-export async function setAdminPassword(db: Db, adminId: number, hash: string, now: number): Promise<void> {
-  await db
-    .updateTable('administrators')
-    .set({ password_hash: hash, updated_at: now })
-    .where('id', '=', adminId)
     .execute()
 }

@@ -1,10 +1,11 @@
+import { findAdminByEmail } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import type { JobHandler } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
 import { randomToken, sha256Hex } from '../platform/random.js'
-import { deleteResetToken, findAdminByEmail, insertResetToken } from './password-reset.store.js'
+import { deleteResetToken, insertResetToken } from './password-reset.store.js'
 
 export const RESET_MAIL_JOB = 'password-reset-mail'
 

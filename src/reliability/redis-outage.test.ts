@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import type { ChildProcess } from 'node:child_process'
+import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { login, nextAddress, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
@@ -115,7 +115,19 @@ for (const backend of httpBackends) {
           assert.equal(res.statusCode, 422, `request ${i + 1}: ${res.statusCode} ${res.body}`)
         }
         // The client keeps reconnecting in the background: several failed attempts, still one line.
-        await sleep(500)
+        // A listener on the dead Redis port counts the attempts (and drops each one), so the check
+        // runs after attempts were seen rather than after some time.
+        let attempts = 0
+        const drop = net.createServer((socket) => {
+          attempts++
+          socket.destroy()
+        })
+        await new Promise<void>((resolve) => drop.listen(port, '127.0.0.1', resolve))
+        try {
+          await until('three reconnect attempts', () => attempts >= 3, 30_000)
+        } finally {
+          await new Promise<void>((resolve) => drop.close(() => resolve()))
+        }
         assert.equal(redisWarnings(t).length, 1, redisWarnings(t).join('\n'))
 
         const rotated = await refresh(t, live.refresh_token)

@@ -6,6 +6,7 @@ import type { InjectOptions } from 'fastify'
 import { generateSync } from 'otplib'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 import {
   claimTokenOf,
@@ -14,7 +15,6 @@ import {
   outboxMail,
   type PartnerKeys,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { queueNotification, upsertWebhook } from '../webhooks/webhooks.store.js'
 import { ACCESS_MATRIX, type MatrixRole, ROLES, renderMarkdown } from './access-matrix.js'

@@ -4,13 +4,13 @@ import { Webhook } from 'standardwebhooks'
 import { login, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { tablesHolding } from '../../test/helpers/dump.js'
+import { waitFor } from '../../test/helpers/until.js'
 import {
   newTicketType,
   newTransfer,
   type PartnerKeys,
   partnerGet,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
 import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'

@@ -1,5 +1,11 @@
 import { Type } from 'typebox'
 import { Value } from 'typebox/value'
+import {
+  findOperatorByEmail,
+  upsertAdministrator,
+  upsertNetworkManager,
+  upsertOperator,
+} from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
@@ -195,30 +201,12 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
         event_ids: (a.event_ids ?? []).join(','),
         updated_at: now,
       }
-      a.id = await upsert(
-        await tx.selectFrom('administrators').select('id').where('email', '=', email).executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('administrators')
-            .values({ email, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('administrators').set(values).where('id', '=', id).execute(),
-      )
+      a.id = await upsertAdministrator(tx, email, values, now)
     }
     for (const n of out.network_managers ?? []) {
       const email = n.email.toLowerCase()
       const values = { password_hash: h(n.password), event_ids: (n.event_ids ?? []).join(',') }
-      n.id = await upsert(
-        await tx.selectFrom('network_managers').select('id').where('email', '=', email).executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('network_managers')
-            .values({ email, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('network_managers').set(values).where('id', '=', id).execute(),
-      )
+      n.id = await upsertNetworkManager(tx, email, values, now)
     }
     for (const o of out.operators ?? []) {
       const email = o.email.toLowerCase()
@@ -228,16 +216,7 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
         mode: o.mode ?? 0,
         permissions: o.permissions ? JSON.stringify(o.permissions) : null,
       }
-      o.id = await upsert(
-        await tx.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('users')
-            .values({ email, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('users').set(values).where('id', '=', id).execute(),
-      )
+      o.id = await upsertOperator(tx, email, values, now)
     }
     for (const c of out.customers ?? []) {
       const values = {
@@ -260,11 +239,7 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
     for (const d of out.devices ?? []) {
       let operatorId: number | null = null
       if (d.operator_email) {
-        const op = await tx
-          .selectFrom('users')
-          .select('id')
-          .where('email', '=', d.operator_email.toLowerCase())
-          .executeTakeFirst()
+        const op = await findOperatorByEmail(tx, d.operator_email.toLowerCase())
         if (!op) throw new SeedError(`device ${d.dev_mac}: no operator with e-mail ${d.operator_email}`)
         operatorId = op.id
       }

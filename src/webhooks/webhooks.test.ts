@@ -4,6 +4,7 @@ import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { waitFor } from '../../test/helpers/until.js'
 import {
   newTicketType,
   newTransfer,
@@ -11,7 +12,6 @@ import {
   partnerGet,
   partnerPost,
   seedPartner,
-  waitFor,
 } from '../partner/test-partner.js'
 import { type Receiver, startReceiver } from './test-receiver.js'
 

@@ -29,6 +29,9 @@ const migrations: [string, MigrationModule][] = [
   ['003-jobs', m003],
   ['004-consumers', m004],
   ['005-partner', m005],
+  // No 006: it never shipped. The admin-security branch numbered its migration 007 while 004-006 were
+  // kept for branches in flight (consumers took 004, partner 005); no 006 file exists anywhere in the
+  // history, so no database has a 006 row. Do not reuse the number.
   ['007-admin-security', m007],
   ['008-dashboard-sessions', m008],
   ['009-reset-requests', m009],
