@@ -210,7 +210,7 @@ for (const backend of backends.filter((b) => b.name.includes('redis'))) {
       })
 
       test('synced counters: the other instance learns the count within a sync, and refuses (polled)', async () => {
-        await twoInstances({}, async (a, b) => {
+        await twoInstances({ RATE_LIMIT_SYNC_MS: '100' }, async (a, b) => {
           await exhaust(a, '198.51.100.11', LOGIN_LIMIT)
           assertLimited(await hit(a, '198.51.100.11'))
           // b has counted nothing of this address; once a's counts reached Redis, b's next sync

@@ -62,7 +62,11 @@ for (const backend of httpBackends) {
         p = await backend.provision()
         port = await freePort()
         redis = await startRedisServer(port)
-        t = await startApp(backend, { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: PREFIX }, p)
+        t = await startApp(
+          backend,
+          { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: PREFIX, RATE_LIMIT_SYNC_MS: '100' },
+          p,
+        )
         await t.seed(STANDARD_SEED)
       })
       after(async () => {

@@ -46,6 +46,11 @@ export async function startApp(
     JWT_SECRET: TEST_SECRET,
     LOG_LEVEL: 'info',
     NODE_ENV: 'test',
+    // Exact per-request counting in Redis, windows from an address's first request, as in process. The
+    // synced default aligns windows to the clock (floor(now / window)), so a test that counts up to a
+    // limit would fail whenever its burst crossed a minute boundary; the synced mode has its own tests
+    // (src/platform/rate-limit.test.ts and the Redis outage test set it).
+    RATE_LIMIT_SYNC_MS: '0',
     ...p.env,
     ...env,
   })
