@@ -7,21 +7,9 @@ import { after, before, describe, test } from 'node:test'
 import { type BrowserContext, chromium, type Page } from 'playwright-core'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { ARTIFACTS, CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
 import { until } from '../../test/helpers/until.js'
 import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
-
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-  '--disable-quic',
-]
-const ARTIFACTS = path.resolve('test-artifacts')
 
 if (process.env.SKIP_BROWSER_TESTS === '1') {
   describe('webhook deliveries page in Chromium', {
@@ -51,7 +39,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-chromium-'))
         context = await chromium.launchPersistentContext(userDataDir, {
           executablePath: CHROMIUM,
-          args: ARGS,
+          args: CHROMIUM_ARGS,
           headless: true,
           viewport: { width: 1280, height: 800 },
           locale: 'en-US',

@@ -5,18 +5,9 @@ import { after, before, describe, test } from 'node:test'
 import { type Browser, chromium } from 'playwright-core'
 import { login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
-
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-]
 
 for (const backend of httpBackends) {
   describe(
@@ -33,7 +24,7 @@ for (const backend of httpBackends) {
         await t.seed(STANDARD_SEED)
         await t.app.listen({ port: 0, host: '127.0.0.1' })
         origin = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`
-        browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS })
+        browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
       })
       after(async () => {
         await browser?.close()
