@@ -2,11 +2,12 @@ import {
   Counter,
   collectDefaultMetrics,
   Gauge,
-  Histogram,
   type MetricObjectWithValues,
   type MetricValue,
   Registry,
 } from 'prom-client'
+
+import { type DurationSeries, RequestDurations } from './request-durations.js'
 
 export type SendOutcome = 'sent' | 'failed'
 export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
@@ -26,7 +27,7 @@ export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
  */
 export interface Metrics {
   readonly registry: Registry
-  readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>
+  readonly httpRequestDuration: RequestDurations
   readonly tokensIssued: Counter<'type'>
   readonly tokensVerified: Counter<'type' | 'outcome'>
   readonly rateLimitRejections: Counter<'route'>
@@ -105,10 +106,9 @@ export function createMetrics(): Metrics {
   const registers = [registry]
   collectDefaultMetrics({ register: registry })
 
-  const httpRequestDuration = new Histogram({
+  const httpRequestDuration = new RequestDurations({
     name: 'wristband_http_request_duration_seconds',
     help: 'Time to answer a request, by route template and status; its _count is the request count',
-    labelNames: ['method', 'route', 'status_code'] as const,
     buckets: LATENCY_BUCKETS,
     registers,
   })
@@ -183,10 +183,7 @@ export function createMetrics(): Metrics {
   const runCollectors = () => Promise.allSettled(collectors.map(async (fn) => fn()))
   let source: (() => Promise<Scrape>) | undefined
   // Nested by label, so a look-up builds no key string (the verify lane calls these on every request).
-  const requestSeries = new Map<
-    string,
-    Map<number, Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>>
-  >()
+  const requestSeries = new Map<string, Map<number, Map<string, DurationSeries>>>()
 
   return {
     registry,
@@ -204,7 +201,7 @@ export function createMetrics(): Metrics {
       const byMethod = inner(inner(requestSeries, route), statusCode)
       let series = byMethod.get(method)
       if (!series) {
-        series = httpRequestDuration.labels({ method, route, status_code: statusCode })
+        series = httpRequestDuration.series({ method, route, status_code: statusCode })
         byMethod.set(method, series)
       }
       series.observe(seconds)

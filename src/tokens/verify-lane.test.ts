@@ -195,6 +195,36 @@ for (const backend of httpBackends) {
         )
       })
 
+      test('the lane counts a client under the address Fastify gives it', async () => {
+        const pair = await login(on, 'ev1@example.com')
+        const body = JSON.stringify({ token: pair.access_token })
+        // Fastify's route: a spelling of the type the lane leaves to Fastify, so the two share one counter.
+        const toRoute = { 'content-type': 'application/json; charset=UTF-8' }
+        // The peer (127.0.0.1) is a trusted proxy by default: the lane's shortcut for one plain address,
+        // and proxy-addr for the rest (a chain, spacing, an address to ignore).
+        const forwarded = [
+          '203.0.113.5',
+          '2001:db8::9',
+          '198.51.100.7, 203.0.113.6',
+          ' 203.0.113.8 ',
+          'not-an-ip',
+          '',
+        ]
+        for (const value of forwarded) {
+          const headers: Record<string, string> = value === '' ? {} : { 'x-forwarded-for': value }
+          const byLane = await send(portOn, { name: value, body, headers })
+          const byRoute = await send(portOn, { name: value, body, headers: { ...headers, ...toRoute } })
+          assert.equal(byLane.status, 200, value)
+          assert.equal(byRoute.status, 200, value)
+          assert.notEqual(byLane.headers['x-ratelimit-remaining'], undefined, value)
+          assert.equal(
+            Number(byRoute.headers['x-ratelimit-remaining']),
+            Number(byLane.headers['x-ratelimit-remaining']) - 1,
+            `X-Forwarded-For: ${JSON.stringify(value)}`,
+          )
+        }
+      })
+
       test('rate-limited: the 601st request of a minute from one address is the same 429 on both', async () => {
         const pair = await login(on, 'ev1@example.com')
         const req: Sent = {
