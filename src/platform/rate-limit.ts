@@ -172,15 +172,17 @@ export function redisCounters(redis: Redis, prefix: string): CounterStore {
 }
 
 /**
- * Adds each ARGV count to its KEYS counter and answers the new totals; a counter made by this call
- * expires at its window's end (ARGV: count, expiry in ms since the epoch, for each key in turn).
+ * Adds each count to its KEYS counter and answers the new totals; a counter made by this call expires
+ * at its window's end. ARGV[1] holds `count,expiry,` for each key in turn (expiry in ms since the
+ * epoch): one string instead of two arguments per key, which the client would encode one by one.
  */
 const SYNC_LUA = `
 local out = {}
-for i = 1, #KEYS do
-  local by = tonumber(ARGV[2 * i - 1])
+local i = 0
+for by, at in string.gmatch(ARGV[1], '(%d+),(%d+),') do
+  i = i + 1
   local n = redis.call('INCRBY', KEYS[i], by)
-  if n == by then redis.call('PEXPIREAT', KEYS[i], ARGV[2 * i]) end
+  if n == tonumber(by) then redis.call('PEXPIREAT', KEYS[i], at) end
   out[i] = n
 end
 return out
@@ -223,11 +225,15 @@ export function syncedRedisCounters(
   const dirty: number[] = []
   let syncing = false
   async function send(batch: Sent[]) {
-    const keys = batch.map((s) => `${prefix}${s.key}|${s.endsAt}`)
-    const args = batch.flatMap((s) => [s.n, s.endsAt + 1000])
+    const keys: string[] = []
+    let counts = ''
+    for (const s of batch) {
+      keys.push(`${prefix}${s.key}|${s.endsAt}`)
+      counts += `${s.n},${s.endsAt + 1000},`
+    }
     let totals: number[] | null
     try {
-      totals = await r.wristbandRateSync(keys.length, ...keys, ...args)
+      totals = await r.wristbandRateSync(keys.length, ...keys, counts)
     } catch {
       totals = null
     }
