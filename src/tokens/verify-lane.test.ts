@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
+import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
@@ -223,6 +225,22 @@ for (const backend of httpBackends) {
             `X-Forwarded-For: ${JSON.stringify(value)}`,
           )
         }
+      })
+
+      test('an upload cut off mid-body is dropped; the service goes on answering', async () => {
+        const socket = net.connect(portOn, '127.0.0.1')
+        await once(socket, 'connect')
+        socket.write(
+          'POST /tokens/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+            'Content-Length: 100\r\n\r\n{"token":"ab',
+        )
+        // TCP delivers the partial body before the close: the lane is waiting for the rest of it when
+        // the client goes away (node:http then destroys the request, an 'error' nobody listens to).
+        socket.destroy()
+        await once(socket, 'close')
+        const after = await send(portOn, { name: 'after', body: JSON.stringify({ token: 'x' }) })
+        assert.equal(after.status, 200)
+        assert.equal(after.body, '{"valid":false,"claims":null}')
       })
 
       test('rate-limited: the 601st request of a minute from one address is the same 429 on both', async () => {
