@@ -163,6 +163,23 @@ const SCENARIOS: Scenario[] = [
       }
     },
   },
+  {
+    id: 'read-body-fixed',
+    title: 'reference: node:http reading the body, answering the fixed answer with the service’s headers',
+    connections: 64,
+    stores: ['memory/sqlite'],
+    async prepare(service) {
+      const token = (await service.login()).access_token
+      const answer = await service.post('/tokens/verify', { token })
+      const load = staticLoad('/tokens/verify', [verifyBody(token)])
+      return {
+        load,
+        baselineLoad: load,
+        check: { body: { token }, expect: isValid(true) },
+        target: await startReference('read-body', answer.body, answer.headers),
+      }
+    },
+  },
   verifyScenario(
     'verify-access',
     `verify: ${TOKENS} valid access tokens`,

@@ -112,7 +112,11 @@ export interface Service {
   store: Store
   apiKey: string
   login(): Promise<{ access_token: string; refresh_token: string }>
-  post(path: string, body: unknown, address?: string): Promise<{ status: number; body: string }>
+  post(
+    path: string,
+    body: unknown,
+    address?: string,
+  ): Promise<{ status: number; body: string; headers: Record<string, string> }>
   /** Stops the process and removes its data folder, schema and Redis keys. */
   dispose(): Promise<void>
 }
@@ -224,7 +228,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
         headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
         body: JSON.stringify(body),
       })
-      return { status: res.status, body: await res.text() }
+      return { status: res.status, body: await res.text(), headers: Object.fromEntries(res.headers) }
     }
     const running = proc
     return {
@@ -255,15 +259,20 @@ export interface Server {
 
 /**
  * A yardstick answering `answer` to every request, pinned to CPU 0 like the service: `baseline`
- * (bare node:http) or `fastify` (the framework with its defaults).
+ * (bare node:http), `fastify` (the framework with its defaults) or `read-body` (node:http reading and
+ * parsing the body as the verify lane does, answering with `headers`, the service's own header set).
  */
-export async function startReference(kind: 'baseline' | 'fastify', answer: string): Promise<Server> {
+export async function startReference(
+  kind: 'baseline' | 'fastify' | 'read-body',
+  answer: string,
+  headers: Record<string, string> = {},
+): Promise<Server> {
   const port = await freePort()
   const file = fileURLToPath(new URL(`../${kind}-server.ts`, import.meta.url))
   const proc = spawnPinned(
     0,
     ['--import', import.meta.resolve('tsx'), file],
-    { ...process.env, PORT: String(port), BASELINE_BODY: answer },
+    { ...process.env, PORT: String(port), BASELINE_BODY: answer, BASELINE_HEADERS: JSON.stringify(headers) },
     repo,
   )
   const origin = `http://127.0.0.1:${port}`
