@@ -5,10 +5,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import { ACTIVITY_ENV, type Activity, createActivity } from '../../test/helpers/activity.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { ARTIFACTS, CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
-import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
 
 /** The cell texts of table rows (runs in the page). */
 const rowsText = (rows: { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }[]) =>

@@ -5,11 +5,11 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import { ACTIVITY_ENV, type Activity, createActivity } from '../../test/helpers/activity.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { ARTIFACTS, CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
 import { until } from '../../test/helpers/until.js'
-import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
 
 if (process.env.SKIP_BROWSER_TESTS === '1') {
   describe('webhook deliveries page in Chromium', {

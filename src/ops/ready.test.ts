@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { LightMyRequestResponse } from 'fastify'
 import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { sample } from '../metrics/test-scrape.js'
+import { sample } from '../../test/helpers/scrape.js'
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
 

@@ -5,8 +5,14 @@ import { type ParsedMail, simpleParser } from 'mailparser'
 import { SMTPServer } from 'smtp-server'
 import { startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import {
+  claimTokenOf,
+  newTicketType,
+  type PartnerKeys,
+  partnerPost,
+  seedPartner,
+} from '../../test/helpers/partner.js'
 import { waitFor } from '../../test/helpers/until.js'
-import { claimTokenOf, newTicketType, type PartnerKeys, partnerPost, seedPartner } from './test-partner.js'
 
 interface Received {
   raw: string

@@ -5,11 +5,11 @@ import { nextAddress, STANDARD_SEED, TEST_SECRET } from '../../test/helpers/app.
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { wristband } from '../../test/helpers/cli.js'
 import { freePort } from '../../test/helpers/processes.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
 import { ServiceProcess } from '../../test/helpers/service.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
-import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
 
 /**
  * The service killed with SIGKILL in the middle of a burst of transfers and ticket uses, then started

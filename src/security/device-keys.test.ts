@@ -10,7 +10,7 @@ import {
 } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { type Run, wristband } from '../../test/helpers/cli.js'
-import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../partner/test-partner.js'
+import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 import type { SeedDocument } from '../seed/seed.js'
 
 /**

@@ -4,15 +4,15 @@ import { login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
 import { tablesHolding } from '../../test/helpers/dump.js'
-import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
-import { until } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   newTicketType,
   type PartnerKeys,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
+import { until } from '../../test/helpers/until.js'
 
 /**
  * A reader of the database (a backup, a replica, read-only SQL) finds no secret that grants access:

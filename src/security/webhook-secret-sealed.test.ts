@@ -4,16 +4,16 @@ import { Webhook } from 'standardwebhooks'
 import { login, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { tablesHolding } from '../../test/helpers/dump.js'
-import { waitFor } from '../../test/helpers/until.js'
 import {
   newTicketType,
   newTransfer,
   type PartnerKeys,
   partnerGet,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { newWebhookSecret } from '../webhooks/signing.js'
-import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
 
 /**
  * Webhook signing secrets are sealed at rest: a reader of the database cannot sign notifications

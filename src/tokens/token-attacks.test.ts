@@ -10,8 +10,8 @@ import {
   outboxMail,
   type PartnerKeys,
   seedPartner,
-  waitFor,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { keyId } from './jwt.js'
 
 /**

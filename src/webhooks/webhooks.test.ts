@@ -4,7 +4,6 @@ import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
 import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
 import {
   newTicketType,
   newTransfer,
@@ -12,8 +11,9 @@ import {
   partnerGet,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
-import { type Receiver, startReceiver } from './test-receiver.js'
+} from '../../test/helpers/partner.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
+import { waitFor } from '../../test/helpers/until.js'
 
 const allowPrivate = { WEBHOOK_ALLOW_PRIVATE: 'true', JOBS_POLL_MS: '20', WEBHOOK_RETRY_SCHEDULE: '5,30,120' }
 
