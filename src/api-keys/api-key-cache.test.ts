@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { login, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from './api-keys.store.js'
@@ -37,12 +37,9 @@ for (const backend of backends) {
           created_by: null,
           now: Date.now(),
         })
-      const valid = async (t: TestApp, token: string) =>
-        (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json().valid
-
       test('revoked through one instance: refused by the other, which had it cached (polled)', async () => {
         const key = await newKey()
-        assert.equal(await valid(b, key.plaintext), true)
+        assert.equal((await verifyToken(b, key.plaintext)).valid, true)
         const admin = await login(a, 'root@example.com')
         const res = await a.request({
           method: 'DELETE',
@@ -50,22 +47,37 @@ for (const backend of backends) {
           token: admin.access_token,
         })
         assert.equal(res.statusCode, 200)
-        assert.equal(await valid(a, key.plaintext), false, 'the revoking instance refuses it at once')
-        await until('the other instance drops the key', async () => !(await valid(b, key.plaintext)))
+        assert.equal(
+          (await verifyToken(a, key.plaintext)).valid,
+          false,
+          'the revoking instance refuses it at once',
+        )
+        await until(
+          'the other instance drops the key',
+          async () => !(await verifyToken(b, key.plaintext)).valid,
+        )
       })
 
       test('changed behind the service’s back: answered from the cache, for at most 60 s', async () => {
         const key = await newKey()
-        assert.equal(await valid(b, key.plaintext), true)
+        assert.equal((await verifyToken(b, key.plaintext)).valid, true)
         // No revocation-list entry: only the row changes, as a database restore or a manual edit would.
         await a.db.db
           .updateTable('event_clients')
           .set({ revoked_at: Date.now() })
           .where('id', '=', key.record.id)
           .execute()
-        assert.equal(await valid(b, key.plaintext), true, 'a cache hit: the database is not read')
+        assert.equal(
+          (await verifyToken(b, key.plaintext)).valid,
+          true,
+          'a cache hit: the database is not read',
+        )
         b.clock.advance(60_000)
-        assert.equal(await valid(b, key.plaintext), false, 'the entry lapsed: the database answers')
+        assert.equal(
+          (await verifyToken(b, key.plaintext)).valid,
+          false,
+          'the entry lapsed: the database answers',
+        )
       })
     },
   )

@@ -4,7 +4,14 @@ import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { sql } from 'kysely'
-import { login, STANDARD_SEED, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import {
+  login,
+  STANDARD_SEED,
+  startApp,
+  TEST_SECRET,
+  type TestApp,
+  verifyToken,
+} from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { type Run, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
@@ -292,8 +299,7 @@ for (const backend of httpBackends) {
         const key = /api key \(shown only now\): (wb_\S+)/.exec(out)?.[1]
         const id = Number(/created API key (\d+)/.exec(out)?.[1])
         assert.ok(key && id, out)
-        const check = async () =>
-          (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token: key } })).json()
+        const check = () => verifyToken(t, key)
         const verified = await check()
         assert.equal(verified.valid, true)
         assert.deepEqual(verified.claims.permissions, { '1': ['api:read'] })

@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-
-async function claimsOf(t: TestApp, token: string) {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  return res.json().claims
-}
 
 forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
   let t: TestApp
@@ -33,7 +28,7 @@ forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
     assert.equal(res.headers['cache-control'], 'no-store')
     const body = res.json()
     assert.equal(body.token_type, 'bearer')
-    const claims = await claimsOf(t, body.access_token)
+    const claims = (await verifyToken(t, body.access_token)).claims
     assert.equal(claims.type, 'access')
     assert.equal(claims.role, 'consumer')
     assert.deepEqual(claims.permissions, {

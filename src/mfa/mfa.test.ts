@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { generateSync } from 'otplib'
-import { login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import type { TestClock } from '../../test/helpers/clock.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
@@ -21,11 +21,6 @@ function codeAt(secret: string, ms: number): string {
 function alignToStep(clock: TestClock): void {
   const into = clock.now() % STEP_MS
   clock.advance(STEP_MS - into + 100)
-}
-
-async function claimsOf(t: TestApp, token: string) {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  return res.json().claims
 }
 
 for (const backend of httpBackends) {
@@ -134,7 +129,7 @@ for (const backend of httpBackends) {
       assert.equal(res.statusCode, 200, res.body)
       const pair = res.json()
       assert.equal(pair.token_type, 'bearer')
-      const claims = await claimsOf(t, pair.access_token)
+      const claims = (await verifyToken(t, pair.access_token)).claims
       assert.equal(claims.type, 'access')
       assert.equal(claims.mfa_verified_at, Math.floor(now / 1000))
       const refreshed = await t.request({

@@ -2,7 +2,14 @@ import assert from 'node:assert/strict'
 import { before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
-import { forEachBackend, login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import {
+  forEachBackend,
+  login,
+  logout,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+} from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
@@ -94,12 +101,7 @@ forEachBackend(httpBackends, 'rate limits per address', (ctx) => {
     // With Redis, verify counts in the same script call as its revocation look-up; a bad token, an
     // API key and a revoked token take the other paths.
     const pair = await login(t, 'ev1@example.com')
-    const out = await t.request({
-      method: 'POST',
-      url: '/auth/logout',
-      token: pair.access_token,
-      payload: { refresh_token: pair.refresh_token },
-    })
+    const out = await logout(t, pair.access_token, pair.refresh_token)
     assert.equal(out.statusCode, 200)
     const tokens = [pair.access_token, pair.refresh_token, 'not-a-token', 'wb_not-a-key']
     let n = 0

@@ -3,7 +3,15 @@ import type { ChildProcess } from 'node:child_process'
 import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { Redis } from 'ioredis'
-import { login, nextAddress, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import {
+  login,
+  logout,
+  nextAddress,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+  verifyToken,
+} from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import {
   freePort,
@@ -18,24 +26,8 @@ import { LEVEL_RANK } from '../platform/logging.js'
 const PREFIX = 'wbo:'
 const LOGIN_LIMIT = 10
 
-async function verify(t: TestApp, token: string): Promise<boolean> {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  assert.equal(res.statusCode, 200, res.body)
-  return res.json().valid
-}
-
 async function refresh(t: TestApp, token: string) {
   return t.request({ method: 'POST', url: '/auth/refresh', payload: { refresh_token: token } })
-}
-
-async function logout(t: TestApp, pair: { access_token: string; refresh_token: string }) {
-  const res = await t.request({
-    method: 'POST',
-    url: '/auth/logout',
-    token: pair.access_token,
-    payload: { refresh_token: pair.refresh_token },
-  })
-  assert.equal(res.statusCode, 200, res.body)
 }
 
 /** Warning-level (or worse) log lines about Redis: an outage must be reported once, not per request. */
@@ -89,26 +81,40 @@ for (const backend of httpBackends) {
         spy.disconnect()
 
         const revokedBefore = await login(t, 'ev1@example.com')
-        await logout(t, revokedBefore)
+        const loggedOut = await logout(t, revokedBefore.access_token, revokedBefore.refresh_token)
+        assert.equal(loggedOut.statusCode, 200, loggedOut.body)
         const toRevokeDuring = await login(t, 'ev1@example.com')
         const live = await login(t, 'ev1@example.com')
-        assert.equal(await verify(t, revokedBefore.refresh_token), false)
-        assert.equal(await verify(t, toRevokeDuring.refresh_token), true)
+        assert.equal((await verifyToken(t, revokedBefore.refresh_token)).valid, false)
+        assert.equal((await verifyToken(t, toRevokeDuring.refresh_token)).valid, true)
         assert.deepEqual(redisWarnings(t), [], 'no warning while Redis is up')
 
         await killProcess(redis)
         await until('the outage warning', async () => redisWarnings(t).length === 1)
 
         // Verification keeps answering, right in both directions.
-        assert.equal(await verify(t, live.access_token), true)
-        assert.equal(await verify(t, live.refresh_token), true)
-        assert.equal(await verify(t, `${live.access_token.slice(0, -2)}xx`), false, 'a forged signature')
-        assert.equal(await verify(t, 'not-a-token'), false)
-        assert.equal(await verify(t, revokedBefore.refresh_token), false, 'revoked before the outage')
+        assert.equal((await verifyToken(t, live.access_token)).valid, true)
+        assert.equal((await verifyToken(t, live.refresh_token)).valid, true)
+        assert.equal(
+          (await verifyToken(t, `${live.access_token.slice(0, -2)}xx`)).valid,
+          false,
+          'a forged signature',
+        )
+        assert.equal((await verifyToken(t, 'not-a-token')).valid, false)
+        assert.equal(
+          (await verifyToken(t, revokedBefore.refresh_token)).valid,
+          false,
+          'revoked before the outage',
+        )
 
         // A revocation during the outage goes to the database and holds.
-        await logout(t, toRevokeDuring)
-        assert.equal(await verify(t, toRevokeDuring.refresh_token), false, 'revoked during the outage')
+        const during = await logout(t, toRevokeDuring.access_token, toRevokeDuring.refresh_token)
+        assert.equal(during.statusCode, 200, during.body)
+        assert.equal(
+          (await verifyToken(t, toRevokeDuring.refresh_token)).valid,
+          false,
+          'revoked during the outage',
+        )
         assert.equal((await refresh(t, toRevokeDuring.refresh_token)).statusCode, 401)
         assert.equal((await refresh(t, revokedBefore.refresh_token)).statusCode, 401)
 
@@ -137,22 +143,26 @@ for (const backend of httpBackends) {
         const rotated = await refresh(t, live.refresh_token)
         assert.equal(rotated.statusCode, 200, `refresh works during the outage: ${rotated.body}`)
         const current = rotated.json() as { access_token: string; refresh_token: string }
-        assert.equal(await verify(t, live.refresh_token), false, 'the rotated-away token is revoked')
+        assert.equal(
+          (await verifyToken(t, live.refresh_token)).valid,
+          false,
+          'the rotated-away token is revoked',
+        )
 
         // Redis comes back empty (no persistence): the revocations are copied back from the database.
         redis = await startRedisServer(port)
         await until('the recovery note', async () => t.logs.some((l) => l.includes('redis reachable again')))
         const check = new Redis(port, '127.0.0.1', { lazyConnect: true })
         const stillRefused = async (when: string) => {
-          assert.equal(await verify(t, current.access_token), true, when)
-          assert.equal(await verify(t, current.refresh_token), true, when)
+          assert.equal((await verifyToken(t, current.access_token)).valid, true, when)
+          assert.equal((await verifyToken(t, current.refresh_token)).valid, true, when)
           for (const [what, token] of [
             ['revoked before the outage', revokedBefore.refresh_token],
             ['revoked during the outage', toRevokeDuring.refresh_token],
             // Not presented to /auth/refresh: a rotated token coming back is theft and ends the family.
             ['rotated during the outage', live.refresh_token],
           ] as const)
-            assert.equal(await verify(t, token), false, `${when}: ${what}`)
+            assert.equal((await verifyToken(t, token)).valid, false, `${when}: ${what}`)
           for (const token of [revokedBefore.refresh_token, toRevokeDuring.refresh_token])
             assert.equal((await refresh(t, token)).statusCode, 401, when)
         }

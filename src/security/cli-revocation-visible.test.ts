@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import {
+  login,
+  STANDARD_SEED,
+  startApp,
+  TEST_SECRET,
+  type TestApp,
+  verifyToken,
+} from '../../test/helpers/app.js'
 import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
@@ -30,9 +37,6 @@ for (const backend of backends) {
         await p?.dispose()
       })
 
-      const valid = async (token: string) =>
-        (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json().valid
-
       const cases: [string, string[], Record<string, string>][] = [
         ['admin disable', ['admin', 'disable', '--email', 'ev1@example.com'], {}],
         [
@@ -45,14 +49,18 @@ for (const backend of backends) {
         test(`${name} in another process: /tokens/verify refuses the revoked refresh token (polled)`, async () => {
           const email = args[3]!
           const session = await login(t, email)
-          assert.equal(await valid(session.refresh_token), true)
+          assert.equal((await verifyToken(t, session.refresh_token)).valid, true)
           const run = await wristband(args, { ...env, ...extra }, 'a-new-password-1\n')
           assert.equal(run.code, 0, run.stderr)
           await until(
             `${name}: the running instance refuses the token`,
-            async () => !(await valid(session.refresh_token)),
+            async () => !(await verifyToken(t, session.refresh_token)).valid,
           )
-          assert.equal(await valid(session.access_token), true, 'access tokens lapse on their own')
+          assert.equal(
+            (await verifyToken(t, session.access_token)).valid,
+            true,
+            'access tokens lapse on their own',
+          )
         })
       }
 
@@ -60,12 +68,12 @@ for (const backend of backends) {
         const { REDIS_URL: _unused, ...withoutRedis } = env
         await wristband(['admin', 'enable', '--email', 'ev1@example.com'], env)
         const session = await login(t, 'ev1@example.com')
-        assert.equal(await valid(session.refresh_token), true)
+        assert.equal((await verifyToken(t, session.refresh_token)).valid, true)
         const run = await wristband(['admin', 'disable', '--email', 'ev1@example.com'], withoutRedis)
         assert.equal(run.code, 0, run.stderr)
         await until(
           'the running instance refuses the token',
-          async () => !(await valid(session.refresh_token)),
+          async () => !(await verifyToken(t, session.refresh_token)).valid,
         )
       })
     },

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { login, logout, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import {
@@ -19,20 +19,9 @@ import { memoryRevocations, type RevocationStore, redisRevocations } from './rev
 
 const HOUR = 3_600_000
 
-async function isValid(t: TestApp, token: string): Promise<boolean> {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  assert.equal(res.statusCode, 200)
-  return res.json().valid
-}
-
 async function loggedOut(t: TestApp): Promise<string> {
   const pair = await login(t, 'ev1@example.com')
-  const res = await t.request({
-    method: 'POST',
-    url: '/auth/logout',
-    token: pair.access_token,
-    payload: { refresh_token: pair.refresh_token },
-  })
+  const res = await logout(t, pair.access_token, pair.refresh_token)
   assert.equal(res.statusCode, 200)
   return pair.refresh_token
 }
@@ -114,15 +103,15 @@ for (const backend of backends) {
       try {
         await first.seed(STANDARD_SEED)
         revoked = await loggedOut(first)
-        assert.equal(await isValid(first, revoked), false)
+        assert.equal((await verifyToken(first, revoked)).valid, false)
       } finally {
         await first.close()
       }
       const second = await startApp(backend, {}, p)
       try {
-        assert.equal(await isValid(second, revoked), false)
+        assert.equal((await verifyToken(second, revoked)).valid, false)
         const live = await login(second, 'ev1@example.com')
-        assert.equal(await isValid(second, live.refresh_token), true)
+        assert.equal((await verifyToken(second, live.refresh_token)).valid, true)
       } finally {
         await second.close()
       }
@@ -135,8 +124,8 @@ for (const backend of backends) {
         const revoked = await loggedOut(t)
         const live = (await login(t, 'ev1@example.com')).refresh_token
         assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
-        assert.equal(await isValid(t, revoked), false)
-        assert.equal(await isValid(t, live), true)
+        assert.equal((await verifyToken(t, revoked)).valid, false)
+        assert.equal((await verifyToken(t, live)).valid, true)
       } finally {
         await t.close()
       }
@@ -150,17 +139,12 @@ for (const backend of backends) {
       try {
         await a.seed(STANDARD_SEED)
         const pair = await login(a, 'ev1@example.com')
-        assert.equal(await isValid(b, pair.refresh_token), true)
-        const res = await a.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: pair.access_token,
-          payload: { refresh_token: pair.refresh_token },
-        })
+        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+        const res = await logout(a, pair.access_token, pair.refresh_token)
         assert.equal(res.statusCode, 200)
         await until(
           'the other instance refuses the token',
-          async () => !(await isValid(b, pair.refresh_token)),
+          async () => !(await verifyToken(b, pair.refresh_token)).valid,
         )
         const refreshOnB = await b.request({
           method: 'POST',
@@ -185,17 +169,12 @@ for (const backend of backends) {
         try {
           await a.seed(STANDARD_SEED)
           const pair = await login(a, 'ev1@example.com')
-          assert.equal(await isValid(b, pair.refresh_token), true)
-          const res = await a.request({
-            method: 'POST',
-            url: '/auth/logout',
-            token: pair.access_token,
-            payload: { refresh_token: pair.refresh_token },
-          })
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+          const res = await logout(a, pair.access_token, pair.refresh_token)
           assert.equal(res.statusCode, 200)
           await until(
             'the feed reaches the other instance',
-            async () => !(await isValid(b, pair.refresh_token)),
+            async () => !(await verifyToken(b, pair.refresh_token)).valid,
           )
         } finally {
           await a.close()
@@ -233,8 +212,8 @@ describe(
 
         await killProcess(redis)
         await until('the outage warning', () => warnings() === 1)
-        assert.equal(await isValid(t, revoked), false, 'down: the database answers')
-        assert.equal(await isValid(t, live), true)
+        assert.equal((await verifyToken(t, revoked)).valid, false, 'down: the database answers')
+        assert.equal((await verifyToken(t, live)).valid, true)
         for (let i = 0; i < 12; i++)
           assert.notEqual(
             (
@@ -256,8 +235,8 @@ describe(
         await spy.connect()
         await until('the reload into Redis', async () => (await spy.exists('wbr:rv:complete')) === 1)
         assert.ok((await spy.keys('wbr:rv:*')).length >= 2, 'the revocation was copied back into Redis')
-        assert.equal(await isValid(t, revoked), false, 'restarted empty: still refused')
-        assert.equal(await isValid(t, live), true)
+        assert.equal((await verifyToken(t, revoked)).valid, false, 'restarted empty: still refused')
+        assert.equal((await verifyToken(t, live)).valid, true)
 
         await killProcess(redis)
         await until('a warning for the second outage', () => warnings() === 2)
@@ -285,24 +264,19 @@ describe(
         await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
         await a.seed(STANDARD_SEED)
         const pair = await login(a, 'ev1@example.com')
-        assert.equal(await isValid(b, pair.refresh_token), true)
+        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
         await killProcess(redis)
         await until('b notices the feed is gone', feedLost)
-        const res = await a.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: pair.access_token,
-          payload: { refresh_token: pair.refresh_token },
-        })
+        const res = await logout(a, pair.access_token, pair.refresh_token)
         assert.equal(res.statusCode, 200)
-        assert.equal(await isValid(b, pair.refresh_token), false, 'b asked the database')
+        assert.equal((await verifyToken(b, pair.refresh_token)).valid, false, 'b asked the database')
         redis = await startRedisServer(port)
         await until(
           'b follows the feed again',
           () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
         )
         assert.equal(
-          await isValid(b, pair.refresh_token),
+          (await verifyToken(b, pair.refresh_token)).valid,
           false,
           'caught up from the database before trusting memory',
         )

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { login, logout, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
@@ -105,12 +105,7 @@ for (const backend of httpBackends) {
       test('the same requests get the same status, headers and body with VERIFY_FAST_LANE on and off', async () => {
         const pair = await login(on, 'ev1@example.com')
         const gone = await login(on, 'ev1@example.com')
-        const out = await on.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: gone.access_token,
-          payload: { refresh_token: gone.refresh_token },
-        })
+        const out = await logout(on, gone.access_token, gone.refresh_token)
         assert.equal(out.statusCode, 200)
         const key = await createApiKey(on.db.db, {
           event_id: 1,

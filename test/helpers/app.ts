@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { after, before, describe } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
@@ -160,4 +161,28 @@ export async function login(
   const res = await t.request({ method: 'POST', url: '/auth/login', payload: { email, password, role } })
   if (res.statusCode !== 200) throw new Error(`login of ${email} failed: ${res.statusCode} ${res.body}`)
   return res.json()
+}
+
+/**
+ * POST /tokens/verify: the answer's body (`{ valid, claims }`, claims as the token type has them), after
+ * checking that the service answered 200 (it does for any token, valid or not).
+ */
+export async function verifyToken(t: TestApp, token: string) {
+  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
+  assert.equal(res.statusCode, 200, res.body)
+  return res.json()
+}
+
+/** POST /auth/logout: signs out with `bearer` (an access token, or none) and revokes `refreshToken`. */
+export function logout(
+  t: TestApp,
+  bearer: string | undefined,
+  refreshToken: string,
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url: '/auth/logout',
+    token: bearer,
+    payload: { refresh_token: refreshToken },
+  })
 }
