@@ -10,7 +10,7 @@ import {
   startApp,
   type TestApp,
 } from '../../test/helpers/app.js'
-import { backends, httpBackends } from '../../test/helpers/backends.js'
+import { backends, eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { until } from '../../test/helpers/until.js'
@@ -174,70 +174,68 @@ forEachBackend(
   { TRUST_PROXY: 'false' },
 )
 
-for (const backend of backends.filter((b) => b.name.includes('redis'))) {
-  describe(
-    `rate-limit counters shared through Redis [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      /** Two instances on one Redis; `exhausted` sends login requests alternately until both refuse. */
-      async function twoInstances(
-        env: Record<string, string>,
-        body: (a: TestApp, b: TestApp) => Promise<void>,
-      ) {
-        const p = await backend.provision()
-        const a = await startApp(backend, env, p)
-        const b = await startApp(backend, env, p)
-        try {
-          await body(a, b)
-        } finally {
-          await a.close()
-          await b.close()
-          await p.dispose()
-        }
+eachBackend(
+  backends.filter((b) => b.name.includes('redis')),
+  'rate-limit counters shared through Redis',
+  (backend) => {
+    /** Two instances on one Redis; `exhausted` sends login requests alternately until both refuse. */
+    async function twoInstances(
+      env: Record<string, string>,
+      body: (a: TestApp, b: TestApp) => Promise<void>,
+    ) {
+      const p = await backend.provision()
+      const a = await startApp(backend, env, p)
+      const b = await startApp(backend, env, p)
+      try {
+        await body(a, b)
+      } finally {
+        await a.close()
+        await b.close()
+        await p.dispose()
       }
-      const admitted = async (t: TestApp, address: string, n: number) => {
-        let ok = 0
-        for (let i = 0; i < n; i++) if ((await hit(t, address)).statusCode === 422) ok++
-        return ok
-      }
+    }
+    const admitted = async (t: TestApp, address: string, n: number) => {
+      let ok = 0
+      for (let i = 0; i < n; i++) if ((await hit(t, address)).statusCode === 422) ok++
+      return ok
+    }
 
-      test('RATE_LIMIT_SYNC_MS=0: two instances count one address exactly together', async () => {
-        await twoInstances({ RATE_LIMIT_SYNC_MS: '0' }, async (a, b) => {
-          await exhaust(a, '198.51.100.9', LOGIN_LIMIT / 2)
-          await exhaust(b, '198.51.100.9', LOGIN_LIMIT / 2)
-          assertLimited(await hit(a, '198.51.100.9'))
-          assertLimited(await hit(b, '198.51.100.9'))
-          assert.equal((await hit(b, '198.51.100.10')).statusCode, 422)
-        })
+    test('RATE_LIMIT_SYNC_MS=0: two instances count one address exactly together', async () => {
+      await twoInstances({ RATE_LIMIT_SYNC_MS: '0' }, async (a, b) => {
+        await exhaust(a, '198.51.100.9', LOGIN_LIMIT / 2)
+        await exhaust(b, '198.51.100.9', LOGIN_LIMIT / 2)
+        assertLimited(await hit(a, '198.51.100.9'))
+        assertLimited(await hit(b, '198.51.100.9'))
+        assert.equal((await hit(b, '198.51.100.10')).statusCode, 422)
       })
+    })
 
-      test('synced counters: the other instance learns the count within a sync, and refuses (polled)', async () => {
-        await twoInstances({ RATE_LIMIT_SYNC_MS: '100' }, async (a, b) => {
-          await exhaust(a, '198.51.100.11', LOGIN_LIMIT)
-          assertLimited(await hit(a, '198.51.100.11'))
-          // b has counted nothing of this address; once a's counts reached Redis, b's next sync
-          // brings them back with its own, and b refuses too.
-          await until('the shared count reaches the other instance', async () => {
-            return (await hit(b, '198.51.100.11')).statusCode === 429
-          })
-          assertLimited(await hit(b, '198.51.100.11'))
-          assertLimited(await hit(a, '198.51.100.11'))
+    test('synced counters: the other instance learns the count within a sync, and refuses (polled)', async () => {
+      await twoInstances({ RATE_LIMIT_SYNC_MS: '100' }, async (a, b) => {
+        await exhaust(a, '198.51.100.11', LOGIN_LIMIT)
+        assertLimited(await hit(a, '198.51.100.11'))
+        // b has counted nothing of this address; once a's counts reached Redis, b's next sync
+        // brings them back with its own, and b refuses too.
+        await until('the shared count reaches the other instance', async () => {
+          return (await hit(b, '198.51.100.11')).statusCode === 429
         })
+        assertLimited(await hit(b, '198.51.100.11'))
+        assertLimited(await hit(a, '198.51.100.11'))
       })
+    })
 
-      test('the bound: with no sync in a window, each instance admits at most the limit itself', async () => {
-        // A sync interval longer than the test: nothing is shared, which is the worst case of the
-        // documented bound (instances × sync interval × rate): here 2 × the limit, and never more.
-        await twoInstances({ RATE_LIMIT_SYNC_MS: '60000' }, async (a, b) => {
-          const total =
-            (await admitted(a, '198.51.100.12', LOGIN_LIMIT + 5)) +
-            (await admitted(b, '198.51.100.12', LOGIN_LIMIT + 5))
-          assert.equal(total, 2 * LOGIN_LIMIT)
-        })
+    test('the bound: with no sync in a window, each instance admits at most the limit itself', async () => {
+      // A sync interval longer than the test: nothing is shared, which is the worst case of the
+      // documented bound (instances × sync interval × rate): here 2 × the limit, and never more.
+      await twoInstances({ RATE_LIMIT_SYNC_MS: '60000' }, async (a, b) => {
+        const total =
+          (await admitted(a, '198.51.100.12', LOGIN_LIMIT + 5)) +
+          (await admitted(b, '198.51.100.12', LOGIN_LIMIT + 5))
+        assert.equal(total, 2 * LOGIN_LIMIT)
       })
-    },
-  )
-}
+    })
+  },
+)
 
 describe('Redis configured but unreachable', () => {
   test('requests go through and the outage is logged once, not per request', async () => {

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { login, logout, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
-import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import {
   freePort,
@@ -41,101 +41,130 @@ async function wipeRedis(url: string, prefix: string): Promise<number> {
   return n
 }
 
-for (const backend of backends) {
-  describe(`revocation store contract [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
-    let p: ProvisionedBackend
+eachBackend(backends, 'revocation store contract', (backend) => {
+  let p: ProvisionedBackend
+  before(async () => {
+    p = await backend.provision()
+  })
+  after(async () => {
+    await p?.dispose()
+  })
+
+  describe('the store itself', () => {
+    let handle: DatabaseHandle
+    let store: RevocationStore
+    let redis: Redis | undefined
+    const clock = new TestClock()
     before(async () => {
-      p = await backend.provision()
+      handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
+      await handle.migrate()
+      const deps = { db: handle.db, clock }
+      if (p.env.REDIS_URL) {
+        redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
+        await redis.connect()
+        store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
+      } else {
+        store = memoryRevocations(deps)
+      }
+      await store.start()
     })
     after(async () => {
-      await p?.dispose()
+      store?.stop()
+      redis?.disconnect()
+      await handle?.close()
     })
 
-    describe('the store itself', () => {
-      let handle: DatabaseHandle
-      let store: RevocationStore
-      let redis: Redis | undefined
-      const clock = new TestClock()
-      before(async () => {
-        handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-        await handle.migrate()
-        const deps = { db: handle.db, clock }
-        if (p.env.REDIS_URL) {
-          redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
-          await redis.connect()
-          store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
-        } else {
-          store = memoryRevocations(deps)
-        }
-        await store.start()
-      })
-      after(async () => {
-        store?.stop()
-        redis?.disconnect()
-        await handle?.close()
-      })
-
-      test('revoke, then isRevoked is true for that jti only', async () => {
-        const jti = randomBytes(18).toString('base64url')
-        assert.equal(await store.isRevoked(jti), false)
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        assert.equal(await store.isRevoked(jti), true)
-        assert.equal(await store.isRevoked(`${jti}x`), false)
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        assert.equal(await store.isRevoked(jti), true, 'revoking twice is harmless')
-      })
-
-      test('a revocation is written to the database, the durable record', async () => {
-        const jti = randomBytes(18).toString('base64url')
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        const row = await handle.db
-          .selectFrom('revoked_tokens')
-          .selectAll()
-          .where('jti', '=', jti)
-          .executeTakeFirst()
-        assert.ok(row)
-      })
+    test('revoke, then isRevoked is true for that jti only', async () => {
+      const jti = randomBytes(18).toString('base64url')
+      assert.equal(await store.isRevoked(jti), false)
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      assert.equal(await store.isRevoked(jti), true)
+      assert.equal(await store.isRevoked(`${jti}x`), false)
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      assert.equal(await store.isRevoked(jti), true, 'revoking twice is harmless')
     })
 
-    test('revocations survive a restart of the service', async () => {
-      const first = await startApp(backend, {}, p)
-      let revoked: string
-      try {
-        await first.seed(STANDARD_SEED)
-        revoked = await loggedOut(first)
-        assert.equal((await verifyToken(first, revoked)).valid, false)
-      } finally {
-        await first.close()
-      }
-      const second = await startApp(backend, {}, p)
-      try {
-        assert.equal((await verifyToken(second, revoked)).valid, false)
-        const live = await login(second, 'ev1@example.com')
-        assert.equal((await verifyToken(second, live.refresh_token)).valid, true)
-      } finally {
-        await second.close()
-      }
+    test('a revocation is written to the database, the durable record', async () => {
+      const jti = randomBytes(18).toString('base64url')
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      const row = await handle.db
+        .selectFrom('revoked_tokens')
+        .selectAll()
+        .where('jti', '=', jti)
+        .executeTakeFirst()
+      assert.ok(row)
     })
+  })
 
-    test('revocations survive a restart of Redis (its keys gone)', redisOnly(backend.name), async () => {
-      const t = await startApp(backend, {}, p)
-      try {
-        await t.seed(STANDARD_SEED)
-        const revoked = await loggedOut(t)
-        const live = (await login(t, 'ev1@example.com')).refresh_token
-        assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
-        assert.equal((await verifyToken(t, revoked)).valid, false)
-        assert.equal((await verifyToken(t, live)).valid, true)
-      } finally {
-        await t.close()
-      }
-    })
+  test('revocations survive a restart of the service', async () => {
+    const first = await startApp(backend, {}, p)
+    let revoked: string
+    try {
+      await first.seed(STANDARD_SEED)
+      revoked = await loggedOut(first)
+      assert.equal((await verifyToken(first, revoked)).valid, false)
+    } finally {
+      await first.close()
+    }
+    const second = await startApp(backend, {}, p)
+    try {
+      assert.equal((await verifyToken(second, revoked)).valid, false)
+      const live = await login(second, 'ev1@example.com')
+      assert.equal((await verifyToken(second, live.refresh_token)).valid, true)
+    } finally {
+      await second.close()
+    }
+  })
 
-    // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
-    // the database cursor), so the other instance learns the revocation a moment later: polled.
-    test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
-      const a = await startApp(backend, {}, p)
-      const b = await startApp(backend, {}, p)
+  test('revocations survive a restart of Redis (its keys gone)', redisOnly(backend.name), async () => {
+    const t = await startApp(backend, {}, p)
+    try {
+      await t.seed(STANDARD_SEED)
+      const revoked = await loggedOut(t)
+      const live = (await login(t, 'ev1@example.com')).refresh_token
+      assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
+      assert.equal((await verifyToken(t, revoked)).valid, false)
+      assert.equal((await verifyToken(t, live)).valid, true)
+    } finally {
+      await t.close()
+    }
+  })
+
+  // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
+  // the database cursor), so the other instance learns the revocation a moment later: polled.
+  test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
+    const a = await startApp(backend, {}, p)
+    const b = await startApp(backend, {}, p)
+    try {
+      await a.seed(STANDARD_SEED)
+      const pair = await login(a, 'ev1@example.com')
+      assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+      const res = await logout(a, pair.access_token, pair.refresh_token)
+      assert.equal(res.statusCode, 200)
+      await until(
+        'the other instance refuses the token',
+        async () => !(await verifyToken(b, pair.refresh_token)).valid,
+      )
+      const refreshOnB = await b.request({
+        method: 'POST',
+        url: '/auth/refresh',
+        payload: { refresh_token: pair.refresh_token },
+      })
+      assert.equal(refreshOnB.statusCode, 401)
+    } finally {
+      await a.close()
+      await b.close()
+    }
+  })
+
+  test(
+    'with Redis the feed carries it: the other instance never needs the database poll',
+    redisOnly(backend.name),
+    async () => {
+      // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
+      const slow = { REVOCATION_POLL_MS: '60000' }
+      const a = await startApp(backend, slow, p)
+      const b = await startApp(backend, slow, p)
       try {
         await a.seed(STANDARD_SEED)
         const pair = await login(a, 'ev1@example.com')
@@ -143,47 +172,16 @@ for (const backend of backends) {
         const res = await logout(a, pair.access_token, pair.refresh_token)
         assert.equal(res.statusCode, 200)
         await until(
-          'the other instance refuses the token',
+          'the feed reaches the other instance',
           async () => !(await verifyToken(b, pair.refresh_token)).valid,
         )
-        const refreshOnB = await b.request({
-          method: 'POST',
-          url: '/auth/refresh',
-          payload: { refresh_token: pair.refresh_token },
-        })
-        assert.equal(refreshOnB.statusCode, 401)
       } finally {
         await a.close()
         await b.close()
       }
-    })
-
-    test(
-      'with Redis the feed carries it: the other instance never needs the database poll',
-      redisOnly(backend.name),
-      async () => {
-        // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
-        const slow = { REVOCATION_POLL_MS: '60000' }
-        const a = await startApp(backend, slow, p)
-        const b = await startApp(backend, slow, p)
-        try {
-          await a.seed(STANDARD_SEED)
-          const pair = await login(a, 'ev1@example.com')
-          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-          const res = await logout(a, pair.access_token, pair.refresh_token)
-          assert.equal(res.statusCode, 200)
-          await until(
-            'the feed reaches the other instance',
-            async () => !(await verifyToken(b, pair.refresh_token)).valid,
-          )
-        } finally {
-          await a.close()
-          await b.close()
-        }
-      },
-    )
-  })
-}
+    },
+  )
+})
 
 /** Sharing between instances and Redis restarts only mean something where Redis holds the state. */
 function redisOnly(name: string) {

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
-import { after, before, describe } from 'node:test'
+import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { type AppDependencies, buildApp } from '../../src/app.js'
 import { type Config, loadConfig } from '../../src/platform/config.js'
 import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed, type SeedDocument } from '../../src/seed/seed.js'
-import type { Backend } from './backends.js'
+import { type Backend, eachBackend } from './backends.js'
 import { TestClock } from './clock.js'
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
@@ -99,8 +99,8 @@ export async function startApp(
 }
 
 /**
- * Declares a suite once per backend. Skipped backends show up as skipped with their reason, never
- * silently. `setup` gets a fresh instance shared by the suite's tests.
+ * Declares a suite once per backend (`eachBackend`: skipped backends show up as skipped with their
+ * reason, never silently). `body` gets a fresh instance shared by the suite's tests.
  */
 export function forEachBackend(
   list: Backend[],
@@ -109,21 +109,19 @@ export function forEachBackend(
   env: Record<string, string> = {},
   deps?: () => TestDependencies,
 ): void {
-  for (const backend of list) {
-    describe(`${title} [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
-      let t: TestApp | undefined
-      before(async () => {
-        t = await startApp(backend, env, undefined, deps?.())
-      })
-      after(async () => {
-        await t?.close()
-      })
-      body(() => {
-        if (!t) throw new Error('test app not started')
-        return t
-      })
+  eachBackend(list, title, (backend) => {
+    let t: TestApp | undefined
+    before(async () => {
+      t = await startApp(backend, env, undefined, deps?.())
     })
-  }
+    after(async () => {
+      await t?.close()
+    })
+    body(() => {
+      if (!t) throw new Error('test app not started')
+      return t
+    })
+  })
 }
 
 export const STANDARD_SEED: SeedDocument = {
