@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 /** The installed command: bin/wristband.js runs the compiled program in dist/ (the test runner builds it). */
-const BIN = path.join(ROOT, 'bin', 'wristband.js')
+export const BIN = path.join(ROOT, 'bin', 'wristband.js')
 
 export interface Run {
   code: number | null
