@@ -495,12 +495,9 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
     })
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
     // The follower records its own start; once that row exists it is polling.
-    for (
-      let i = 0;
-      i < 100 && (await auditRows('cli_audit_read')).every((r) => !r.detail?.includes('"follow":true'));
-      i++
+    await until('the follower to record its start', async () =>
+      (await auditRows('cli_audit_read')).some((r) => r.detail?.includes('"follow":true')),
     )
-      await new Promise((r) => setTimeout(r, 50))
     await t.db.db
       .insertInto('audit_log')
       .values({

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { login, logout, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
@@ -13,6 +12,7 @@ import {
   redisServerInstalled,
   startRedisServer,
 } from '../../test/helpers/processes.js'
+import { moreRedisErrors } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
 import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
 import { memoryRevocations, type RevocationStore, redisRevocations } from './revocations.js'
@@ -225,7 +225,7 @@ describe(
             429,
             'limits fail open',
           )
-        await sleep(400) // several failed reconnection attempts
+        await moreRedisErrors(t, 3) // several failed reconnection attempts
         assert.equal(warnings(), 1, 'one warning per outage, not per attempt or request')
 
         redis = await startRedisServer(port)
