@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp, verifyToken, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import type { SeedDocument } from '../seed/seed.js'
 
-const SEED: SeedDocument = {
-  ...STANDARD_SEED,
+const SEED: SeedDocument = withStandardSeed({
   devices: [
-    ...STANDARD_SEED.devices!,
     { dev_mac: 'AA:BB:CC:DD:EE:02', event_id: 1, operator_email: null },
     { dev_mac: 'AA:BB:CC:DD:EE:03', event_id: 1, operator_email: 'op@example.com', archived: true },
     { dev_mac: 'AA:BB:CC:DD:EE:04', event_id: 2, operator_email: null },
@@ -15,7 +13,7 @@ const SEED: SeedDocument = {
     { dev_mac: 'AA:BB:CC:DD:EE:05', event_id: 1, operator_email: 'op2@example.com' },
     { dev_mac: 'AA:BB:CC:DD:EE:06', event_id: 1, operator_email: null },
   ],
-}
+})
 
 forEachBackend(httpBackends, 'devices', (ctx) => {
   let t: TestApp

@@ -4,9 +4,9 @@ import {
   forEachBackend,
   login,
   logout,
-  STANDARD_SEED,
   type TestApp,
   verifyToken,
+  withStandardSeed,
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
@@ -28,16 +28,16 @@ forEachBackend(httpBackends, 'POST /devices/operator-token', (ctx) => {
   let ids: Record<string, number>
   before(async () => {
     t = ctx()
-    const seeded = await t.seed({
-      ...STANDARD_SEED,
-      operators: [
-        ...STANDARD_SEED.operators!,
-        ...MODES.map((mode) => ({ email: modeUser(mode), password: 's3cret-pass', event_id: 1, mode })),
-        { email: 'nobind@example.com', password: 's3cret-pass', event_id: null, mode: 0 },
-        { email: 'logout@example.com', password: 's3cret-pass', event_id: 2, mode: 0 },
-        { email: 'race@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
-      ],
-    })
+    const seeded = await t.seed(
+      withStandardSeed({
+        operators: [
+          ...MODES.map((mode) => ({ email: modeUser(mode), password: 's3cret-pass', event_id: 1, mode })),
+          { email: 'nobind@example.com', password: 's3cret-pass', event_id: null, mode: 0 },
+          { email: 'logout@example.com', password: 's3cret-pass', event_id: 2, mode: 0 },
+          { email: 'race@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
+        ],
+      }),
+    )
     ids = Object.fromEntries(seeded.operators!.map((o) => [o.email, o.id!]))
   })
 

@@ -1,23 +1,21 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import type { ParsedMail } from 'mailparser'
-import { login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
 import { sha256Hex } from '../platform/random.js'
 
-const SEED = {
-  ...STANDARD_SEED,
+const SEED = withStandardSeed({
   administrators: [
-    ...STANDARD_SEED.administrators!,
     { email: 'quota@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
     { email: 'gone@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
     { email: 'off@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
     { email: 'outage@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
   ],
-}
+})
 
 const HOUR_MS = 3_600_000
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import { login, startApp, TEST_SECRET, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { wristband } from '../../test/helpers/cli.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
@@ -26,14 +26,14 @@ eachBackend(
       await sink.start()
       p = await backend.provision()
       t = await startApp(backend, { SMTP_URL: sink.url, JOBS_POLL_MS: '50' }, p)
-      await t.seed({
-        ...STANDARD_SEED,
-        administrators: [
-          ...(STANDARD_SEED.administrators ?? []),
-          { email: BY_LINK, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          { email: BY_CLI, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        ],
-      })
+      await t.seed(
+        withStandardSeed({
+          administrators: [
+            { email: BY_LINK, password: 's3cret-pass', role: 'admin', event_ids: [1] },
+            { email: BY_CLI, password: 's3cret-pass', role: 'admin', event_ids: [1] },
+          ],
+        }),
+      )
     })
     after(async () => {
       await t?.close()

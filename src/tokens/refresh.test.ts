@@ -4,9 +4,9 @@ import {
   forEachBackend,
   login,
   logout,
-  STANDARD_SEED,
   type TestApp,
   verifyToken,
+  withStandardSeed,
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
@@ -16,19 +16,18 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      administrators: [
-        ...(STANDARD_SEED.administrators ?? []),
-        { email: 'disabled@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        { email: 'deleted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        { email: 'promoted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-      ],
-      operators: [
-        ...(STANDARD_SEED.operators ?? []),
-        { email: 'op-perm@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null },
-      ],
-    })
+    await t.seed(
+      withStandardSeed({
+        administrators: [
+          { email: 'disabled@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
+          { email: 'deleted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
+          { email: 'promoted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
+        ],
+        operators: [
+          { email: 'op-perm@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null },
+        ],
+      }),
+    )
   })
 
   const refresh = (refresh_token: string) =>

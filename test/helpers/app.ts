@@ -149,6 +149,17 @@ export const STANDARD_SEED: SeedDocument = {
   dashboard_users: [{ username: 'partner1', password: 's3cret-pass', event_ids: [1] }],
 }
 
+/** STANDARD_SEED with the rows of `extra` added after the standard ones, list by list. */
+export function withStandardSeed(extra: SeedDocument): SeedDocument {
+  const doc: SeedDocument = { ...STANDARD_SEED }
+  for (const key of Object.keys(extra) as (keyof SeedDocument)[]) appendRows(doc, key, extra[key])
+  return doc
+}
+
+function appendRows<K extends keyof SeedDocument>(doc: SeedDocument, key: K, rows: SeedDocument[K]): void {
+  doc[key] = [...(STANDARD_SEED[key] ?? []), ...(rows ?? [])] as SeedDocument[K]
+}
+
 /** Signs in through HTTP and returns the token pair. */
 export async function login(
   t: TestApp,

@@ -5,7 +5,7 @@ import type { LightMyRequestResponse } from 'fastify'
 import { createApiKey } from '../../src/api-keys/api-keys.store.js'
 import { BASELINE_SCOPES, consumerGrant } from '../../src/tokens/claims.js'
 import { JwtCodec } from '../../src/tokens/jwt.js'
-import { STANDARD_SEED, TEST_SECRET, type TestApp } from './app.js'
+import { TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
 
 export interface PartnerKeys {
   /** api:read + api:write on event 1 */
@@ -17,14 +17,14 @@ export interface PartnerKeys {
 }
 
 export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
-  const seeded = await t.seed({
-    ...STANDARD_SEED,
-    customers: [
-      ...(STANDARD_SEED.customers ?? []),
-      { phone: '+4915100000002', password: 's3cret-pass', email: 'second@example.com' },
-      { phone: '+4915100000003', password: 's3cret-pass', email: 'third@example.com' },
-    ],
-  })
+  const seeded = await t.seed(
+    withStandardSeed({
+      customers: [
+        { phone: '+4915100000002', password: 's3cret-pass', email: 'second@example.com' },
+        { phone: '+4915100000003', password: 's3cret-pass', email: 'third@example.com' },
+      ],
+    }),
+  )
   const make = async (event_id: number, scopes: string[]) =>
     (
       await createApiKey(t.db.db, {
