@@ -8,6 +8,7 @@ import {
   STANDARD_SEED,
   startApp,
   type TestApp,
+  withTwoInstances,
 } from '../../test/helpers/app.js'
 import { backends, eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
@@ -177,22 +178,6 @@ eachBackend(
   backends.filter((b) => b.name.includes('redis')),
   'rate-limit counters shared through Redis',
   (backend) => {
-    /** Two instances on one Redis; `exhausted` sends login requests alternately until both refuse. */
-    async function twoInstances(
-      env: Record<string, string>,
-      body: (a: TestApp, b: TestApp) => Promise<void>,
-    ) {
-      const p = await backend.provision()
-      const a = await startApp(backend, env, p)
-      const b = await startApp(backend, env, p)
-      try {
-        await body(a, b)
-      } finally {
-        await a.close()
-        await b.close()
-        await p.dispose()
-      }
-    }
     const admitted = async (t: TestApp, address: string, n: number) => {
       let ok = 0
       for (let i = 0; i < n; i++) if ((await hit(t, address)).statusCode === 422) ok++
@@ -200,7 +185,7 @@ eachBackend(
     }
 
     test('RATE_LIMIT_SYNC_MS=0: two instances count one address exactly together', async () => {
-      await twoInstances({ RATE_LIMIT_SYNC_MS: '0' }, async (a, b) => {
+      await withTwoInstances(backend, { RATE_LIMIT_SYNC_MS: '0' }, async (a, b) => {
         await exhaust(a, '198.51.100.9', LOGIN_LIMIT / 2)
         await exhaust(b, '198.51.100.9', LOGIN_LIMIT / 2)
         assertLimited(await hit(a, '198.51.100.9'))
@@ -210,7 +195,7 @@ eachBackend(
     })
 
     test('synced counters: the other instance learns the count within a sync, and refuses (polled)', async () => {
-      await twoInstances({ RATE_LIMIT_SYNC_MS: '100' }, async (a, b) => {
+      await withTwoInstances(backend, { RATE_LIMIT_SYNC_MS: '100' }, async (a, b) => {
         await exhaust(a, '198.51.100.11', LOGIN_LIMIT)
         assertLimited(await hit(a, '198.51.100.11'))
         // b has counted nothing of this address; once a's counts reached Redis, b's next sync
@@ -226,7 +211,7 @@ eachBackend(
     test('the bound: with no sync in a window, each instance admits at most the limit itself', async () => {
       // A sync interval longer than the test: nothing is shared, which is the worst case of the
       // documented bound (instances × sync interval × rate): here 2 × the limit, and never more.
-      await twoInstances({ RATE_LIMIT_SYNC_MS: '60000' }, async (a, b) => {
+      await withTwoInstances(backend, { RATE_LIMIT_SYNC_MS: '60000' }, async (a, b) => {
         const total =
           (await admitted(a, '198.51.100.12', LOGIN_LIMIT + 5)) +
           (await admitted(b, '198.51.100.12', LOGIN_LIMIT + 5))

@@ -3,7 +3,15 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { Redis } from 'ioredis'
 import pino from 'pino'
-import { login, logout, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import {
+  login,
+  logout,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+  verifyToken,
+  withTwoInstances,
+} from '../../test/helpers/app.js'
 import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import {
@@ -133,28 +141,28 @@ eachBackend(backends, 'revocation store contract', (backend) => {
   // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
   // the database cursor), so the other instance learns the revocation a moment later: polled.
   test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
-    const a = await startApp(backend, {}, p)
-    const b = await startApp(backend, {}, p)
-    try {
-      await a.seed(STANDARD_SEED)
-      const pair = await login(a, 'ev1@example.com')
-      assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-      const res = await logout(a, pair.access_token, pair.refresh_token)
-      assert.equal(res.statusCode, 200)
-      await until(
-        'the other instance refuses the token',
-        async () => !(await verifyToken(b, pair.refresh_token)).valid,
-      )
-      const refreshOnB = await b.request({
-        method: 'POST',
-        url: '/auth/refresh',
-        payload: { refresh_token: pair.refresh_token },
-      })
-      assert.equal(refreshOnB.statusCode, 401)
-    } finally {
-      await a.close()
-      await b.close()
-    }
+    await withTwoInstances(
+      backend,
+      {},
+      async (a, b) => {
+        await a.seed(STANDARD_SEED)
+        const pair = await login(a, 'ev1@example.com')
+        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+        const res = await logout(a, pair.access_token, pair.refresh_token)
+        assert.equal(res.statusCode, 200)
+        await until(
+          'the other instance refuses the token',
+          async () => !(await verifyToken(b, pair.refresh_token)).valid,
+        )
+        const refreshOnB = await b.request({
+          method: 'POST',
+          url: '/auth/refresh',
+          payload: { refresh_token: pair.refresh_token },
+        })
+        assert.equal(refreshOnB.statusCode, 401)
+      },
+      p,
+    )
   })
 
   test(
@@ -163,22 +171,22 @@ eachBackend(backends, 'revocation store contract', (backend) => {
     async () => {
       // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
       const slow = { REVOCATION_POLL_MS: '60000' }
-      const a = await startApp(backend, slow, p)
-      const b = await startApp(backend, slow, p)
-      try {
-        await a.seed(STANDARD_SEED)
-        const pair = await login(a, 'ev1@example.com')
-        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-        const res = await logout(a, pair.access_token, pair.refresh_token)
-        assert.equal(res.statusCode, 200)
-        await until(
-          'the feed reaches the other instance',
-          async () => !(await verifyToken(b, pair.refresh_token)).valid,
-        )
-      } finally {
-        await a.close()
-        await b.close()
-      }
+      await withTwoInstances(
+        backend,
+        slow,
+        async (a, b) => {
+          await a.seed(STANDARD_SEED)
+          const pair = await login(a, 'ev1@example.com')
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+          const res = await logout(a, pair.access_token, pair.refresh_token)
+          assert.equal(res.statusCode, 200)
+          await until(
+            'the feed reaches the other instance',
+            async () => !(await verifyToken(b, pair.refresh_token)).valid,
+          )
+        },
+        p,
+      )
     },
   )
 })
@@ -248,40 +256,36 @@ describe(
     test('while the feed is down, a revocation made by another instance is refused at once (per-request look-up)', async () => {
       const port = await freePort()
       let redis = await startRedisServer(port)
-      const p = await backends[0]!.provision()
       // The database poll is out of the picture: only the feed or the per-request look-up can tell b.
       const env = {
         REDIS_URL: `redis://127.0.0.1:${port}`,
         REDIS_PREFIX: 'wbf:',
         REVOCATION_POLL_MS: '60000',
       }
-      const a = await startApp(backends[0]!, env, p)
-      const b = await startApp(backends[0]!, env, p)
-      const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
       try {
-        await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
-        await a.seed(STANDARD_SEED)
-        const pair = await login(a, 'ev1@example.com')
-        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-        await killProcess(redis)
-        await until('b notices the feed is gone', feedLost)
-        const res = await logout(a, pair.access_token, pair.refresh_token)
-        assert.equal(res.statusCode, 200)
-        assert.equal((await verifyToken(b, pair.refresh_token)).valid, false, 'b asked the database')
-        redis = await startRedisServer(port)
-        await until(
-          'b follows the feed again',
-          () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
-        )
-        assert.equal(
-          (await verifyToken(b, pair.refresh_token)).valid,
-          false,
-          'caught up from the database before trusting memory',
-        )
+        await withTwoInstances(backends[0]!, env, async (a, b) => {
+          const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
+          await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
+          await a.seed(STANDARD_SEED)
+          const pair = await login(a, 'ev1@example.com')
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+          await killProcess(redis)
+          await until('b notices the feed is gone', feedLost)
+          const res = await logout(a, pair.access_token, pair.refresh_token)
+          assert.equal(res.statusCode, 200)
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, false, 'b asked the database')
+          redis = await startRedisServer(port)
+          await until(
+            'b follows the feed again',
+            () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
+          )
+          assert.equal(
+            (await verifyToken(b, pair.refresh_token)).valid,
+            false,
+            'caught up from the database before trusting memory',
+          )
+        })
       } finally {
-        await a.close()
-        await b.close()
-        await p.dispose()
         await killProcess(redis)
       }
     })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
-import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, startApp, type TestApp, withTwoInstances } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import {
   newTicketType,
@@ -307,50 +307,50 @@ eachBackend(httpBackends, 'webhook delivery across a restart', (backend) => {
       await first.close()
 
       // Two instances on the same storage: each attempt is made by one of them.
-      const a = await startApp(backend, allowPrivate, provisioned)
-      const b = await startApp(backend, allowPrivate, provisioned)
-      try {
-        a.clock.advance(6_000)
-        b.clock.advance(6_000)
-        await waitFor(() => receiver.log.length === 2)
-        await waitFor(async () => (await deliveries(a, keys.read))[0]?.attempts === 2)
-        a.clock.advance(31_000)
-        b.clock.advance(31_000)
-        await waitFor(async () => (await deliveries(a, keys.read))[0]?.status === 'delivered')
-        const job = await a.db.db
-          .selectFrom('jobs')
-          .select(['done_at', 'attempts'])
-          .where('kind', '=', 'webhook')
-          .executeTakeFirstOrThrow()
-        assert.notEqual(job.done_at, null, 'the delivery job is finished, so nothing more will be sent')
+      await withTwoInstances(
+        backend,
+        allowPrivate,
+        async (a, b) => {
+          a.clock.advance(6_000)
+          b.clock.advance(6_000)
+          await waitFor(() => receiver.log.length === 2)
+          await waitFor(async () => (await deliveries(a, keys.read))[0]?.attempts === 2)
+          a.clock.advance(31_000)
+          b.clock.advance(31_000)
+          await waitFor(async () => (await deliveries(a, keys.read))[0]?.status === 'delivered')
+          const job = await a.db.db
+            .selectFrom('jobs')
+            .select(['done_at', 'attempts'])
+            .where('kind', '=', 'webhook')
+            .executeTakeFirstOrThrow()
+          assert.notEqual(job.done_at, null, 'the delivery job is finished, so nothing more will be sent')
 
-        assert.deepEqual(
-          receiver.log.map((r) => r.answered),
-          [500, 500, 200],
-        )
-        assert.equal(new Set(receiver.log.map((r) => r.headers['webhook-id'])).size, 1)
-        const delivered = receiver.log.filter((r) => r.answered === 200)
-        assert.equal(delivered.length, 1, 'delivered more than once')
-        const payload = new Webhook(secret).verify(
-          delivered[0]!.body,
-          delivered[0]!.headers as Record<string, string>,
-        )
-        assert.equal((payload as { transfer_uid: string }).transfer_uid, used.transfer_uid)
+          assert.deepEqual(
+            receiver.log.map((r) => r.answered),
+            [500, 500, 200],
+          )
+          assert.equal(new Set(receiver.log.map((r) => r.headers['webhook-id'])).size, 1)
+          const delivered = receiver.log.filter((r) => r.answered === 200)
+          assert.equal(delivered.length, 1, 'delivered more than once')
+          const payload = new Webhook(secret).verify(
+            delivered[0]!.body,
+            delivered[0]!.headers as Record<string, string>,
+          )
+          assert.equal((payload as { transfer_uid: string }).transfer_uid, used.transfer_uid)
 
-        const [d] = await deliveries(b, keys.read)
-        assert.equal(d!.status, 'delivered')
-        assert.deepEqual(
-          d!.attempt_log.map((x) => x.status_code),
-          [500, 500, 200],
-        )
-        assert.deepEqual(
-          d!.attempt_log.map((x) => x.response_body),
-          ['down', 'still down', 'ok'],
-        )
-      } finally {
-        await a.close()
-        await b.close()
-      }
+          const [d] = await deliveries(b, keys.read)
+          assert.equal(d!.status, 'delivered')
+          assert.deepEqual(
+            d!.attempt_log.map((x) => x.status_code),
+            [500, 500, 200],
+          )
+          assert.deepEqual(
+            d!.attempt_log.map((x) => x.response_body),
+            ['down', 'still down', 'ok'],
+          )
+        },
+        provisioned,
+      )
     } finally {
       await receiver.close()
       await provisioned.dispose()

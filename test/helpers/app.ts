@@ -6,7 +6,7 @@ import { type AppDependencies, buildApp } from '../../src/app.js'
 import { type Config, loadConfig } from '../../src/platform/config.js'
 import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed, type SeedDocument } from '../../src/seed/seed.js'
-import { type Backend, eachBackend } from './backends.js'
+import { type Backend, eachBackend, type ProvisionedBackend } from './backends.js'
 import { TestClock } from './clock.js'
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
@@ -39,7 +39,7 @@ export type TestDependencies = Omit<AppDependencies, 'clock' | 'logStream'>
 export async function startApp(
   backend: Backend,
   env: Record<string, string> = {},
-  provisioned?: { env: Record<string, string>; dispose(): Promise<void> },
+  provisioned?: ProvisionedBackend,
   deps: TestDependencies = {},
 ): Promise<TestApp> {
   const p = provisioned ?? (await backend.provision())
@@ -122,6 +122,32 @@ export function forEachBackend(
       return t
     })
   })
+}
+
+/**
+ * Two instances on the same storage, a fleet of two: `body` runs with both, which are closed after it.
+ * The storage is `provisioned` when given (its owner disposes of it), else provisioned and disposed of here.
+ */
+export async function withTwoInstances(
+  backend: Backend,
+  env: Record<string, string>,
+  body: (a: TestApp, b: TestApp) => Promise<void>,
+  provisioned?: ProvisionedBackend,
+): Promise<void> {
+  const p = provisioned ?? (await backend.provision())
+  try {
+    const a = await startApp(backend, env, p)
+    let b: TestApp | undefined
+    try {
+      b = await startApp(backend, env, p)
+      await body(a, b)
+    } finally {
+      await a.close()
+      await b?.close()
+    }
+  } finally {
+    if (!provisioned) await p.dispose()
+  }
 }
 
 export const STANDARD_SEED: SeedDocument = {
