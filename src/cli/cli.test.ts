@@ -14,14 +14,9 @@ import {
   verifyToken,
 } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { BIN, type Run, wristband } from '../../test/helpers/cli.js'
+import { BIN, cliEnv, ok, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 import { openDatabase } from '../platform/db/database.js'
-
-function ok(run: Run): string {
-  assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
-  return run.stdout
-}
 
 describe('wristband CLI: help and bad input', () => {
   const env = { DATABASE_URL: 'sqlite::memory:', JWT_SECRET: TEST_SECRET, NODE_ENV: 'test' }
@@ -239,7 +234,7 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
 
   before(async () => {
     p = await backend.provision()
-    env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+    env = cliEnv(p)
     t = await startApp(backend, {}, p)
     await t.seed({ events: STANDARD_SEED.events! })
   })

@@ -1,15 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import {
-  login,
-  STANDARD_SEED,
-  startApp,
-  TEST_SECRET,
-  type TestApp,
-  verifyToken,
-} from '../../test/helpers/app.js'
+import { login, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { wristband } from '../../test/helpers/cli.js'
+import { cliEnv, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
@@ -24,7 +17,7 @@ eachBackend(backends, 'CLI revocations reach a running instance', (backend) => {
   let env: Record<string, string>
   before(async () => {
     p = await backend.provision()
-    env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+    env = cliEnv(p)
     t = await startApp(backend, {}, p)
     await t.seed(STANDARD_SEED)
   })

@@ -1,15 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import {
-  forEachBackend,
-  login,
-  STANDARD_SEED,
-  startApp,
-  TEST_SECRET,
-  type TestApp,
-} from '../../test/helpers/app.js'
+import { forEachBackend, login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { type Run, wristband } from '../../test/helpers/cli.js'
+import { cliEnv, ok, wristband } from '../../test/helpers/cli.js'
 import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 import type { SeedDocument } from '../seed/seed.js'
 
@@ -181,15 +174,11 @@ eachBackend(httpBackends, 'wristband device: create, rotate-key, list', (backend
   let t: TestApp
   let env: Record<string, string>
   const cli = (args: string[]) => wristband(args, env)
-  const ok = (run: Run) => {
-    assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
-    return run.stdout
-  }
   const keyOf = (out: string) => /device key \(shown only now\): (wbd_\S+)/.exec(out)?.[1]
 
   before(async () => {
     p = await backend.provision()
-    env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+    env = cliEnv(p)
     t = await startApp(backend, {}, p)
     await t.seed(STANDARD_SEED)
   })

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { login, startApp, TEST_SECRET, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { login, startApp, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { wristband } from '../../test/helpers/cli.js'
+import { cliEnv, wristband } from '../../test/helpers/cli.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
 import { SmtpSink } from '../../test/helpers/smtp-sink.js'
 
@@ -92,7 +92,7 @@ eachBackend(
 
     test('a reset by `wristband admin reset-password` ends them', async () => {
       const open = await openSessions(BY_CLI)
-      const env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+      const env = cliEnv(p)
       const run = await wristband(
         ['admin', 'reset-password', '--email', BY_CLI, '--password-stdin'],
         env,

@@ -1,8 +1,11 @@
+import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { TEST_SECRET } from './app.js'
+import type { ProvisionedBackend } from './backends.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 /** The installed command: bin/wristband.js runs the compiled program in dist/ (the test runner builds it). */
@@ -42,4 +45,15 @@ export function wristband(args: string[], env: Record<string, string>, input?: s
     })
     child.stdin.end(input ?? '')
   })
+}
+
+/** The environment in which the command line works on a provisioned backend's storage, beside a test instance. */
+export function cliEnv(p: ProvisionedBackend): Record<string, string> {
+  return { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+}
+
+/** The standard output of a run that exited 0; fails with the exit code and both outputs otherwise. */
+export function ok(run: Run): string {
+  assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
+  return run.stdout
 }
