@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 forEachBackend(httpBackends, 'GET /admin/me', (ctx) => {
@@ -9,9 +9,7 @@ forEachBackend(httpBackends, 'GET /admin/me', (ctx) => {
     t = ctx()
     await t.seed(
       withStandardSeed({
-        administrators: [
-          { email: 'leaving@example.com', password: 's3cret-pass', role: 'admin', event_ids: [2] },
-        ],
+        administrators: [eventAdmin('leaving@example.com', [2])],
       }),
     )
   })

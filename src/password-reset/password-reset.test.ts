@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import type { ParsedMail } from 'mailparser'
-import { login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
@@ -10,10 +10,10 @@ import { sha256Hex } from '../platform/random.js'
 
 const SEED = withStandardSeed({
   administrators: [
-    { email: 'quota@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
-    { email: 'gone@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
-    { email: 'off@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
-    { email: 'outage@example.com', password: 's3cret-pass', role: 'admin' as const, event_ids: [1] },
+    eventAdmin('quota@example.com'),
+    eventAdmin('gone@example.com'),
+    eventAdmin('off@example.com'),
+    eventAdmin('outage@example.com'),
   ],
 })
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { cookieOf, formToken } from '../../test/helpers/dashboard.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
@@ -61,10 +61,7 @@ forEachBackend(
       t = ctx()
       await t.seed({
         ...withStandardSeed({
-          administrators: [
-            { email: 'burst-staff@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-            { email: 'burst-mfa@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          ],
+          administrators: [eventAdmin('burst-staff@example.com'), eventAdmin('burst-mfa@example.com')],
           operators: [{ email: 'burst-gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
         }),
         customers: [

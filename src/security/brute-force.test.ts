@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
 import { BACKOFF_POLICY } from '../platform/backoff.js'
@@ -28,9 +28,7 @@ forEachBackend(
       t = ctx()
       await t.seed({
         ...withStandardSeed({
-          administrators: [
-            { email: 'mfa-target@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          ],
+          administrators: [eventAdmin('mfa-target@example.com')],
           operators: [{ email: 'gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
         }),
         customers: [

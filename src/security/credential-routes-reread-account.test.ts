@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 /**
@@ -68,9 +68,9 @@ forEachBackend(httpBackends, 'credential-creating routes re-read the account (au
     const seeded = await t.seed({
       ...withStandardSeed({
         administrators: [
-          { email: ADMINS.leaver, password: 's3cret-pass', role: 'admin', event_ids: [1] },
+          eventAdmin(ADMINS.leaver),
           { email: ADMINS.rootLeaver, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
-          { email: ADMINS.narrowed, password: 's3cret-pass', role: 'admin', event_ids: [1, 2] },
+          eventAdmin(ADMINS.narrowed, [1, 2]),
           { email: ADMINS.demoted, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
         ],
       }),

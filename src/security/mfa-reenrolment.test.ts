@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 /**
@@ -41,7 +41,7 @@ forEachBackend(httpBackends, 'MFA re-enrolment needs the enrolled factor (audit 
     t = ctx()
     await t.seed(
       withStandardSeed({
-        administrators: [{ email: EMAIL, password: 's3cret-pass', role: 'admin', event_ids: [1] }],
+        administrators: [eventAdmin(EMAIL)],
       }),
     )
     // First enrolment: a password-only session may enrol while MFA is off.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { login, startApp, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, login, startApp, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { cliEnv, wristband } from '../../test/helpers/cli.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
@@ -28,10 +28,7 @@ eachBackend(
       t = await startApp(backend, { SMTP_URL: sink.url, JOBS_POLL_MS: '50' }, p)
       await t.seed(
         withStandardSeed({
-          administrators: [
-            { email: BY_LINK, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-            { email: BY_CLI, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          ],
+          administrators: [eventAdmin(BY_LINK), eventAdmin(BY_CLI)],
         }),
       )
     })

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dumpDatabase } from '../../test/helpers/dump.js'
 
@@ -19,10 +19,7 @@ forEachBackend(
       t = ctx()
       await t.seed(
         withStandardSeed({
-          administrators: [
-            { email: 'known@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-            { email: 'known2@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          ],
+          administrators: [eventAdmin('known@example.com'), eventAdmin('known2@example.com')],
         }),
       )
     })

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import {
+  eventAdmin,
   forEachBackend,
   login,
   logout,
@@ -19,9 +20,9 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
     await t.seed(
       withStandardSeed({
         administrators: [
-          { email: 'disabled@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          { email: 'deleted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          { email: 'promoted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
+          eventAdmin('disabled@example.com'),
+          eventAdmin('deleted@example.com'),
+          eventAdmin('promoted@example.com'),
         ],
         operators: [
           { email: 'op-perm@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null },

@@ -175,6 +175,14 @@ export const STANDARD_SEED: SeedDocument = {
   dashboard_users: [{ username: 'partner1', password: 's3cret-pass', event_ids: [1] }],
 }
 
+/** A seed row for an administrator (role admin) of `eventIds`, with the standard test password. */
+export function eventAdmin(
+  email: string,
+  eventIds: number[] = [1],
+): NonNullable<SeedDocument['administrators']>[number] {
+  return { email, password: 's3cret-pass', role: 'admin', event_ids: eventIds }
+}
+
 /** STANDARD_SEED with the rows of `extra` added after the standard ones, list by list. */
 export function withStandardSeed(extra: SeedDocument): SeedDocument {
   const doc: SeedDocument = { ...STANDARD_SEED }
