@@ -138,6 +138,19 @@ eachBackend(backends, 'revocation store contract', (backend) => {
     }
   })
 
+  /** Signs ev1 in on `a`, sees `b` accept its refresh token, then signs out on `a`: the pair `b` must learn of. */
+  async function revokedOnOne(
+    a: TestApp,
+    b: TestApp,
+  ): Promise<{ access_token: string; refresh_token: string }> {
+    await a.seed(STANDARD_SEED)
+    const pair = await login(a, 'ev1@example.com')
+    assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+    const res = await logout(a, pair.access_token, pair.refresh_token)
+    assert.equal(res.statusCode, 200)
+    return pair
+  }
+
   // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
   // the database cursor), so the other instance learns the revocation a moment later: polled.
   test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
@@ -145,11 +158,7 @@ eachBackend(backends, 'revocation store contract', (backend) => {
       backend,
       {},
       async (a, b) => {
-        await a.seed(STANDARD_SEED)
-        const pair = await login(a, 'ev1@example.com')
-        assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-        const res = await logout(a, pair.access_token, pair.refresh_token)
-        assert.equal(res.statusCode, 200)
+        const pair = await revokedOnOne(a, b)
         await until(
           'the other instance refuses the token',
           async () => !(await verifyToken(b, pair.refresh_token)).valid,
@@ -175,11 +184,7 @@ eachBackend(backends, 'revocation store contract', (backend) => {
         backend,
         slow,
         async (a, b) => {
-          await a.seed(STANDARD_SEED)
-          const pair = await login(a, 'ev1@example.com')
-          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
-          const res = await logout(a, pair.access_token, pair.refresh_token)
-          assert.equal(res.statusCode, 200)
+          const pair = await revokedOnOne(a, b)
           await until(
             'the feed reaches the other instance',
             async () => !(await verifyToken(b, pair.refresh_token)).valid,
