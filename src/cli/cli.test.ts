@@ -5,16 +5,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { sql } from 'kysely'
-import {
-  login,
-  STANDARD_SEED,
-  startApp,
-  TEST_SECRET,
-  type TestApp,
-  verifyToken,
-} from '../../test/helpers/app.js'
+import { login, STANDARD_SEED, TEST_SECRET, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { BIN, cliEnv, ok, wristband } from '../../test/helpers/cli.js'
+import { BIN, ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 import { openDatabase } from '../platform/db/database.js'
 
@@ -225,23 +218,18 @@ describe('wristband command line', { concurrency: true }, () => {
 })
 
 eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) => {
-  let p: ProvisionedBackend
   let t: TestApp
   let env: Record<string, string>
   const cli = (args: string[], input?: string) => wristband(args, env, input)
   const auditRows = (kind: string) =>
     t.db.db.selectFrom('audit_log').selectAll().where('kind', '=', kind).orderBy('id').execute()
 
+  let close = async () => {}
   before(async () => {
-    p = await backend.provision()
-    env = cliEnv(p)
-    t = await startApp(backend, {}, p)
+    ;({ t, env, close } = await startAppWithCli(backend))
     await t.seed({ events: STANDARD_SEED.events! })
   })
-  after(async () => {
-    await t?.close()
-    await p?.dispose()
-  })
+  after(() => close())
 
   test('admin create: the new administrator signs in; duplicates are refused and recorded', async () => {
     const out = ok(

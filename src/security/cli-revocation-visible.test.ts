@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
-import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { cliEnv, wristband } from '../../test/helpers/cli.js'
+import { login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { backends, eachBackend } from '../../test/helpers/backends.js'
+import { startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
@@ -12,19 +12,14 @@ import { until } from '../../test/helpers/until.js'
  * (1 s by default); with Redis the command line also publishes on the revocation feed.
  */
 eachBackend(backends, 'CLI revocations reach a running instance', (backend) => {
-  let p: ProvisionedBackend
   let t: TestApp
   let env: Record<string, string>
+  let close = async () => {}
   before(async () => {
-    p = await backend.provision()
-    env = cliEnv(p)
-    t = await startApp(backend, {}, p)
+    ;({ t, env, close } = await startAppWithCli(backend))
     await t.seed(STANDARD_SEED)
   })
-  after(async () => {
-    await t?.close()
-    await p?.dispose()
-  })
+  after(() => close())
 
   const cases: [string, string[], Record<string, string>][] = [
     ['admin disable', ['admin', 'disable', '--email', 'ev1@example.com'], {}],

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
-import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { cliEnv, ok, wristband } from '../../test/helpers/cli.js'
+import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
+import { ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 import type { SeedDocument } from '../seed/seed.js'
 
@@ -170,22 +170,17 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
 })
 
 eachBackend(httpBackends, 'wristband device: create, rotate-key, list', (backend) => {
-  let p: ProvisionedBackend
   let t: TestApp
   let env: Record<string, string>
   const cli = (args: string[]) => wristband(args, env)
   const keyOf = (out: string) => /device key \(shown only now\): (wbd_\S+)/.exec(out)?.[1]
 
+  let close = async () => {}
   before(async () => {
-    p = await backend.provision()
-    env = cliEnv(p)
-    t = await startApp(backend, {}, p)
+    ;({ t, env, close } = await startAppWithCli(backend))
     await t.seed(STANDARD_SEED)
   })
-  after(async () => {
-    await t?.close()
-    await p?.dispose()
-  })
+  after(() => close())
 
   test('create prints a key once; the device needs it; rotate-key replaces it; list shows no key', async () => {
     const opId = (

@@ -4,8 +4,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { TEST_SECRET } from './app.js'
-import type { ProvisionedBackend } from './backends.js'
+import { startApp, TEST_SECRET, type TestApp } from './app.js'
+import type { Backend, ProvisionedBackend } from './backends.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 /** The installed command: bin/wristband.js runs the compiled program in dist/ (the test runner builds it). */
@@ -56,4 +56,25 @@ export function cliEnv(p: ProvisionedBackend): Record<string, string> {
 export function ok(run: Run): string {
   assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
   return run.stdout
+}
+
+/** A test instance and the command line's environment on one storage: the instance sees what a command writes. */
+export interface AppWithCli {
+  t: TestApp
+  env: Record<string, string>
+  /** Stops the instance and disposes of the storage. */
+  close(): Promise<void>
+}
+
+export async function startAppWithCli(backend: Backend): Promise<AppWithCli> {
+  const p = await backend.provision()
+  const t = await startApp(backend, {}, p)
+  return {
+    t,
+    env: cliEnv(p),
+    async close() {
+      await t.close()
+      await p.dispose()
+    },
+  }
 }
