@@ -2,7 +2,7 @@
  * Layering rules of wristband (see docs/architecture.md). Run with `npm run lint:deps`.
  *
  * Layers: src/platform (shared mechanisms) <- src/<feature>/ (features) <- src/app.ts (app factory)
- * <- src/server.ts, src/cli.ts (entry points). Test support lives in test/helpers and src/<feature>/test-*.ts.
+ * <- src/server.ts, src/cli.ts (entry points). Test support lives in test/helpers.
  *
  * The rules are checked on the compiled JavaScript in dist/ (`npm run build`): TypeScript 7 (native) has no
  * JS API dependency-cruiser can load, and the other TypeScript parser it supports (swc) has no build for
@@ -13,8 +13,8 @@
 /** Feature folders: every folder of src/ except platform. */
 const FEATURE = '^dist/src/(?!platform/)[^/]+/'
 
-/** Test code: *.test.ts, test/, and the src/<feature>/test-*.ts support files. */
-const TEST_CODE = ['\\.test\\.js$', '^dist/test/', '^dist/src/.+/test-[^/]+\\.js$']
+/** Test code: *.test.ts and test/ (the helpers). */
+const TEST_CODE = ['\\.test\\.js$', '^dist/test/']
 
 module.exports = {
   forbidden: [
@@ -38,7 +38,7 @@ module.exports = {
     },
     {
       name: 'production-imports-no-test-code',
-      comment: 'Production code must not import test helpers, test-*.ts support files or *.test.ts.',
+      comment: 'Production code must not import test helpers or *.test.ts.',
       severity: 'error',
       from: { path: '^dist/src/', pathNot: TEST_CODE },
       to: { path: TEST_CODE },

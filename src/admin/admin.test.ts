@@ -1,19 +1,17 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 forEachBackend(httpBackends, 'GET /admin/me', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      administrators: [
-        ...(STANDARD_SEED.administrators ?? []),
-        { email: 'leaving@example.com', password: 's3cret-pass', role: 'admin', event_ids: [2] },
-      ],
-    })
+    await t.seed(
+      withStandardSeed({
+        administrators: [eventAdmin('leaving@example.com', [2])],
+      }),
+    )
   })
   const me = (token?: string) => t.request({ method: 'GET', url: '/admin/me', ...(token ? { token } : {}) })
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
-import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { after, before, test } from 'node:test'
+import { login, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from './api-keys.store.js'
 
@@ -9,64 +9,59 @@ import { createApiKey } from './api-keys.store.js'
  * Issue 15, item 4: POST /tokens/verify resolves API keys from a cache of each instance (no database
  * look-up per request), invalidated on revocation through the revocation feed, at most 60 s stale.
  */
-for (const backend of backends) {
-  describe(
-    `API keys from the instance's cache [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      let p: ProvisionedBackend
-      let a: TestApp
-      let b: TestApp
-      before(async () => {
-        p = await backend.provision()
-        a = await startApp(backend, {}, p)
-        b = await startApp(backend, {}, p)
-        await a.seed(STANDARD_SEED)
-      })
-      after(async () => {
-        await a?.close()
-        await b?.close()
-        await p?.dispose()
-      })
+eachBackend(backends, `API keys from the instance's cache`, (backend) => {
+  let p: ProvisionedBackend
+  let a: TestApp
+  let b: TestApp
+  before(async () => {
+    p = await backend.provision()
+    a = await startApp(backend, {}, p)
+    b = await startApp(backend, {}, p)
+    await a.seed(STANDARD_SEED)
+  })
+  after(async () => {
+    await a?.close()
+    await b?.close()
+    await p?.dispose()
+  })
 
-      const newKey = () =>
-        createApiKey(a.db.db, {
-          event_id: 1,
-          name: 'cache',
-          scopes: ['api:read'],
-          created_by: null,
-          now: Date.now(),
-        })
-      const valid = async (t: TestApp, token: string) =>
-        (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json().valid
+  const newKey = () =>
+    createApiKey(a.db.db, {
+      event_id: 1,
+      name: 'cache',
+      scopes: ['api:read'],
+      created_by: null,
+      now: Date.now(),
+    })
+  test('revoked through one instance: refused by the other, which had it cached (polled)', async () => {
+    const key = await newKey()
+    assert.equal((await verifyToken(b, key.plaintext)).valid, true)
+    const admin = await login(a, 'root@example.com')
+    const res = await a.request({
+      method: 'DELETE',
+      url: `/tokens/api-key/${key.record.id}`,
+      token: admin.access_token,
+    })
+    assert.equal(res.statusCode, 200)
+    assert.equal(
+      (await verifyToken(a, key.plaintext)).valid,
+      false,
+      'the revoking instance refuses it at once',
+    )
+    await until('the other instance drops the key', async () => !(await verifyToken(b, key.plaintext)).valid)
+  })
 
-      test('revoked through one instance: refused by the other, which had it cached (polled)', async () => {
-        const key = await newKey()
-        assert.equal(await valid(b, key.plaintext), true)
-        const admin = await login(a, 'root@example.com')
-        const res = await a.request({
-          method: 'DELETE',
-          url: `/tokens/api-key/${key.record.id}`,
-          token: admin.access_token,
-        })
-        assert.equal(res.statusCode, 200)
-        assert.equal(await valid(a, key.plaintext), false, 'the revoking instance refuses it at once')
-        await until('the other instance drops the key', async () => !(await valid(b, key.plaintext)))
-      })
-
-      test('changed behind the service’s back: answered from the cache, for at most 60 s', async () => {
-        const key = await newKey()
-        assert.equal(await valid(b, key.plaintext), true)
-        // No revocation-list entry: only the row changes, as a database restore or a manual edit would.
-        await a.db.db
-          .updateTable('event_clients')
-          .set({ revoked_at: Date.now() })
-          .where('id', '=', key.record.id)
-          .execute()
-        assert.equal(await valid(b, key.plaintext), true, 'a cache hit: the database is not read')
-        b.clock.advance(60_000)
-        assert.equal(await valid(b, key.plaintext), false, 'the entry lapsed: the database answers')
-      })
-    },
-  )
-}
+  test('changed behind the service’s back: answered from the cache, for at most 60 s', async () => {
+    const key = await newKey()
+    assert.equal((await verifyToken(b, key.plaintext)).valid, true)
+    // No revocation-list entry: only the row changes, as a database restore or a manual edit would.
+    await a.db.db
+      .updateTable('event_clients')
+      .set({ revoked_at: Date.now() })
+      .where('id', '=', key.record.id)
+      .execute()
+    assert.equal((await verifyToken(b, key.plaintext)).valid, true, 'a cache hit: the database is not read')
+    b.clock.advance(60_000)
+    assert.equal((await verifyToken(b, key.plaintext)).valid, false, 'the entry lapsed: the database answers')
+  })
+})

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { sha256Hex } from '../platform/random.js'
@@ -18,8 +18,6 @@ forEachBackend(httpBackends, 'event API keys', (ctx) => {
 
   const create = (token: string | undefined, payload: object) =>
     t.request({ method: 'POST', url: '/tokens/api-key', payload, ...(token ? { token } : {}) })
-  const verify = async (token: string) =>
-    (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
   const list = (token: string, eventId: number | string) =>
     t.request({ method: 'GET', url: `/tokens/api-keys?event_id=${eventId}`, token })
   const revoke = (token: string, id: number | string) =>
@@ -49,7 +47,7 @@ forEachBackend(httpBackends, 'event API keys', (ctx) => {
     const key = (
       await create(root, { event_id: 2, name: 'Partner', scopes: ['api:read', 'api:write'] })
     ).json()
-    const { valid, claims } = await verify(key.api_key)
+    const { valid, claims } = await verifyToken(t, key.api_key)
     assert.equal(valid, true)
     assert.equal(claims.type, 'api_key')
     assert.equal(claims.role, 'event_client')
@@ -120,16 +118,16 @@ forEachBackend(httpBackends, 'event API keys', (ctx) => {
   test('revoking: 403 for a key of an event out of reach, 404 for an unknown key, then invalid at once', async () => {
     const other = (await create(root, { event_id: 2, name: 'Other', scopes: ['api:read'] })).json()
     assert.equal((await revoke(ev1, other.id)).statusCode, 403)
-    assert.equal((await verify(other.api_key)).valid, true, 'a refused revocation revoked the key')
+    assert.equal((await verifyToken(t, other.api_key)).valid, true, 'a refused revocation revoked the key')
     assert.equal((await revoke(ev1, 999_999)).statusCode, 404)
     assert.equal((await revoke(ev1, 'abc')).statusCode, 422)
 
     const key = (await create(ev1, { event_id: 1, name: 'Short-lived', scopes: ['api:read'] })).json()
-    assert.equal((await verify(key.api_key)).valid, true)
+    assert.equal((await verifyToken(t, key.api_key)).valid, true)
     const res = await revoke(ev1, key.id)
     assert.equal(res.statusCode, 200)
     assert.equal(typeof res.json().message, 'string')
-    assert.deepEqual(await verify(key.api_key), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, key.api_key), { valid: false, claims: null })
     const item = (await list(ev1, 1)).json().find((k: { id: number }) => k.id === key.id)
     assert.ok(item.revoked_at)
     assert.equal((await revoke(ev1, key.id)).statusCode, 200, 'revoking again')

@@ -1,26 +1,21 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, type TestApp, verifyToken, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-
-async function claimsOf(t: TestApp, token: string) {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  return res.json().claims
-}
 
 forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      customers: [
-        ...STANDARD_SEED.customers!,
-        // A consumer created without a password (as by a provider sign-in) cannot use this route.
-        { phone: '+4915100000009' },
-        { phone: '+4915100000008', password: 's3cret-pass' },
-      ],
-    })
+    await t.seed(
+      withStandardSeed({
+        customers: [
+          // A consumer created without a password (as by a provider sign-in) cannot use this route.
+          { phone: '+4915100000009' },
+          { phone: '+4915100000008', password: 's3cret-pass' },
+        ],
+      }),
+    )
   })
 
   test('phone and password give a consumer token pair with the consumer baseline scopes', async () => {
@@ -33,7 +28,7 @@ forEachBackend(httpBackends, 'POST /auth/login/customer', (ctx) => {
     assert.equal(res.headers['cache-control'], 'no-store')
     const body = res.json()
     assert.equal(body.token_type, 'bearer')
-    const claims = await claimsOf(t, body.access_token)
+    const claims = (await verifyToken(t, body.access_token)).claims
     assert.equal(claims.type, 'access')
     assert.equal(claims.role, 'consumer')
     assert.deepEqual(claims.permissions, {

@@ -1,14 +1,13 @@
 // End-to-end: Debian's Chromium, driven by playwright-core, against the real service on a real port.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
+import { ACTIVITY_ENV, type Activity, createActivity } from '../../test/helpers/activity.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { ARTIFACTS, CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
-import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
+import { artifact, type ChromiumPage, openChromium } from '../../test/helpers/browser.js'
 
 /** The cell texts of table rows (runs in the page). */
 const rowsText = (rows: { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }[]) =>
@@ -27,43 +26,25 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       let t: TestApp
       let activity: Activity
       let base: string
+      let browser: ChromiumPage | undefined
       let context: BrowserContext
       let page: Page
-      let userDataDir: string
       /** Console errors and page errors, CSP violations included: every test ends with none. */
-      const problems: string[] = []
+      let problems: string[] = []
 
       before(async () => {
-        if (!fs.existsSync(CHROMIUM)) {
-          throw new Error(
-            `${CHROMIUM} is missing: install it with \`apt-get install -y chromium\` (scripts/ci-system-deps.sh does), or set SKIP_BROWSER_TESTS=1 to skip the browser tests`,
-          )
-        }
         t = ctx()
         activity = await createActivity(t)
         base = await t.app.listen({ host: '127.0.0.1', port: 0 })
-        userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-chromium-'))
-        context = await chromium.launchPersistentContext(userDataDir, {
-          executablePath: CHROMIUM,
-          args: CHROMIUM_ARGS,
-          headless: true,
-          viewport: DESKTOP,
-          locale: 'en-US',
-          timezoneId: 'UTC',
-        })
-        page = context.pages()[0] ?? (await context.newPage())
-        page.on('console', (m) => {
-          if (m.type() === 'error') problems.push(m.text())
-        })
-        page.on('pageerror', (e) => problems.push(e.message))
+        browser = await openChromium(DESKTOP)
+        ;({ context, page, problems } = browser)
         // The page refreshes on a 15-second timer; a fake clock lets the test move it.
         await page.clock.install()
       })
 
       after(async () => {
-        await context?.close()
+        await browser?.close()
         await activity?.receiver.close()
-        if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true })
       })
 
       async function figures(): Promise<Record<string, string>> {
@@ -86,8 +67,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         await signIn('partner1', 'not-the-password')
         assert.equal(new URL(page.url()).pathname, '/dashboard/login')
         assert.equal(await page.getByRole('alert').textContent(), 'Incorrect username or password')
-        fs.mkdirSync(ARTIFACTS, { recursive: true })
-        await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-sign-in-refused.png') })
+        await page.screenshot({ path: artifact('dashboard-sign-in-refused.png') })
         assert.deepEqual(
           (await context.cookies()).filter((c) => c.name === 'wb_session'),
           [],
@@ -102,7 +82,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         assert.equal(session.httpOnly, true)
         assert.equal(session.sameSite, 'Strict')
         assert.equal(await page.locator('ul.events li').count(), 1)
-        await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-events.png') })
+        await page.screenshot({ path: artifact('dashboard-events.png') })
         await page.getByRole('link', { name: /Summer Fest/ }).click()
         assert.equal(new URL(page.url()).pathname, '/dashboard/events/1')
         await page.locator('[data-status]').filter({ hasText: 'Updated' }).waitFor()
@@ -161,11 +141,10 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
           page.waitForFunction(
             `window.innerWidth === ${width} && new Promise((r) => requestAnimationFrame(() => r(true)))`,
           )
-        fs.mkdirSync(ARTIFACTS, { recursive: true })
         const name = `dashboard-event-${ctx().config.databaseUrl.startsWith('sqlite') ? 'sqlite' : 'postgres'}`
         await page.setViewportSize(DESKTOP)
         await laidOutAt(DESKTOP.width)
-        const desktop = path.join(ARTIFACTS, `${name}-desktop.png`)
+        const desktop = artifact(`${name}-desktop.png`)
         await page.screenshot({ path: desktop, fullPage: true })
         await page.setViewportSize(PHONE)
         // The overflow check below is only meaningful once the page has been laid out at phone width.
@@ -175,7 +154,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
           'document.documentElement.scrollWidth - window.innerWidth',
         )
         assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone screen`)
-        await page.screenshot({ path: path.join(ARTIFACTS, `${name}-phone.png`), fullPage: true })
+        await page.screenshot({ path: artifact(`${name}-phone.png`), fullPage: true })
         await page.setViewportSize(DESKTOP)
         if (process.env.UPDATE_DOCS_SCREENSHOT === '1' && name.endsWith('sqlite')) {
           fs.copyFileSync(desktop, path.resolve('docs', 'dashboard.png'))
@@ -249,7 +228,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
           .boundingBox()
         assert.ok(box && uses && box.height < 240, `the empty gates panel is ${box?.height}px high`)
         await page.screenshot({
-          path: path.join(ARTIFACTS, 'dashboard-event-without-uses.png'),
+          path: artifact('dashboard-event-without-uses.png'),
           fullPage: true,
         })
       })

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { cookieOf, dashboardSession, formToken, postSignIn } from '../../test/helpers/dashboard.js'
 import { sha256Hex } from '../platform/random.js'
@@ -11,15 +11,16 @@ forEachBackend(httpBackends, 'dashboard sign-in and sessions', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      dashboard_users: [
-        { username: 'partner1', password: 's3cret-pass', event_ids: [1] },
-        { username: 'partner2', password: 's3cret-pass', event_ids: [2] },
-        { username: 'backoff-user', password: 's3cret-pass', event_ids: [1] },
-        { username: 'narrowed', password: 's3cret-pass', event_ids: [1, 2] },
-      ],
-    })
+    // partner1 (event 1) comes with the standard seed.
+    await t.seed(
+      withStandardSeed({
+        dashboard_users: [
+          { username: 'partner2', password: 's3cret-pass', event_ids: [2] },
+          { username: 'backoff-user', password: 's3cret-pass', event_ids: [1] },
+          { username: 'narrowed', password: 's3cret-pass', event_ids: [1, 2] },
+        ],
+      }),
+    )
   })
 
   test('the sign-in page carries a strict CSP with no inline script', async () => {
@@ -230,13 +231,12 @@ forEachBackend(httpBackends, 'event figures: who may see them', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      dashboard_users: [
-        { username: 'partner1', password: 's3cret-pass', event_ids: [1] },
-        { username: 'partner2', password: 's3cret-pass', event_ids: [2] },
-      ],
-    })
+    // partner1 (event 1) comes with the standard seed.
+    await t.seed(
+      withStandardSeed({
+        dashboard_users: [{ username: 'partner2', password: 's3cret-pass', event_ids: [2] }],
+      }),
+    )
   })
 
   test("a dashboard user cannot see another event's figures, through the page or the JSON", async () => {

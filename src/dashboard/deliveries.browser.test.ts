@@ -1,15 +1,14 @@
 // The webhook deliveries page in Debian's Chromium (playwright-core), against the service on a real port.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
+import { ACTIVITY_ENV, type Activity, createActivity } from '../../test/helpers/activity.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { ARTIFACTS, CHROMIUM, CHROMIUM_ARGS } from '../../test/helpers/browser.js'
+import { artifact, type ChromiumPage, openChromium } from '../../test/helpers/browser.js'
 import { until } from '../../test/helpers/until.js'
-import { ACTIVITY_ENV, type Activity, createActivity } from './test-activity.js'
 
 if (process.env.SKIP_BROWSER_TESTS === '1') {
   describe('webhook deliveries page in Chromium', {
@@ -23,39 +22,21 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       let t: TestApp
       let activity: Activity
       let base: string
-      let context: BrowserContext
+      let browser: ChromiumPage | undefined
       let page: Page
-      let userDataDir: string
-      const problems: string[] = []
+      let problems: string[] = []
 
       before(async () => {
-        if (!fs.existsSync(CHROMIUM))
-          throw new Error(
-            `${CHROMIUM} is missing: install it with \`apt-get install -y chromium\` (scripts/ci-system-deps.sh does), or set SKIP_BROWSER_TESTS=1 to skip the browser tests`,
-          )
         t = ctx()
         activity = await createActivity(t)
         base = await t.app.listen({ host: '127.0.0.1', port: 0 })
-        userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-chromium-'))
-        context = await chromium.launchPersistentContext(userDataDir, {
-          executablePath: CHROMIUM,
-          args: CHROMIUM_ARGS,
-          headless: true,
-          viewport: { width: 1280, height: 800 },
-          locale: 'en-US',
-          timezoneId: 'UTC',
-        })
-        page = context.pages()[0] ?? (await context.newPage())
-        page.on('console', (m) => {
-          if (m.type() === 'error') problems.push(m.text())
-        })
-        page.on('pageerror', (e) => problems.push(e.message))
+        browser = await openChromium({ width: 1280, height: 800 })
+        ;({ page, problems } = browser)
       })
 
       after(async () => {
-        await context?.close()
+        await browser?.close()
         await activity?.receiver.close()
-        if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true })
       })
 
       const rows = () =>
@@ -81,8 +62,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
           String(await pending.locator('td').nth(4).textContent()),
           /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/,
         )
-        fs.mkdirSync(ARTIFACTS, { recursive: true })
-        const shot = path.join(ARTIFACTS, 'dashboard-webhook-deliveries.png')
+        const shot = artifact('dashboard-webhook-deliveries.png')
         await page.screenshot({ path: shot, fullPage: true })
         if (process.env.UPDATE_DOCS_SCREENSHOT === '1' && ctx().config.databaseUrl.startsWith('sqlite'))
           fs.copyFileSync(shot, path.resolve('docs', 'dashboard-webhook-deliveries.png'))

@@ -3,9 +3,9 @@ import { after, before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession, formToken } from '../../test/helpers/dashboard.js'
+import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
 import { until } from '../../test/helpers/until.js'
-import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../partner/test-partner.js'
-import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
 
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' }
 

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
+import { ACTIVITY_ENV, type Activity, createActivity, EXPECTED } from '../../test/helpers/activity.js'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
 import { bucketStarts, zoneOffsetMs } from './stats.service.js'
-import { ACTIVITY_ENV, type Activity, createActivity, EXPECTED } from './test-activity.js'
 
 forEachBackend(
   httpBackends,

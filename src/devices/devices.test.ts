@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp, verifyToken, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import type { SeedDocument } from '../seed/seed.js'
 
-const SEED: SeedDocument = {
-  ...STANDARD_SEED,
+const SEED: SeedDocument = withStandardSeed({
   devices: [
-    ...STANDARD_SEED.devices!,
     { dev_mac: 'AA:BB:CC:DD:EE:02', event_id: 1, operator_email: null },
     { dev_mac: 'AA:BB:CC:DD:EE:03', event_id: 1, operator_email: 'op@example.com', archived: true },
     { dev_mac: 'AA:BB:CC:DD:EE:04', event_id: 2, operator_email: null },
@@ -15,7 +13,7 @@ const SEED: SeedDocument = {
     { dev_mac: 'AA:BB:CC:DD:EE:05', event_id: 1, operator_email: 'op2@example.com' },
     { dev_mac: 'AA:BB:CC:DD:EE:06', event_id: 1, operator_email: null },
   ],
-}
+})
 
 forEachBackend(httpBackends, 'devices', (ctx) => {
   let t: TestApp
@@ -28,8 +26,6 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     operators = Object.fromEntries(seeded.operators!.map((o) => [o.email, o.id!]))
   })
 
-  const verify = async (token: string) =>
-    (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
   const deviceAuth = (dev_mac: string, event_id: number) =>
     t.request({ method: 'POST', url: '/devices/auth', payload: { dev_mac, event_id } })
   const deviceLogin = (dev_mac: string, event_id: number, headers: Record<string, string> = {}) =>
@@ -92,7 +88,7 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     assert.equal(res.statusCode, 200)
     const body = res.json()
     assert.equal(body.token_type, 'bearer')
-    const { valid, claims } = await verify(body.offline_token)
+    const { valid, claims } = await verifyToken(t, body.offline_token)
     assert.equal(valid, true)
     assert.equal(claims.type, 'offline')
     assert.equal(claims.role, 'operator')
@@ -124,7 +120,7 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     )
     assert.equal(res.statusCode, 200)
     assert.equal(res.json().token_type, 'bearer')
-    const { claims } = await verify(res.json().token)
+    const { claims } = await verifyToken(t, res.json().token)
     assert.equal(claims.sub, String(operators['op@example.com']))
     assert.equal(claims.role, 'operator')
     assert.equal(claims.device_id, ids['02'])
@@ -132,7 +128,10 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     // The association now lets the device sign in by itself.
     const signIn = await deviceLogin('AA:BB:CC:DD:EE:02', 1)
     assert.equal(signIn.statusCode, 200)
-    assert.equal((await verify(signIn.json().offline_token)).claims.sub, String(operators['op@example.com']))
+    assert.equal(
+      (await verifyToken(t, signIn.json().offline_token)).claims.sub,
+      String(operators['op@example.com']),
+    )
   })
 
   test("an operator of the device's event may associate; a superadmin may anywhere", async () => {
@@ -146,7 +145,7 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
       root.access_token,
     )
     assert.equal(other.statusCode, 200)
-    assert.equal((await verify(other.json().token)).claims.event_id, 2)
+    assert.equal((await verifyToken(t, other.json().token)).claims.event_id, 2)
   })
 
   test("callers without the device's event are 403; other roles are 403", async () => {

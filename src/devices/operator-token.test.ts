@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict'
 import { before, describe, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import {
+  forEachBackend,
+  login,
+  logout,
+  type TestApp,
+  verifyToken,
+  withStandardSeed,
+} from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 const DEV_TYPES = ['POS', 'REPORT', 'FASTPASS', 'KIDS', 'DISPATCH'] as const
@@ -21,16 +28,16 @@ forEachBackend(httpBackends, 'POST /devices/operator-token', (ctx) => {
   let ids: Record<string, number>
   before(async () => {
     t = ctx()
-    const seeded = await t.seed({
-      ...STANDARD_SEED,
-      operators: [
-        ...STANDARD_SEED.operators!,
-        ...MODES.map((mode) => ({ email: modeUser(mode), password: 's3cret-pass', event_id: 1, mode })),
-        { email: 'nobind@example.com', password: 's3cret-pass', event_id: null, mode: 0 },
-        { email: 'logout@example.com', password: 's3cret-pass', event_id: 2, mode: 0 },
-        { email: 'race@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
-      ],
-    })
+    const seeded = await t.seed(
+      withStandardSeed({
+        operators: [
+          ...MODES.map((mode) => ({ email: modeUser(mode), password: 's3cret-pass', event_id: 1, mode })),
+          { email: 'nobind@example.com', password: 's3cret-pass', event_id: null, mode: 0 },
+          { email: 'logout@example.com', password: 's3cret-pass', event_id: 2, mode: 0 },
+          { email: 'race@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
+        ],
+      }),
+    )
     ids = Object.fromEntries(seeded.operators!.map((o) => [o.email, o.id!]))
   })
 
@@ -43,8 +50,6 @@ forEachBackend(httpBackends, 'POST /devices/operator-token', (ctx) => {
     dev_mac: 'AA:BB:CC:DD:EE:01',
     ...extra,
   })
-  const verify = async (token: string) =>
-    (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
 
   describe('dev_type × mode matrix', () => {
     for (const devType of DEV_TYPES) {
@@ -87,7 +92,7 @@ forEachBackend(httpBackends, 'POST /devices/operator-token', (ctx) => {
 
   test('POST /tokens/verify knows session tokens: type session, the operator and its permissions', async () => {
     const token = (await operatorToken(body('op@example.com', 'POS'))).json().token
-    const { valid, claims } = await verify(token)
+    const { valid, claims } = await verifyToken(t, token)
     assert.equal(valid, true)
     assert.equal(claims.type, 'session')
     assert.equal(claims.role, 'operator')
@@ -96,25 +101,20 @@ forEachBackend(httpBackends, 'POST /devices/operator-token', (ctx) => {
     assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'ticket:scan'] })
     assert.equal(claims.mode, 0)
     assert.ok(claims.exp > claims.iat)
-    assert.deepEqual(await verify(`wbs_${'A'.repeat(43)}`), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, `wbs_${'A'.repeat(43)}`), { valid: false, claims: null })
   })
 
   test("the operator's logout clears its session token; the next call issues a new one", async () => {
     const old = (await operatorToken(body('logout@example.com', 'POS'))).json().token
     const other = (await operatorToken(body('op2@example.com', 'POS'))).json().token
     const pair = await login(t, 'logout@example.com', 'operator')
-    const out = await t.request({
-      method: 'POST',
-      url: '/auth/logout',
-      token: pair.access_token,
-      payload: { refresh_token: pair.refresh_token },
-    })
+    const out = await logout(t, pair.access_token, pair.refresh_token)
     assert.equal(out.statusCode, 200)
-    assert.deepEqual(await verify(old), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, old), { valid: false, claims: null })
     const fresh = (await operatorToken(body('logout@example.com', 'POS'))).json().token
     assert.notEqual(fresh, old)
-    assert.equal((await verify(fresh)).valid, true)
-    assert.equal((await verify(other)).valid, true, "another operator's session is untouched")
+    assert.equal((await verifyToken(t, fresh)).valid, true)
+    assert.equal((await verifyToken(t, other)).valid, true, "another operator's session is untouched")
   })
 
   test('only a hash and a sealed copy are stored, never the token', async () => {

@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, SignJWT } from 'jose'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { login, STANDARD_SEED, startApp, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 const offlineToken = async (t: TestApp) => {
@@ -13,9 +13,6 @@ const offlineToken = async (t: TestApp) => {
   assert.equal(res.statusCode, 200, res.body)
   return res.json().offline_token as string
 }
-const verify = async (t: TestApp, token: string) =>
-  (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
-
 describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', () => {
   let t: TestApp
   before(async () => {
@@ -36,7 +33,7 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
     })
     assert.equal(payload.type, 'offline')
     assert.equal(payload.event_id, 1)
-    const answer = await verify(t, token)
+    const answer = await verifyToken(t, token)
     assert.equal(answer.valid, true)
     assert.equal(answer.claims.jti, payload.jti)
     const feed = await t.request({ method: 'GET', url: '/events/1/scan-sync', token })
@@ -44,7 +41,7 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
     // Access tokens stay HS256.
     const access = (await login(t, 'op@example.com', 'operator')).access_token
     assert.equal(decodeProtectedHeader(access).alg, 'HS256')
-    assert.equal((await verify(t, access)).valid, true)
+    assert.equal((await verifyToken(t, access)).valid, true)
   })
 
   test('the edge key cannot mint access tokens: an EdDSA token of another type is refused', async () => {
@@ -65,7 +62,7 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
       .setAudience('wristband')
       .setIssuer('wristband')
       .sign(key)
-    assert.deepEqual(await verify(t, forged), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, forged), { valid: false, claims: null })
     assert.equal((await t.request({ method: 'GET', url: '/admin/me', token: forged })).statusCode, 401)
   })
 
@@ -75,7 +72,7 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
     const other = await new SignJWT(JSON.parse(Buffer.from(p!, 'base64url').toString()))
       .setProtectedHeader(JSON.parse(Buffer.from(h!, 'base64url').toString()))
       .sign((await import('node:crypto')).generateKeyPairSync('ed25519').privateKey)
-    assert.equal((await verify(t, other)).valid, false)
+    assert.equal((await verifyToken(t, other)).valid, false)
   })
 })
 
@@ -90,6 +87,6 @@ describe('offline tokens by default (HS256, as the specification fixes)', () => 
   test('an offline token is HS256 and verifies as before', async () => {
     const token = await offlineToken(t)
     assert.equal(decodeProtectedHeader(token).alg, 'HS256')
-    assert.equal((await verify(t, token)).valid, true)
+    assert.equal((await verifyToken(t, token)).valid, true)
   })
 })

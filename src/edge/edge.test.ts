@@ -6,7 +6,6 @@ import { after, before, describe, test } from 'node:test'
 import { calculateJwkThumbprint, compactVerify, createLocalJWKSet, decodeProtectedHeader } from 'jose'
 import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -19,7 +18,8 @@ import {
   partnerGet,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { qrDataUrl, qrPng } from './qr.js'
 import { codeDigest } from './ticket-codes.js'
 

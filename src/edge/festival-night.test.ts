@@ -5,16 +5,16 @@ import { CompactSign, decodeProtectedHeader } from 'jose'
 import { Scanner, type ScanResult, type SyncReport } from '../../packages/scanner/src/index.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
 import {
   deviceToken,
   newTicketType,
   type PartnerKeys,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
-import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
-import { deviceNetwork, type Network } from './test-scanner.js'
+} from '../../test/helpers/partner.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
+import { deviceNetwork, type Network } from '../../test/helpers/scanner.js'
+import { waitFor } from '../../test/helpers/until.js'
 
 const TICKETS = 1_900
 const REVOKED = 20

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -12,7 +11,8 @@ import {
   type PartnerKeys,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { sha256Hex } from '../platform/random.js'
 
 const EVENT = 'summer-fest-2026'

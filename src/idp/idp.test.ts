@@ -3,7 +3,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose'
-import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 interface Key {
@@ -108,12 +108,7 @@ forEachBackend(
     const signIn = (id_token: string, headers: Record<string, string> = {}) =>
       t.request({ method: 'POST', url: '/auth/login/idp', payload: { id_token }, headers })
     async function consumerId(res: { json(): { access_token: string } }): Promise<string> {
-      const v = await t.request({
-        method: 'POST',
-        url: '/tokens/verify',
-        payload: { token: res.json().access_token },
-      })
-      const { claims } = v.json()
+      const { claims } = await verifyToken(t, res.json().access_token)
       assert.equal(claims.role, 'consumer')
       return claims.sub
     }

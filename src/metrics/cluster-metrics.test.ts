@@ -12,8 +12,8 @@ import {
   redisServerInstalled,
   startRedisServer,
 } from '../../test/helpers/processes.js'
+import { sample } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
-import { sample } from './test-scrape.js'
 
 const BIN = fileURLToPath(new URL('../../bin/wristband.js', import.meta.url))
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'

@@ -10,9 +10,9 @@ import {
   type TestApp,
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { sample } from '../../test/helpers/scrape.js'
 import { ConfigError, loadConfig } from '../platform/config.js'
 import { buildMetricsServer } from './metrics.routes.js'
-import { sample } from './test-scrape.js'
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
 

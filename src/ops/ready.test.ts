@@ -1,48 +1,31 @@
 import assert from 'node:assert/strict'
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { LightMyRequestResponse } from 'fastify'
 import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { sample } from '../metrics/test-scrape.js'
+import {
+  freePort,
+  killProcess,
+  redisServerInstalled,
+  startRedisServer,
+} from '../../test/helpers/processes.js'
+import { sample } from '../../test/helpers/scrape.js'
+import { waitFor } from '../../test/helpers/until.js'
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
 
-/** Asks /ready until it gives `status`, for a bounded number of tries (reconnects take a moment). */
-async function readyUntil(t: TestApp, status: number): Promise<LightMyRequestResponse> {
-  let res: LightMyRequestResponse | undefined
-  for (let i = 0; i < 100; i++) {
-    res = await t.request({ method: 'GET', url: '/ready' })
-    if (res.statusCode === status) return res
-    await sleep(100)
-  }
-  assert.fail(`/ready never answered ${status}; last: ${res?.statusCode} ${res?.body}`)
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = net.connect(port, '127.0.0.1')
-      s.once('connect', () => {
-        s.destroy()
-        resolve(true)
-      })
-      s.once('error', () => resolve(false))
-    })
-    if (ok) return
-    await sleep(50)
-  }
-  throw new Error(`nothing listens on ${port}`)
+/** Asks /ready until it gives `status` (reconnects take a moment). */
+function readyUntil(t: TestApp, status: number): Promise<LightMyRequestResponse> {
+  return waitFor(
+    async () => {
+      const res = await t.request({ method: 'GET', url: '/ready' })
+      return res.statusCode === status && res
+    },
+    10_000,
+    `/ready to answer ${status}`,
+  )
 }
 
 forEachBackend(httpBackends, 'GET /ready', (ctx) => {
@@ -87,31 +70,18 @@ forEachBackend(httpBackends, 'GET /ready', (ctx) => {
   })
 })
 
-const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0
-
 describe('GET /ready follows Redis going away and coming back', {
-  skip: hasRedisServer ? false : 'redis-server is not installed',
+  skip: redisServerInstalled ? false : 'redis-server is not installed',
 }, () => {
   let port: number
   let redis: ChildProcess | undefined
   let t: TestApp
 
   async function startRedis() {
-    redis = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      {
-        stdio: 'ignore',
-      },
-    )
-    await waitForPort(port)
+    redis = await startRedisServer(port)
   }
   async function stopRedis() {
-    const child = redis
-    if (!child || child.exitCode !== null) return
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    child.kill('SIGKILL')
-    await exited
+    if (redis) await killProcess(redis)
   }
 
   before(async () => {
@@ -133,12 +103,15 @@ describe('GET /ready follows Redis going away and coming back', {
     // The service itself keeps answering: rate limits fail open, revocations come from the database.
     assert.equal((await t.request({ method: 'GET', url: '/health' })).statusCode, 200)
     // The client reports each failed reconnection; the first comes after its first back-off.
-    let errors = 0
-    for (let i = 0; i < 50 && errors === 0; i++) {
-      const metrics = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
-      errors = sample(metrics.body, 'wristband_redis_errors_total')
-      if (errors === 0) await sleep(100)
-    }
+    const errors = await waitFor(
+      async () => {
+        const metrics = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+        const counted = sample(metrics.body, 'wristband_redis_errors_total')
+        return counted > 0 && counted
+      },
+      5000,
+      'redis errors to be counted',
+    )
     assert.ok(errors > 0, 'redis errors were not counted')
     await startRedis()
     const up = await readyUntil(t, 200)

@@ -2,9 +2,15 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import {
+  newTicketType,
+  type PartnerKeys,
+  partnerGet,
+  partnerPost,
+  seedPartner,
+} from '../../test/helpers/partner.js'
 import { revokeApiKey } from '../api-keys/api-keys.store.js'
 import { sha256Hex } from '../platform/random.js'
-import { newTicketType, type PartnerKeys, partnerGet, partnerPost, seedPartner } from './test-partner.js'
 
 const EVENT = 'summer-fest-2026'
 const ticket = (over: Record<string, unknown> = {}) => ({

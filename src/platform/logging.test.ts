@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import {
+  forEachBackend,
+  login,
+  logout,
+  STANDARD_SEED,
+  TEST_SECRET,
+  type TestApp,
+} from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 const PASSWORD = 'Log-Probe-Passw0rd-7731'
@@ -57,12 +64,7 @@ forEachBackend(
         url: `/admin/me?token=${next.access_token}`,
         token: next.access_token,
       })
-      await t.request({
-        method: 'POST',
-        url: '/auth/logout',
-        token: next.access_token,
-        payload: { refresh_token: next.refresh_token },
-      })
+      await logout(t, next.access_token, next.refresh_token)
       for (const token of [pair.access_token, pair.refresh_token, next.access_token, next.refresh_token]) {
         secrets.push(token)
         // A JWT's signature alone is enough to matter; its payload alone is harmless but still a leak sign.

@@ -6,8 +6,6 @@ import type { InjectOptions } from 'fastify'
 import { generateSync } from 'otplib'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
-import { createApiKey } from '../api-keys/api-keys.store.js'
 import {
   claimTokenOf,
   newTicketType,
@@ -15,7 +13,9 @@ import {
   outboxMail,
   type PartnerKeys,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { waitFor } from '../../test/helpers/until.js'
+import { createApiKey } from '../api-keys/api-keys.store.js'
 import { queueNotification, upsertWebhook } from '../webhooks/webhooks.store.js'
 import { ACCESS_MATRIX, type MatrixRole, ROLES, renderMarkdown } from './access-matrix.js'
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { cookieOf, formToken } from '../../test/helpers/dashboard.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
@@ -60,16 +60,10 @@ forEachBackend(
     before(async () => {
       t = ctx()
       await t.seed({
-        ...STANDARD_SEED,
-        administrators: [
-          ...(STANDARD_SEED.administrators ?? []),
-          { email: 'burst-staff@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          { email: 'burst-mfa@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        ],
-        operators: [
-          ...(STANDARD_SEED.operators ?? []),
-          { email: 'burst-gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
-        ],
+        ...withStandardSeed({
+          administrators: [eventAdmin('burst-staff@example.com'), eventAdmin('burst-mfa@example.com')],
+          operators: [{ email: 'burst-gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
+        }),
         customers: [
           { phone: '+4915100000201', password: 's3cret-pass' },
           { phone: '+4915100000202', password: 's3cret-pass' },

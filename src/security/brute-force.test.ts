@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
 import { BACKOFF_POLICY } from '../platform/backoff.js'
@@ -27,15 +27,10 @@ forEachBackend(
     before(async () => {
       t = ctx()
       await t.seed({
-        ...STANDARD_SEED,
-        administrators: [
-          ...(STANDARD_SEED.administrators ?? []),
-          { email: 'mfa-target@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        ],
-        operators: [
-          ...(STANDARD_SEED.operators ?? []),
-          { email: 'gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
-        ],
+        ...withStandardSeed({
+          administrators: [eventAdmin('mfa-target@example.com')],
+          operators: [{ email: 'gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
+        }),
         customers: [
           { phone: '+4915100000101', password: 's3cret-pass' },
           { phone: '+4915100000102', password: 's3cret-pass' },

@@ -3,7 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession } from '../../test/helpers/dashboard.js'
-import { seedPartner } from '../partner/test-partner.js'
+import { seedPartner } from '../../test/helpers/partner.js'
 
 /**
  * Integers in paths and query strings are canonical decimal only (`0` or `[1-9][0-9]*`, in range):

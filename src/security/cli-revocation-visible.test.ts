@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
-import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { wristband } from '../../test/helpers/cli.js'
+import { after, before, test } from 'node:test'
+import { login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { backends, eachBackend } from '../../test/helpers/backends.js'
+import { startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
@@ -11,63 +11,53 @@ import { until } from '../../test/helpers/until.js'
  * it restarted. The instance reads new `revoked_tokens` rows from a cursor every REVOCATION_POLL_MS
  * (1 s by default); with Redis the command line also publishes on the revocation feed.
  */
-for (const backend of backends) {
-  describe(
-    `CLI revocations reach a running instance [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      let p: ProvisionedBackend
-      let t: TestApp
-      let env: Record<string, string>
-      before(async () => {
-        p = await backend.provision()
-        env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
-        t = await startApp(backend, {}, p)
-        await t.seed(STANDARD_SEED)
-      })
-      after(async () => {
-        await t?.close()
-        await p?.dispose()
-      })
+eachBackend(backends, 'CLI revocations reach a running instance', (backend) => {
+  let t: TestApp
+  let env: Record<string, string>
+  let close = async () => {}
+  before(async () => {
+    ;({ t, env, close } = await startAppWithCli(backend))
+    await t.seed(STANDARD_SEED)
+  })
+  after(() => close())
 
-      const valid = async (token: string) =>
-        (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json().valid
+  const cases: [string, string[], Record<string, string>][] = [
+    ['admin disable', ['admin', 'disable', '--email', 'ev1@example.com'], {}],
+    [
+      'admin reset-password',
+      ['admin', 'reset-password', '--email', 'root@example.com', '--password-stdin'],
+      {},
+    ],
+  ]
+  for (const [name, args, extra] of cases) {
+    test(`${name} in another process: /tokens/verify refuses the revoked refresh token (polled)`, async () => {
+      const email = args[3]!
+      const session = await login(t, email)
+      assert.equal((await verifyToken(t, session.refresh_token)).valid, true)
+      const run = await wristband(args, { ...env, ...extra }, 'a-new-password-1\n')
+      assert.equal(run.code, 0, run.stderr)
+      await until(
+        `${name}: the running instance refuses the token`,
+        async () => !(await verifyToken(t, session.refresh_token)).valid,
+      )
+      assert.equal(
+        (await verifyToken(t, session.access_token)).valid,
+        true,
+        'access tokens lapse on their own',
+      )
+    })
+  }
 
-      const cases: [string, string[], Record<string, string>][] = [
-        ['admin disable', ['admin', 'disable', '--email', 'ev1@example.com'], {}],
-        [
-          'admin reset-password',
-          ['admin', 'reset-password', '--email', 'root@example.com', '--password-stdin'],
-          {},
-        ],
-      ]
-      for (const [name, args, extra] of cases) {
-        test(`${name} in another process: /tokens/verify refuses the revoked refresh token (polled)`, async () => {
-          const email = args[3]!
-          const session = await login(t, email)
-          assert.equal(await valid(session.refresh_token), true)
-          const run = await wristband(args, { ...env, ...extra }, 'a-new-password-1\n')
-          assert.equal(run.code, 0, run.stderr)
-          await until(
-            `${name}: the running instance refuses the token`,
-            async () => !(await valid(session.refresh_token)),
-          )
-          assert.equal(await valid(session.access_token), true, 'access tokens lapse on their own')
-        })
-      }
-
-      test('a command line without Redis still reaches an instance that has it (the database cursor)', async () => {
-        const { REDIS_URL: _unused, ...withoutRedis } = env
-        await wristband(['admin', 'enable', '--email', 'ev1@example.com'], env)
-        const session = await login(t, 'ev1@example.com')
-        assert.equal(await valid(session.refresh_token), true)
-        const run = await wristband(['admin', 'disable', '--email', 'ev1@example.com'], withoutRedis)
-        assert.equal(run.code, 0, run.stderr)
-        await until(
-          'the running instance refuses the token',
-          async () => !(await valid(session.refresh_token)),
-        )
-      })
-    },
-  )
-}
+  test('a command line without Redis still reaches an instance that has it (the database cursor)', async () => {
+    const { REDIS_URL: _unused, ...withoutRedis } = env
+    await wristband(['admin', 'enable', '--email', 'ev1@example.com'], env)
+    const session = await login(t, 'ev1@example.com')
+    assert.equal((await verifyToken(t, session.refresh_token)).valid, true)
+    const run = await wristband(['admin', 'disable', '--email', 'ev1@example.com'], withoutRedis)
+    assert.equal(run.code, 0, run.stderr)
+    await until(
+      'the running instance refuses the token',
+      async () => !(await verifyToken(t, session.refresh_token)).valid,
+    )
+  })
+})

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 /**
@@ -66,14 +66,14 @@ forEachBackend(httpBackends, 'credential-creating routes re-read the account (au
   before(async () => {
     t = ctx()
     const seeded = await t.seed({
-      ...STANDARD_SEED,
-      administrators: [
-        ...(STANDARD_SEED.administrators ?? []),
-        { email: ADMINS.leaver, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        { email: ADMINS.rootLeaver, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
-        { email: ADMINS.narrowed, password: 's3cret-pass', role: 'admin', event_ids: [1, 2] },
-        { email: ADMINS.demoted, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
-      ],
+      ...withStandardSeed({
+        administrators: [
+          eventAdmin(ADMINS.leaver),
+          { email: ADMINS.rootLeaver, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
+          eventAdmin(ADMINS.narrowed, [1, 2]),
+          { email: ADMINS.demoted, password: 's3cret-pass', role: 'superadmin', event_ids: [] },
+        ],
+      }),
       dashboard_users: [{ username: 'partner-target', password: 's3cret-pass', event_ids: [1] }],
     })
     deviceId = seeded.devices![0]!.id!

@@ -1,16 +1,9 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
-import {
-  forEachBackend,
-  login,
-  STANDARD_SEED,
-  startApp,
-  TEST_SECRET,
-  type TestApp,
-} from '../../test/helpers/app.js'
-import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { type Run, wristband } from '../../test/helpers/cli.js'
-import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../partner/test-partner.js'
+import { after, before, test } from 'node:test'
+import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
+import { ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
+import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 import type { SeedDocument } from '../seed/seed.js'
 
 /**
@@ -176,110 +169,86 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
   })
 })
 
-for (const backend of httpBackends) {
-  describe(
-    `wristband device: create, rotate-key, list [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      let p: ProvisionedBackend
-      let t: TestApp
-      let env: Record<string, string>
-      const cli = (args: string[]) => wristband(args, env)
-      const ok = (run: Run) => {
-        assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
-        return run.stdout
-      }
-      const keyOf = (out: string) => /device key \(shown only now\): (wbd_\S+)/.exec(out)?.[1]
+eachBackend(httpBackends, 'wristband device: create, rotate-key, list', (backend) => {
+  let t: TestApp
+  let env: Record<string, string>
+  const cli = (args: string[]) => wristband(args, env)
+  const keyOf = (out: string) => /device key \(shown only now\): (wbd_\S+)/.exec(out)?.[1]
 
-      before(async () => {
-        p = await backend.provision()
-        env = { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
-        t = await startApp(backend, {}, p)
-        await t.seed(STANDARD_SEED)
-      })
-      after(async () => {
-        await t?.close()
-        await p?.dispose()
-      })
+  let close = async () => {}
+  before(async () => {
+    ;({ t, env, close } = await startAppWithCli(backend))
+    await t.seed(STANDARD_SEED)
+  })
+  after(() => close())
 
-      test('create prints a key once; the device needs it; rotate-key replaces it; list shows no key', async () => {
-        const opId = (
-          await t.db.db
-            .selectFrom('users')
-            .select('id')
-            .where('email', '=', 'op@example.com')
-            .executeTakeFirstOrThrow()
-        ).id
-        const created = ok(
-          await cli([
-            'device',
-            'create',
-            '--event',
-            '1',
-            '--mac',
-            'CLI:00:01',
-            '--operator-id',
-            String(opId),
-          ]),
-        )
-        const first = keyOf(created)
-        assert.ok(first, created)
-        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01')).statusCode, 401)
-        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 200)
+  test('create prints a key once; the device needs it; rotate-key replaces it; list shows no key', async () => {
+    const opId = (
+      await t.db.db
+        .selectFrom('users')
+        .select('id')
+        .where('email', '=', 'op@example.com')
+        .executeTakeFirstOrThrow()
+    ).id
+    const created = ok(
+      await cli(['device', 'create', '--event', '1', '--mac', 'CLI:00:01', '--operator-id', String(opId)]),
+    )
+    const first = keyOf(created)
+    assert.ok(first, created)
+    assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01')).statusCode, 401)
+    assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 200)
 
-        const rotated = ok(await cli(['device', 'rotate-key', '--mac', 'CLI:00:01']))
-        const second = keyOf(rotated)
-        assert.ok(second && second !== first, rotated)
-        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 401)
-        assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', second)).statusCode, 200)
+    const rotated = ok(await cli(['device', 'rotate-key', '--mac', 'CLI:00:01']))
+    const second = keyOf(rotated)
+    assert.ok(second && second !== first, rotated)
+    assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', first)).statusCode, 401)
+    assert.equal((await deviceRequest(t, '/auth/login/device', 'CLI:00:01', second)).statusCode, 200)
 
-        // A key-less device (from the seed) gets its first key the same way.
-        const seeded = ok(await cli(['device', 'rotate-key', '--mac', KEYLESS_MAC]))
-        assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC)).statusCode, 401)
-        assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC, keyOf(seeded))).statusCode, 200)
+    // A key-less device (from the seed) gets its first key the same way.
+    const seeded = ok(await cli(['device', 'rotate-key', '--mac', KEYLESS_MAC]))
+    assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC)).statusCode, 401)
+    assert.equal((await deviceRequest(t, '/devices/auth', KEYLESS_MAC, keyOf(seeded))).statusCode, 200)
 
-        const listed = ok(await cli(['device', 'list', '--event', '1', '--json']))
-          .trim()
-          .split('\n')
-          .map((l) => JSON.parse(l) as { dev_mac: string; has_key: boolean })
-        assert.deepEqual(
-          listed.map((d) => [d.dev_mac, d.has_key]).sort(),
-          [
-            [KEYLESS_MAC, true],
-            ['CLI:00:01', true],
-          ].sort(),
-        )
-        const table = ok(await cli(['device', 'list']))
-        assert.match(table, /CLI:00:01/)
-        for (const k of [first, second, keyOf(seeded)!]) {
-          assert.ok(!table.includes(k))
-          assert.ok(!listed.some((d) => JSON.stringify(d).includes(k)))
-        }
-        const audit = await t.db.db
-          .selectFrom('audit_log')
-          .select(['kind', 'detail'])
-          .where('kind', 'like', 'cli_device_%')
-          .execute()
-        assert.deepEqual([...new Set(audit.map((a) => a.kind))].sort(), [
-          'cli_device_create',
-          'cli_device_list',
-          'cli_device_rotate_key',
-        ])
-        assert.ok(!JSON.stringify(audit).includes('wbd_'))
-      })
+    const listed = ok(await cli(['device', 'list', '--event', '1', '--json']))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { dev_mac: string; has_key: boolean })
+    assert.deepEqual(
+      listed.map((d) => [d.dev_mac, d.has_key]).sort(),
+      [
+        [KEYLESS_MAC, true],
+        ['CLI:00:01', true],
+      ].sort(),
+    )
+    const table = ok(await cli(['device', 'list']))
+    assert.match(table, /CLI:00:01/)
+    for (const k of [first, second, keyOf(seeded)!]) {
+      assert.ok(!table.includes(k))
+      assert.ok(!listed.some((d) => JSON.stringify(d).includes(k)))
+    }
+    const audit = await t.db.db
+      .selectFrom('audit_log')
+      .select(['kind', 'detail'])
+      .where('kind', 'like', 'cli_device_%')
+      .execute()
+    assert.deepEqual([...new Set(audit.map((a) => a.kind))].sort(), [
+      'cli_device_create',
+      'cli_device_list',
+      'cli_device_rotate_key',
+    ])
+    assert.ok(!JSON.stringify(audit).includes('wbd_'))
+  })
 
-      test('bad input: exit 2 with a clear message; a duplicate MAC or unknown event: exit 1', async () => {
-        const bad = await cli(['device', 'rotate-key'])
-        assert.equal(bad.code, 2)
-        assert.match(bad.stderr, /give either --id or --mac/)
-        const dup = await cli(['device', 'create', '--event', '1', '--mac', KEYLESS_MAC])
-        assert.equal(dup.code, 1)
-        assert.match(dup.stderr, /rotate-key/)
-        const noEvent = await cli(['device', 'create', '--event', '999', '--mac', 'CLI:00:02'])
-        assert.equal(noEvent.code, 1)
-        assert.match(noEvent.stderr, /no event with id 999/)
-        assert.match(ok(await cli(['device', '--help'])), /rotate-key/)
-      })
-    },
-  )
-}
+  test('bad input: exit 2 with a clear message; a duplicate MAC or unknown event: exit 1', async () => {
+    const bad = await cli(['device', 'rotate-key'])
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /give either --id or --mac/)
+    const dup = await cli(['device', 'create', '--event', '1', '--mac', KEYLESS_MAC])
+    assert.equal(dup.code, 1)
+    assert.match(dup.stderr, /rotate-key/)
+    const noEvent = await cli(['device', 'create', '--event', '999', '--mac', 'CLI:00:02'])
+    assert.equal(noEvent.code, 1)
+    assert.match(noEvent.stderr, /no event with id 999/)
+    assert.match(ok(await cli(['device', '--help'])), /rotate-key/)
+  })
+})

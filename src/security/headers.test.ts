@@ -5,7 +5,7 @@ import path from 'node:path'
 import { before, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { SmsInbox } from '../../test/helpers/sms.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
@@ -54,13 +54,11 @@ forEachBackend(
     let eventKey: string
     before(async () => {
       t = ctx()
-      await t.seed({
-        ...STANDARD_SEED,
-        operators: [
-          ...(STANDARD_SEED.operators ?? []),
-          { email: 'pos@example.com', password: 's3cret-pass', event_id: 1, mode: 0 },
-        ],
-      })
+      await t.seed(
+        withStandardSeed({
+          operators: [{ email: 'pos@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
+        }),
+      )
       eventKey = (
         await createApiKey(t.db.db, {
           event_id: 1,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { generateSync } from 'otplib'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 /**
@@ -39,13 +39,11 @@ forEachBackend(httpBackends, 'MFA re-enrolment needs the enrolled factor (audit 
 
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      administrators: [
-        ...(STANDARD_SEED.administrators ?? []),
-        { email: EMAIL, password: 's3cret-pass', role: 'admin', event_ids: [1] },
-      ],
-    })
+    await t.seed(
+      withStandardSeed({
+        administrators: [eventAdmin(EMAIL)],
+      }),
+    )
     // First enrolment: a password-only session may enrol while MFA is off.
     const token = await passwordOnly()
     const res = await setup(token)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { eventAdmin, forEachBackend, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dumpDatabase } from '../../test/helpers/dump.js'
 
@@ -17,14 +17,11 @@ forEachBackend(
     let t: TestApp
     before(async () => {
       t = ctx()
-      await t.seed({
-        ...STANDARD_SEED,
-        administrators: [
-          ...STANDARD_SEED.administrators!,
-          { email: 'known@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-          { email: 'known2@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        ],
-      })
+      await t.seed(
+        withStandardSeed({
+          administrators: [eventAdmin('known@example.com'), eventAdmin('known2@example.com')],
+        }),
+      )
     })
     const send = (email: string) =>
       t.request({ method: 'POST', url: '/admin/password-reset/email-send', payload: { email } })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { type PartnerKeys, seedPartner } from '../partner/test-partner.js'
+import { type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 import { isPublicAddress } from '../platform/http-client.js'
 
 /**

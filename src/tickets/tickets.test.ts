@@ -9,7 +9,7 @@ import {
   type PartnerKeys,
   partnerGet,
   seedPartner,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
 import { MAX_BATCH } from './tickets.routes.js'
 
 const LOCAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/

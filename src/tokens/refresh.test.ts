@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import {
+  eventAdmin,
+  forEachBackend,
+  login,
+  logout,
+  type TestApp,
+  verifyToken,
+  withStandardSeed,
+} from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 const DAY = 86_400_000
@@ -9,30 +17,22 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()
-    await t.seed({
-      ...STANDARD_SEED,
-      administrators: [
-        ...(STANDARD_SEED.administrators ?? []),
-        { email: 'disabled@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        { email: 'deleted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-        { email: 'promoted@example.com', password: 's3cret-pass', role: 'admin', event_ids: [1] },
-      ],
-      operators: [
-        ...(STANDARD_SEED.operators ?? []),
-        { email: 'op-perm@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null },
-      ],
-    })
+    await t.seed(
+      withStandardSeed({
+        administrators: [
+          eventAdmin('disabled@example.com'),
+          eventAdmin('deleted@example.com'),
+          eventAdmin('promoted@example.com'),
+        ],
+        operators: [
+          { email: 'op-perm@example.com', password: 's3cret-pass', event_id: 1, mode: 0, permissions: null },
+        ],
+      }),
+    )
   })
 
   const refresh = (refresh_token: string) =>
     t.request({ method: 'POST', url: '/auth/refresh', payload: { refresh_token } })
-  const claimsOf = async (token: string) =>
-    (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json() as {
-      valid: boolean
-      claims: Record<string, unknown> | null
-    }
-  const logout = (bearer: string | undefined, refresh_token: string) =>
-    t.request({ method: 'POST', url: '/auth/logout', payload: { refresh_token }, token: bearer })
 
   test('rotation: a refresh issues a new pair and revokes the old refresh jti', async () => {
     const first = await login(t, 'ev1@example.com')
@@ -42,13 +42,13 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
     const second = res.json()
     assert.notEqual(second.refresh_token, first.refresh_token)
     assert.equal(second.token_type, 'bearer')
-    assert.deepEqual(await claimsOf(first.refresh_token), { valid: false, claims: null })
-    const fresh = await claimsOf(second.refresh_token)
+    assert.deepEqual(await verifyToken(t, first.refresh_token), { valid: false, claims: null })
+    const fresh = await verifyToken(t, second.refresh_token)
     assert.equal(fresh.valid, true)
     assert.equal(fresh.claims?.type, 'refresh')
-    const access = await claimsOf(second.access_token)
+    const access = await verifyToken(t, second.access_token)
     assert.equal(access.claims?.type, 'access')
-    assert.equal(access.claims?.sub, (await claimsOf(first.access_token)).claims?.sub)
+    assert.equal(access.claims?.sub, (await verifyToken(t, first.access_token)).claims?.sub)
     assert.equal((await refresh(second.refresh_token)).statusCode, 200, 'the rotated-to token works once')
   })
 
@@ -70,7 +70,7 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
       401,
       "the winner's token died with the family",
     )
-    assert.deepEqual(await claimsOf(legit.refresh_token), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, legit.refresh_token), { valid: false, claims: null })
     const audit = await t.db.db
       .selectFrom('audit_log')
       .select('kind')
@@ -83,7 +83,7 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
 
   test('refresh-claims: claims are rebuilt from the stored records at every refresh', async () => {
     const op = await login(t, 'op-perm@example.com', 'operator')
-    assert.deepEqual((await claimsOf(op.access_token)).claims?.permissions, {
+    assert.deepEqual((await verifyToken(t, op.access_token)).claims?.permissions, {
       '1': [
         'pos:sell',
         'pos:refund',
@@ -101,7 +101,7 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
       .where('email', '=', 'op-perm@example.com')
       .execute()
     const next = (await refresh(op.refresh_token)).json()
-    assert.deepEqual((await claimsOf(next.access_token)).claims?.permissions, { '1': ['ticket:scan'] })
+    assert.deepEqual((await verifyToken(t, next.access_token)).claims?.permissions, { '1': ['ticket:scan'] })
 
     const admin = await login(t, 'promoted@example.com')
     await t.db.db
@@ -109,7 +109,7 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
       .set({ role: 'superadmin', event_ids: '' })
       .where('email', '=', 'promoted@example.com')
       .execute()
-    const promoted = (await claimsOf((await refresh(admin.refresh_token)).json().access_token)).claims
+    const promoted = (await verifyToken(t, (await refresh(admin.refresh_token)).json().access_token)).claims
     assert.equal(promoted?.role, 'admin')
     assert.deepEqual(promoted?.event_ids, [])
     assert.deepEqual(Object.keys(promoted?.permissions as object), ['*'])
@@ -127,7 +127,7 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
     const deleted = await login(t, 'deleted@example.com')
     await t.db.db.deleteFrom('administrators').where('email', '=', 'deleted@example.com').execute()
     assert.equal((await refresh(deleted.refresh_token)).statusCode, 401)
-    assert.equal((await claimsOf(deleted.refresh_token)).valid, false)
+    assert.equal((await verifyToken(t, deleted.refresh_token)).valid, false)
   })
 
   test('refresh-type: anything but a live refresh token is 401', async () => {
@@ -142,21 +142,25 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
   test('logout: bearer required, token must be the caller’s, then it is revoked', async () => {
     const mine = await login(t, 'ev1@example.com')
     const theirs = await login(t, 'root@example.com')
-    const anon = await logout(undefined, mine.refresh_token)
+    const anon = await logout(t, undefined, mine.refresh_token)
     assert.equal(anon.statusCode, 401)
     assert.equal(anon.headers['www-authenticate'], 'Bearer')
-    assert.equal((await logout(mine.access_token, theirs.refresh_token)).statusCode, 401)
-    assert.equal((await claimsOf(theirs.refresh_token)).valid, true, 'a refused logout revokes nothing')
-    assert.equal((await logout(mine.refresh_token, mine.refresh_token)).statusCode, 401, 'refresh as bearer')
-    assert.equal((await logout(mine.access_token, mine.access_token)).statusCode, 401, 'access as refresh')
-    assert.equal((await logout(mine.access_token, 'garbage')).statusCode, 401)
+    assert.equal((await logout(t, mine.access_token, theirs.refresh_token)).statusCode, 401)
+    assert.equal((await verifyToken(t, theirs.refresh_token)).valid, true, 'a refused logout revokes nothing')
+    assert.equal(
+      (await logout(t, mine.refresh_token, mine.refresh_token)).statusCode,
+      401,
+      'refresh as bearer',
+    )
+    assert.equal((await logout(t, mine.access_token, mine.access_token)).statusCode, 401, 'access as refresh')
+    assert.equal((await logout(t, mine.access_token, 'garbage')).statusCode, 401)
 
-    const res = await logout(mine.access_token, mine.refresh_token)
+    const res = await logout(t, mine.access_token, mine.refresh_token)
     assert.equal(res.statusCode, 200)
     assert.deepEqual(res.json(), { message: 'Logged out' })
-    assert.deepEqual(await claimsOf(mine.refresh_token), { valid: false, claims: null })
+    assert.deepEqual(await verifyToken(t, mine.refresh_token), { valid: false, claims: null })
     assert.equal((await refresh(mine.refresh_token)).statusCode, 401)
-    assert.equal((await logout(mine.access_token, mine.refresh_token)).statusCode, 401, 'only once')
+    assert.equal((await logout(t, mine.access_token, mine.refresh_token)).statusCode, 401, 'only once')
   })
 
   // Moves the suite's clock forward, so it runs last.
@@ -165,9 +169,9 @@ forEachBackend(httpBackends, 'refresh-token security properties', (ctx) => {
     t.clock.advance(31 * DAY)
     const res = await refresh(old.refresh_token)
     assert.equal(res.statusCode, 401)
-    assert.equal((await claimsOf(old.refresh_token)).valid, false)
+    assert.equal((await verifyToken(t, old.refresh_token)).valid, false)
     const current = await login(t, 'ev1@example.com')
-    assert.equal((await logout(current.access_token, old.refresh_token)).statusCode, 401)
+    assert.equal((await logout(t, current.access_token, old.refresh_token)).statusCode, 401)
     assert.equal((await refresh(current.refresh_token)).statusCode, 200)
   })
 })

@@ -1,11 +1,18 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
-import { backends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import {
+  login,
+  logout,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+  verifyToken,
+  withTwoInstances,
+} from '../../test/helpers/app.js'
+import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import {
   freePort,
@@ -13,26 +20,16 @@ import {
   redisServerInstalled,
   startRedisServer,
 } from '../../test/helpers/processes.js'
+import { moreRedisErrors } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
 import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
 import { memoryRevocations, type RevocationStore, redisRevocations } from './revocations.js'
 
 const HOUR = 3_600_000
 
-async function isValid(t: TestApp, token: string): Promise<boolean> {
-  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-  assert.equal(res.statusCode, 200)
-  return res.json().valid
-}
-
 async function loggedOut(t: TestApp): Promise<string> {
   const pair = await login(t, 'ev1@example.com')
-  const res = await t.request({
-    method: 'POST',
-    url: '/auth/logout',
-    token: pair.access_token,
-    payload: { refresh_token: pair.refresh_token },
-  })
+  const res = await logout(t, pair.access_token, pair.refresh_token)
   assert.equal(res.statusCode, 200)
   return pair.refresh_token
 }
@@ -52,115 +49,119 @@ async function wipeRedis(url: string, prefix: string): Promise<number> {
   return n
 }
 
-for (const backend of backends) {
-  describe(`revocation store contract [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
-    let p: ProvisionedBackend
+eachBackend(backends, 'revocation store contract', (backend) => {
+  let p: ProvisionedBackend
+  before(async () => {
+    p = await backend.provision()
+  })
+  after(async () => {
+    await p?.dispose()
+  })
+
+  describe('the store itself', () => {
+    let handle: DatabaseHandle
+    let store: RevocationStore
+    let redis: Redis | undefined
+    const clock = new TestClock()
     before(async () => {
-      p = await backend.provision()
+      handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
+      await handle.migrate()
+      const deps = { db: handle.db, clock }
+      if (p.env.REDIS_URL) {
+        redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
+        await redis.connect()
+        store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
+      } else {
+        store = memoryRevocations(deps)
+      }
+      await store.start()
     })
     after(async () => {
-      await p?.dispose()
+      store?.stop()
+      redis?.disconnect()
+      await handle?.close()
     })
 
-    describe('the store itself', () => {
-      let handle: DatabaseHandle
-      let store: RevocationStore
-      let redis: Redis | undefined
-      const clock = new TestClock()
-      before(async () => {
-        handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-        await handle.migrate()
-        const deps = { db: handle.db, clock }
-        if (p.env.REDIS_URL) {
-          redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
-          await redis.connect()
-          store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
-        } else {
-          store = memoryRevocations(deps)
-        }
-        await store.start()
-      })
-      after(async () => {
-        store?.stop()
-        redis?.disconnect()
-        await handle?.close()
-      })
-
-      test('revoke, then isRevoked is true for that jti only', async () => {
-        const jti = randomBytes(18).toString('base64url')
-        assert.equal(await store.isRevoked(jti), false)
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        assert.equal(await store.isRevoked(jti), true)
-        assert.equal(await store.isRevoked(`${jti}x`), false)
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        assert.equal(await store.isRevoked(jti), true, 'revoking twice is harmless')
-      })
-
-      test('a revocation is written to the database, the durable record', async () => {
-        const jti = randomBytes(18).toString('base64url')
-        await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-        const row = await handle.db
-          .selectFrom('revoked_tokens')
-          .selectAll()
-          .where('jti', '=', jti)
-          .executeTakeFirst()
-        assert.ok(row)
-      })
+    test('revoke, then isRevoked is true for that jti only', async () => {
+      const jti = randomBytes(18).toString('base64url')
+      assert.equal(await store.isRevoked(jti), false)
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      assert.equal(await store.isRevoked(jti), true)
+      assert.equal(await store.isRevoked(`${jti}x`), false)
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      assert.equal(await store.isRevoked(jti), true, 'revoking twice is harmless')
     })
 
-    test('revocations survive a restart of the service', async () => {
-      const first = await startApp(backend, {}, p)
-      let revoked: string
-      try {
-        await first.seed(STANDARD_SEED)
-        revoked = await loggedOut(first)
-        assert.equal(await isValid(first, revoked), false)
-      } finally {
-        await first.close()
-      }
-      const second = await startApp(backend, {}, p)
-      try {
-        assert.equal(await isValid(second, revoked), false)
-        const live = await login(second, 'ev1@example.com')
-        assert.equal(await isValid(second, live.refresh_token), true)
-      } finally {
-        await second.close()
-      }
+    test('a revocation is written to the database, the durable record', async () => {
+      const jti = randomBytes(18).toString('base64url')
+      await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
+      const row = await handle.db
+        .selectFrom('revoked_tokens')
+        .selectAll()
+        .where('jti', '=', jti)
+        .executeTakeFirst()
+      assert.ok(row)
     })
+  })
 
-    test('revocations survive a restart of Redis (its keys gone)', redisOnly(backend.name), async () => {
-      const t = await startApp(backend, {}, p)
-      try {
-        await t.seed(STANDARD_SEED)
-        const revoked = await loggedOut(t)
-        const live = (await login(t, 'ev1@example.com')).refresh_token
-        assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
-        assert.equal(await isValid(t, revoked), false)
-        assert.equal(await isValid(t, live), true)
-      } finally {
-        await t.close()
-      }
-    })
+  test('revocations survive a restart of the service', async () => {
+    const first = await startApp(backend, {}, p)
+    let revoked: string
+    try {
+      await first.seed(STANDARD_SEED)
+      revoked = await loggedOut(first)
+      assert.equal((await verifyToken(first, revoked)).valid, false)
+    } finally {
+      await first.close()
+    }
+    const second = await startApp(backend, {}, p)
+    try {
+      assert.equal((await verifyToken(second, revoked)).valid, false)
+      const live = await login(second, 'ev1@example.com')
+      assert.equal((await verifyToken(second, live.refresh_token)).valid, true)
+    } finally {
+      await second.close()
+    }
+  })
 
-    // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
-    // the database cursor), so the other instance learns the revocation a moment later: polled.
-    test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
-      const a = await startApp(backend, {}, p)
-      const b = await startApp(backend, {}, p)
-      try {
-        await a.seed(STANDARD_SEED)
-        const pair = await login(a, 'ev1@example.com')
-        assert.equal(await isValid(b, pair.refresh_token), true)
-        const res = await a.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: pair.access_token,
-          payload: { refresh_token: pair.refresh_token },
-        })
-        assert.equal(res.statusCode, 200)
+  test('revocations survive a restart of Redis (its keys gone)', redisOnly(backend.name), async () => {
+    const t = await startApp(backend, {}, p)
+    try {
+      await t.seed(STANDARD_SEED)
+      const revoked = await loggedOut(t)
+      const live = (await login(t, 'ev1@example.com')).refresh_token
+      assert.ok((await wipeRedis(t.config.REDIS_URL!, t.config.REDIS_PREFIX)) > 0, 'keys were there')
+      assert.equal((await verifyToken(t, revoked)).valid, false)
+      assert.equal((await verifyToken(t, live)).valid, true)
+    } finally {
+      await t.close()
+    }
+  })
+
+  /** Signs ev1 in on `a`, sees `b` accept its refresh token, then signs out on `a`: the pair `b` must learn of. */
+  async function revokedOnOne(
+    a: TestApp,
+    b: TestApp,
+  ): Promise<{ access_token: string; refresh_token: string }> {
+    await a.seed(STANDARD_SEED)
+    const pair = await login(a, 'ev1@example.com')
+    assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+    const res = await logout(a, pair.access_token, pair.refresh_token)
+    assert.equal(res.statusCode, 200)
+    return pair
+  }
+
+  // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
+  // the database cursor), so the other instance learns the revocation a moment later: polled.
+  test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
+    await withTwoInstances(
+      backend,
+      {},
+      async (a, b) => {
+        const pair = await revokedOnOne(a, b)
         await until(
           'the other instance refuses the token',
-          async () => !(await isValid(b, pair.refresh_token)),
+          async () => !(await verifyToken(b, pair.refresh_token)).valid,
         )
         const refreshOnB = await b.request({
           method: 'POST',
@@ -168,43 +169,32 @@ for (const backend of backends) {
           payload: { refresh_token: pair.refresh_token },
         })
         assert.equal(refreshOnB.statusCode, 401)
-      } finally {
-        await a.close()
-        await b.close()
-      }
-    })
-
-    test(
-      'with Redis the feed carries it: the other instance never needs the database poll',
-      redisOnly(backend.name),
-      async () => {
-        // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
-        const slow = { REVOCATION_POLL_MS: '60000' }
-        const a = await startApp(backend, slow, p)
-        const b = await startApp(backend, slow, p)
-        try {
-          await a.seed(STANDARD_SEED)
-          const pair = await login(a, 'ev1@example.com')
-          assert.equal(await isValid(b, pair.refresh_token), true)
-          const res = await a.request({
-            method: 'POST',
-            url: '/auth/logout',
-            token: pair.access_token,
-            payload: { refresh_token: pair.refresh_token },
-          })
-          assert.equal(res.statusCode, 200)
-          await until(
-            'the feed reaches the other instance',
-            async () => !(await isValid(b, pair.refresh_token)),
-          )
-        } finally {
-          await a.close()
-          await b.close()
-        }
       },
+      p,
     )
   })
-}
+
+  test(
+    'with Redis the feed carries it: the other instance never needs the database poll',
+    redisOnly(backend.name),
+    async () => {
+      // A poll interval beyond the wait of `until`: only the pub/sub feed can deliver in time.
+      const slow = { REVOCATION_POLL_MS: '60000' }
+      await withTwoInstances(
+        backend,
+        slow,
+        async (a, b) => {
+          const pair = await revokedOnOne(a, b)
+          await until(
+            'the feed reaches the other instance',
+            async () => !(await verifyToken(b, pair.refresh_token)).valid,
+          )
+        },
+        p,
+      )
+    },
+  )
+})
 
 /** Sharing between instances and Redis restarts only mean something where Redis holds the state. */
 function redisOnly(name: string) {
@@ -233,8 +223,8 @@ describe(
 
         await killProcess(redis)
         await until('the outage warning', () => warnings() === 1)
-        assert.equal(await isValid(t, revoked), false, 'down: the database answers')
-        assert.equal(await isValid(t, live), true)
+        assert.equal((await verifyToken(t, revoked)).valid, false, 'down: the database answers')
+        assert.equal((await verifyToken(t, live)).valid, true)
         for (let i = 0; i < 12; i++)
           assert.notEqual(
             (
@@ -248,7 +238,7 @@ describe(
             429,
             'limits fail open',
           )
-        await sleep(400) // several failed reconnection attempts
+        await moreRedisErrors(t, 3) // several failed reconnection attempts
         assert.equal(warnings(), 1, 'one warning per outage, not per attempt or request')
 
         redis = await startRedisServer(port)
@@ -256,8 +246,8 @@ describe(
         await spy.connect()
         await until('the reload into Redis', async () => (await spy.exists('wbr:rv:complete')) === 1)
         assert.ok((await spy.keys('wbr:rv:*')).length >= 2, 'the revocation was copied back into Redis')
-        assert.equal(await isValid(t, revoked), false, 'restarted empty: still refused')
-        assert.equal(await isValid(t, live), true)
+        assert.equal((await verifyToken(t, revoked)).valid, false, 'restarted empty: still refused')
+        assert.equal((await verifyToken(t, live)).valid, true)
 
         await killProcess(redis)
         await until('a warning for the second outage', () => warnings() === 2)
@@ -271,45 +261,36 @@ describe(
     test('while the feed is down, a revocation made by another instance is refused at once (per-request look-up)', async () => {
       const port = await freePort()
       let redis = await startRedisServer(port)
-      const p = await backends[0]!.provision()
       // The database poll is out of the picture: only the feed or the per-request look-up can tell b.
       const env = {
         REDIS_URL: `redis://127.0.0.1:${port}`,
         REDIS_PREFIX: 'wbf:',
         REVOCATION_POLL_MS: '60000',
       }
-      const a = await startApp(backends[0]!, env, p)
-      const b = await startApp(backends[0]!, env, p)
-      const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
       try {
-        await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
-        await a.seed(STANDARD_SEED)
-        const pair = await login(a, 'ev1@example.com')
-        assert.equal(await isValid(b, pair.refresh_token), true)
-        await killProcess(redis)
-        await until('b notices the feed is gone', feedLost)
-        const res = await a.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: pair.access_token,
-          payload: { refresh_token: pair.refresh_token },
+        await withTwoInstances(backends[0]!, env, async (a, b) => {
+          const feedLost = () => b.logs.some((l) => l.includes('revocation feed lost'))
+          await until('b follows the feed', () => b.logs.some((l) => l.includes('revocation feed followed')))
+          await a.seed(STANDARD_SEED)
+          const pair = await login(a, 'ev1@example.com')
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+          await killProcess(redis)
+          await until('b notices the feed is gone', feedLost)
+          const res = await logout(a, pair.access_token, pair.refresh_token)
+          assert.equal(res.statusCode, 200)
+          assert.equal((await verifyToken(b, pair.refresh_token)).valid, false, 'b asked the database')
+          redis = await startRedisServer(port)
+          await until(
+            'b follows the feed again',
+            () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
+          )
+          assert.equal(
+            (await verifyToken(b, pair.refresh_token)).valid,
+            false,
+            'caught up from the database before trusting memory',
+          )
         })
-        assert.equal(res.statusCode, 200)
-        assert.equal(await isValid(b, pair.refresh_token), false, 'b asked the database')
-        redis = await startRedisServer(port)
-        await until(
-          'b follows the feed again',
-          () => b.logs.filter((l) => l.includes('revocation feed followed')).length === 2,
-        )
-        assert.equal(
-          await isValid(b, pair.refresh_token),
-          false,
-          'caught up from the database before trusting memory',
-        )
       } finally {
-        await a.close()
-        await b.close()
-        await p.dispose()
         await killProcess(redis)
       }
     })

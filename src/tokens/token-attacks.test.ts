@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
 import { before, describe, test } from 'node:test'
 import { decodeJwt, exportSPKI, generateKeyPair, type JWTPayload, SignJWT } from 'jose'
-import { forEachBackend, login, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, login, TEST_SECRET, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import {
   newTicketType,
@@ -10,8 +10,8 @@ import {
   outboxMail,
   type PartnerKeys,
   seedPartner,
-  waitFor,
-} from '../partner/test-partner.js'
+} from '../../test/helpers/partner.js'
+import { waitFor } from '../../test/helpers/until.js'
 import { keyId } from './jwt.js'
 
 /**
@@ -48,24 +48,19 @@ forEachBackend(httpBackends, 'token attacks (RFC 8725)', (ctx) => {
     real = decodeJwt(realToken)
   })
 
-  const verify = async (token: string) => {
-    const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
-    assert.equal(res.statusCode, 200)
-    return res.json() as { valid: boolean; claims: unknown }
-  }
   const me = (token: string) => t.request({ method: 'GET', url: '/admin/me', token })
   const offline = (token: string) =>
     t.request({ method: 'POST', url: '/tokens/offline', token, payload: { event_id: 1 } })
 
   async function assertRefused(token: string, why: string) {
-    assert.deepEqual(await verify(token), { valid: false, claims: null }, `verify: ${why}`)
+    assert.deepEqual(await verifyToken(t, token), { valid: false, claims: null }, `verify: ${why}`)
     assert.equal((await me(token)).statusCode, 401, `GET /admin/me: ${why}`)
     assert.equal((await offline(token)).statusCode, 401, `POST /tokens/offline: ${why}`)
   }
 
   test('control: a token signed as the service signs is accepted everywhere', async () => {
     const token = await hs(TEST_SECRET, fresh())
-    assert.equal((await verify(token)).valid, true)
+    assert.equal((await verifyToken(t, token)).valid, true)
     assert.equal((await me(token)).statusCode, 200)
     assert.equal((await offline(token)).statusCode, 200)
   })
@@ -120,7 +115,7 @@ forEachBackend(httpBackends, 'token attacks (RFC 8725)', (ctx) => {
       }
       // Signed with the service's secret: the injected fields change nothing, the token is good.
       const good = await hs(TEST_SECRET, fresh(), injected)
-      assert.equal((await verify(good)).valid, true)
+      assert.equal((await verifyToken(t, good)).valid, true)
       assert.equal((await me(good)).statusCode, 200)
       // Signed with an empty key (what a kid pointing at /dev/null would give): refused.
       await assertRefused(hmacToken({ alg: 'HS256', ...injected }, fresh(), ''), 'kid → empty key')
@@ -205,13 +200,13 @@ forEachBackend(httpBackends, 'token attacks (RFC 8725)', (ctx) => {
       const rotated = await refresh(first.refresh_token)
       assert.equal(rotated.statusCode, 200)
       assert.equal((await refresh(first.refresh_token)).statusCode, 401, 'replay')
-      assert.equal((await verify(first.refresh_token)).valid, false)
+      assert.equal((await verifyToken(t, first.refresh_token)).valid, false)
       assert.equal((await refresh(rotated.json().refresh_token)).statusCode, 401, 'the family is revoked')
     })
 
     test('a refresh token issued before a password reset is refused afterwards', async () => {
       const before = await login(t, 'ev1@example.com')
-      assert.equal((await verify(before.refresh_token)).valid, true)
+      assert.equal((await verifyToken(t, before.refresh_token)).valid, true)
       const sent = await t.request({
         method: 'POST',
         url: '/admin/password-reset/email-send',
@@ -234,7 +229,7 @@ forEachBackend(httpBackends, 'token attacks (RFC 8725)', (ctx) => {
         payload: { refresh_token: before.refresh_token },
       })
       assert.equal(res.statusCode, 401)
-      assert.deepEqual(await verify(before.refresh_token), { valid: false, claims: null })
+      assert.deepEqual(await verifyToken(t, before.refresh_token), { valid: false, claims: null })
       // The new password signs in.
       await login(t, 'ev1@example.com', 'admin', 'a-brand-new-passw0rd')
     })
@@ -261,7 +256,7 @@ forEachBackend(
       real = decodeJwt((await login(t, 'root@example.com')).access_token)
     })
     const verdict = async (token: string) => {
-      const verified = (await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })).json()
+      const verified = await verifyToken(t, token)
       const me = await t.request({ method: 'GET', url: '/admin/me', token })
       return { valid: verified.valid as boolean, me: me.statusCode }
     }

@@ -3,9 +3,9 @@ import { once } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import net from 'node:net'
-import { after, before, describe, test } from 'node:test'
-import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
-import { httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { after, before, test } from 'node:test'
+import { login, logout, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 
@@ -76,191 +76,180 @@ function comparable(a: Answer, req: Sent) {
   return { status: a.status, headers, body, id: kept ? id : uuid.test(String(id)) ? 'generated' : id }
 }
 
-for (const backend of httpBackends) {
-  describe(
-    `POST /tokens/verify: the fast lane answers as Fastify does [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      let p: ProvisionedBackend
-      let on: TestApp
-      let off: TestApp
-      let portOn: number
-      let portOff: number
-      before(async () => {
-        p = await backend.provision()
-        // Each its own Redis prefix, so the two count their rate limits apart, as two services would.
-        const prefix = p.env.REDIS_PREFIX ?? 'wb:'
-        on = await startApp(backend, { VERIFY_FAST_LANE: 'true', REDIS_PREFIX: `${prefix}on:` }, p)
-        off = await startApp(backend, { VERIFY_FAST_LANE: 'false', REDIS_PREFIX: `${prefix}off:` }, p)
-        await on.seed(STANDARD_SEED)
-        await on.app.listen({ host: '127.0.0.1', port: 0 })
-        await off.app.listen({ host: '127.0.0.1', port: 0 })
-        portOn = (on.app.server.address() as AddressInfo).port
-        portOff = (off.app.server.address() as AddressInfo).port
-      })
-      after(async () => {
-        await on?.close()
-        await off?.close()
-        await p?.dispose()
-      })
+eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify does', (backend) => {
+  let p: ProvisionedBackend
+  let on: TestApp
+  let off: TestApp
+  let portOn: number
+  let portOff: number
+  before(async () => {
+    p = await backend.provision()
+    // Each its own Redis prefix, so the two count their rate limits apart, as two services would.
+    const prefix = p.env.REDIS_PREFIX ?? 'wb:'
+    on = await startApp(backend, { VERIFY_FAST_LANE: 'true', REDIS_PREFIX: `${prefix}on:` }, p)
+    off = await startApp(backend, { VERIFY_FAST_LANE: 'false', REDIS_PREFIX: `${prefix}off:` }, p)
+    await on.seed(STANDARD_SEED)
+    await on.app.listen({ host: '127.0.0.1', port: 0 })
+    await off.app.listen({ host: '127.0.0.1', port: 0 })
+    portOn = (on.app.server.address() as AddressInfo).port
+    portOff = (off.app.server.address() as AddressInfo).port
+  })
+  after(async () => {
+    await on?.close()
+    await off?.close()
+    await p?.dispose()
+  })
 
-      test('the same requests get the same status, headers and body with VERIFY_FAST_LANE on and off', async () => {
-        const pair = await login(on, 'ev1@example.com')
-        const gone = await login(on, 'ev1@example.com')
-        const out = await on.request({
-          method: 'POST',
-          url: '/auth/logout',
-          token: gone.access_token,
-          payload: { refresh_token: gone.refresh_token },
-        })
-        assert.equal(out.statusCode, 200)
-        const key = await createApiKey(on.db.db, {
-          event_id: 1,
-          name: 'parity',
-          scopes: ['api:read'],
-          created_by: null,
-          now: Date.now(),
-        })
-        const refusedByBoth = async () => {
-          const token = JSON.stringify({ token: gone.refresh_token })
-          const a = await send(portOn, { name: 'x', body: token })
-          const b = await send(portOff, { name: 'x', body: token })
-          return JSON.parse(a.body).valid === false && JSON.parse(b.body).valid === false
-        }
-        await until('both instances know the revocation', refusedByBoth)
+  test('the same requests get the same status, headers and body with VERIFY_FAST_LANE on and off', async () => {
+    const pair = await login(on, 'ev1@example.com')
+    const gone = await login(on, 'ev1@example.com')
+    const out = await logout(on, gone.access_token, gone.refresh_token)
+    assert.equal(out.statusCode, 200)
+    const key = await createApiKey(on.db.db, {
+      event_id: 1,
+      name: 'parity',
+      scopes: ['api:read'],
+      created_by: null,
+      now: Date.now(),
+    })
+    const refusedByBoth = async () => {
+      const token = JSON.stringify({ token: gone.refresh_token })
+      const a = await send(portOn, { name: 'x', body: token })
+      const b = await send(portOff, { name: 'x', body: token })
+      return JSON.parse(a.body).valid === false && JSON.parse(b.body).valid === false
+    }
+    await until('both instances know the revocation', refusedByBoth)
 
-        const tampered = `${pair.access_token.slice(0, -2)}${pair.access_token.endsWith('A') ? 'B' : 'A'}A`
-        const tok = (token: unknown) => JSON.stringify({ token })
-        const requests: Sent[] = [
-          { name: 'valid access token', body: tok(pair.access_token) },
-          {
-            name: 'valid, with a request id',
-            body: tok(pair.access_token),
-            headers: { 'x-request-id': 'abc-123' },
-          },
-          { name: 'bad request id', body: tok(pair.access_token), headers: { 'x-request-id': 'a b' } },
-          { name: 'valid refresh token', body: tok(pair.refresh_token) },
-          { name: 'revoked refresh token', body: tok(gone.refresh_token) },
-          { name: 'tampered signature', body: tok(tampered) },
-          { name: 'not a token', body: tok('not-a-token') },
-          { name: 'API key', body: tok(key.plaintext) },
-          { name: 'unknown API key', body: tok('wb_unknown') },
-          {
-            name: 'charset in the type',
-            body: tok(pair.access_token),
-            headers: { 'content-type': 'application/json; charset=utf-8' },
-          },
-          {
-            name: 'type in capitals',
-            body: tok(pair.access_token),
-            headers: { 'content-type': 'Application/JSON' },
-          },
-          { name: 'spaces in the body', body: `{ "token" : ${JSON.stringify(pair.access_token)} }` },
-          { name: 'malformed JSON', body: '{"token":' },
-          { name: 'empty object', body: '{}' },
-          { name: 'token not a string', body: tok(5) },
-          { name: 'extra property', body: JSON.stringify({ token: pair.access_token, more: 1 }) },
-          { name: 'proto key', body: `{"token":"x","__proto__":{"a":1}}` },
-          { name: 'duplicate key', body: `{"token":"x","token":${JSON.stringify(pair.access_token)}}` },
-          { name: 'array', body: '[]' },
-          {
-            name: 'byte order mark',
-            body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(tok('x'))]),
-          },
-          { name: 'not UTF-8', body: Buffer.from([0x7b, 0x22, 0x74, 0xff, 0x22, 0x7d]) },
-          { name: 'token too long', body: tok('a'.repeat(8193)) },
-          { name: 'oversized body', body: tok('a'.repeat(70_000)) },
-          {
-            name: 'wrong content type',
-            body: tok(pair.access_token),
-            headers: { 'content-type': 'text/plain' },
-          },
-          { name: 'no content type', body: tok(pair.access_token), headers: { 'content-type': '' } },
-          { name: 'GET', method: 'GET', body: '' },
-        ]
-        for (const req of requests) {
-          const address = `192.0.2.${requests.indexOf(req) + 1}`
-          const headers = { 'x-forwarded-for': address, ...req.headers }
-          const a = await send(portOn, { ...req, headers })
-          const b = await send(portOff, { ...req, headers })
-          assert.deepEqual(comparable(a, req), comparable(b, req), req.name)
-        }
+    const tampered = `${pair.access_token.slice(0, -2)}${pair.access_token.endsWith('A') ? 'B' : 'A'}A`
+    const tok = (token: unknown) => JSON.stringify({ token })
+    const requests: Sent[] = [
+      { name: 'valid access token', body: tok(pair.access_token) },
+      {
+        name: 'valid, with a request id',
+        body: tok(pair.access_token),
+        headers: { 'x-request-id': 'abc-123' },
+      },
+      { name: 'bad request id', body: tok(pair.access_token), headers: { 'x-request-id': 'a b' } },
+      { name: 'valid refresh token', body: tok(pair.refresh_token) },
+      { name: 'revoked refresh token', body: tok(gone.refresh_token) },
+      { name: 'tampered signature', body: tok(tampered) },
+      { name: 'not a token', body: tok('not-a-token') },
+      { name: 'API key', body: tok(key.plaintext) },
+      { name: 'unknown API key', body: tok('wb_unknown') },
+      {
+        name: 'charset in the type',
+        body: tok(pair.access_token),
+        headers: { 'content-type': 'application/json; charset=utf-8' },
+      },
+      {
+        name: 'type in capitals',
+        body: tok(pair.access_token),
+        headers: { 'content-type': 'Application/JSON' },
+      },
+      { name: 'spaces in the body', body: `{ "token" : ${JSON.stringify(pair.access_token)} }` },
+      { name: 'malformed JSON', body: '{"token":' },
+      { name: 'empty object', body: '{}' },
+      { name: 'token not a string', body: tok(5) },
+      { name: 'extra property', body: JSON.stringify({ token: pair.access_token, more: 1 }) },
+      { name: 'proto key', body: `{"token":"x","__proto__":{"a":1}}` },
+      { name: 'duplicate key', body: `{"token":"x","token":${JSON.stringify(pair.access_token)}}` },
+      { name: 'array', body: '[]' },
+      {
+        name: 'byte order mark',
+        body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(tok('x'))]),
+      },
+      { name: 'not UTF-8', body: Buffer.from([0x7b, 0x22, 0x74, 0xff, 0x22, 0x7d]) },
+      { name: 'token too long', body: tok('a'.repeat(8193)) },
+      { name: 'oversized body', body: tok('a'.repeat(70_000)) },
+      {
+        name: 'wrong content type',
+        body: tok(pair.access_token),
+        headers: { 'content-type': 'text/plain' },
+      },
+      { name: 'no content type', body: tok(pair.access_token), headers: { 'content-type': '' } },
+      { name: 'GET', method: 'GET', body: '' },
+    ]
+    for (const req of requests) {
+      const address = `192.0.2.${requests.indexOf(req) + 1}`
+      const headers = { 'x-forwarded-for': address, ...req.headers }
+      const a = await send(portOn, { ...req, headers })
+      const b = await send(portOff, { ...req, headers })
+      assert.deepEqual(comparable(a, req), comparable(b, req), req.name)
+    }
 
-        // The lane did answer: its answers carry the same headers in an order of their own.
-        const fresh = { 'x-forwarded-for': '198.18.1.1' }
-        const a = await send(portOn, { name: 'valid', body: tok(pair.access_token), headers: fresh })
-        const b = await send(portOff, { name: 'valid', body: tok(pair.access_token), headers: fresh })
-        assert.equal(a.headers['x-ratelimit-remaining'], '599')
-        assert.notDeepEqual(
-          a.rawHeaders.filter((_, i) => i % 2 === 0),
-          b.rawHeaders.filter((_, i) => i % 2 === 0),
-        )
-      })
+    // The lane did answer: its answers carry the same headers in an order of their own.
+    const fresh = { 'x-forwarded-for': '198.18.1.1' }
+    const a = await send(portOn, { name: 'valid', body: tok(pair.access_token), headers: fresh })
+    const b = await send(portOff, { name: 'valid', body: tok(pair.access_token), headers: fresh })
+    assert.equal(a.headers['x-ratelimit-remaining'], '599')
+    assert.notDeepEqual(
+      a.rawHeaders.filter((_, i) => i % 2 === 0),
+      b.rawHeaders.filter((_, i) => i % 2 === 0),
+    )
+  })
 
-      test('the lane counts a client under the address Fastify gives it', async () => {
-        const pair = await login(on, 'ev1@example.com')
-        const body = JSON.stringify({ token: pair.access_token })
-        // Fastify's route: a spelling of the type the lane leaves to Fastify, so the two share one counter.
-        const toRoute = { 'content-type': 'application/json; charset=UTF-8' }
-        // The peer (127.0.0.1) is a trusted proxy by default: the lane's shortcut for one plain address,
-        // and proxy-addr for the rest (a chain, spacing, an address to ignore).
-        const forwarded = [
-          '203.0.113.5',
-          '2001:db8::9',
-          '198.51.100.7, 203.0.113.6',
-          ' 203.0.113.8 ',
-          'not-an-ip',
-          '',
-        ]
-        for (const value of forwarded) {
-          const headers: Record<string, string> = value === '' ? {} : { 'x-forwarded-for': value }
-          const byLane = await send(portOn, { name: value, body, headers })
-          const byRoute = await send(portOn, { name: value, body, headers: { ...headers, ...toRoute } })
-          assert.equal(byLane.status, 200, value)
-          assert.equal(byRoute.status, 200, value)
-          assert.notEqual(byLane.headers['x-ratelimit-remaining'], undefined, value)
-          assert.equal(
-            Number(byRoute.headers['x-ratelimit-remaining']),
-            Number(byLane.headers['x-ratelimit-remaining']) - 1,
-            `X-Forwarded-For: ${JSON.stringify(value)}`,
-          )
-        }
-      })
+  test('the lane counts a client under the address Fastify gives it', async () => {
+    const pair = await login(on, 'ev1@example.com')
+    const body = JSON.stringify({ token: pair.access_token })
+    // Fastify's route: a spelling of the type the lane leaves to Fastify, so the two share one counter.
+    const toRoute = { 'content-type': 'application/json; charset=UTF-8' }
+    // The peer (127.0.0.1) is a trusted proxy by default: the lane's shortcut for one plain address,
+    // and proxy-addr for the rest (a chain, spacing, an address to ignore).
+    const forwarded = [
+      '203.0.113.5',
+      '2001:db8::9',
+      '198.51.100.7, 203.0.113.6',
+      ' 203.0.113.8 ',
+      'not-an-ip',
+      '',
+    ]
+    for (const value of forwarded) {
+      const headers: Record<string, string> = value === '' ? {} : { 'x-forwarded-for': value }
+      const byLane = await send(portOn, { name: value, body, headers })
+      const byRoute = await send(portOn, { name: value, body, headers: { ...headers, ...toRoute } })
+      assert.equal(byLane.status, 200, value)
+      assert.equal(byRoute.status, 200, value)
+      assert.notEqual(byLane.headers['x-ratelimit-remaining'], undefined, value)
+      assert.equal(
+        Number(byRoute.headers['x-ratelimit-remaining']),
+        Number(byLane.headers['x-ratelimit-remaining']) - 1,
+        `X-Forwarded-For: ${JSON.stringify(value)}`,
+      )
+    }
+  })
 
-      test('an upload cut off mid-body is dropped; the service goes on answering', async () => {
-        const socket = net.connect(portOn, '127.0.0.1')
-        await once(socket, 'connect')
-        socket.write(
-          'POST /tokens/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
-            'Content-Length: 100\r\n\r\n{"token":"ab',
-        )
-        // TCP delivers the partial body before the close: the lane is waiting for the rest of it when
-        // the client goes away (node:http then destroys the request, an 'error' nobody listens to).
-        socket.destroy()
-        await once(socket, 'close')
-        const after = await send(portOn, { name: 'after', body: JSON.stringify({ token: 'x' }) })
-        assert.equal(after.status, 200)
-        assert.equal(after.body, '{"valid":false,"claims":null}')
-      })
+  test('an upload cut off mid-body is dropped; the service goes on answering', async () => {
+    const socket = net.connect(portOn, '127.0.0.1')
+    await once(socket, 'connect')
+    socket.write(
+      'POST /tokens/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 100\r\n\r\n{"token":"ab',
+    )
+    // TCP delivers the partial body before the close: the lane is waiting for the rest of it when
+    // the client goes away (node:http then destroys the request, an 'error' nobody listens to).
+    socket.destroy()
+    await once(socket, 'close')
+    const after = await send(portOn, { name: 'after', body: JSON.stringify({ token: 'x' }) })
+    assert.equal(after.status, 200)
+    assert.equal(after.body, '{"valid":false,"claims":null}')
+  })
 
-      test('rate-limited: the 601st request of a minute from one address is the same 429 on both', async () => {
-        const pair = await login(on, 'ev1@example.com')
-        const req: Sent = {
-          name: 'limited',
-          body: JSON.stringify({ token: pair.access_token }),
-          headers: { 'x-forwarded-for': '198.18.0.1' },
-        }
-        for (let i = 0; i < 600; i++) {
-          const [a, b] = await Promise.all([send(portOn, req), send(portOff, req)])
-          assert.deepEqual(comparable(a, req), comparable(b, req), `request ${i + 1}`)
-          assert.equal(a.status, 200)
-        }
-        for (let i = 0; i < 2; i++) {
-          const [a, b] = await Promise.all([send(portOn, req), send(portOff, req)])
-          assert.equal(a.status, 429)
-          assert.deepEqual(comparable(a, req), comparable(b, req))
-        }
-      })
-    },
-  )
-}
+  test('rate-limited: the 601st request of a minute from one address is the same 429 on both', async () => {
+    const pair = await login(on, 'ev1@example.com')
+    const req: Sent = {
+      name: 'limited',
+      body: JSON.stringify({ token: pair.access_token }),
+      headers: { 'x-forwarded-for': '198.18.0.1' },
+    }
+    for (let i = 0; i < 600; i++) {
+      const [a, b] = await Promise.all([send(portOn, req), send(portOff, req)])
+      assert.deepEqual(comparable(a, req), comparable(b, req), `request ${i + 1}`)
+      assert.equal(a.status, 200)
+    }
+    for (let i = 0; i < 2; i++) {
+      const [a, b] = await Promise.all([send(portOn, req), send(portOff, req)])
+      assert.equal(a.status, 429)
+      assert.deepEqual(comparable(a, req), comparable(b, req))
+    }
+  })
+})

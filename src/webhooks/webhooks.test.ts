@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
+import { after, before, test } from 'node:test'
 import { sql } from 'kysely'
 import { Webhook } from 'standardwebhooks'
-import { forEachBackend, login, startApp, type TestApp } from '../../test/helpers/app.js'
-import { httpBackends } from '../../test/helpers/backends.js'
-import { waitFor } from '../../test/helpers/until.js'
+import { forEachBackend, login, startApp, type TestApp, withTwoInstances } from '../../test/helpers/app.js'
+import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import {
   newTicketType,
   newTransfer,
@@ -12,8 +11,9 @@ import {
   partnerGet,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
-import { type Receiver, startReceiver } from './test-receiver.js'
+} from '../../test/helpers/partner.js'
+import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
+import { waitFor } from '../../test/helpers/until.js'
 
 const allowPrivate = { WEBHOOK_ALLOW_PRIVATE: 'true', JOBS_POLL_MS: '20', WEBHOOK_RETRY_SCHEDULE: '5,30,120' }
 
@@ -290,79 +290,73 @@ forEachBackend(
   allowPrivate,
 )
 
-for (const backend of httpBackends) {
-  describe(
-    `webhook delivery across a restart [${backend.name}]`,
-    backend.skip ? { skip: backend.skip } : {},
-    () => {
-      test('the receiver fails twice, the service restarts in between, the notification arrives exactly once', async () => {
-        const provisioned = await backend.provision()
-        const receiver = await startReceiver([
-          { status: 500, body: 'down' },
-          { status: 500, body: 'still down' },
-        ])
-        try {
-          const first = await startApp(backend, allowPrivate, provisioned)
-          const keys = await seedPartner(first)
-          const { secret } = (await register(first, keys.write, receiver.url)).json()
-          const scanner = (await login(first, 'op@example.com', 'operator')).access_token
-          const used = await useOne(first, keys, scanner)
-          await waitFor(async () => (await deliveries(first, keys.read))[0]?.attempts === 1)
-          await first.close()
+eachBackend(httpBackends, 'webhook delivery across a restart', (backend) => {
+  test('the receiver fails twice, the service restarts in between, the notification arrives exactly once', async () => {
+    const provisioned = await backend.provision()
+    const receiver = await startReceiver([
+      { status: 500, body: 'down' },
+      { status: 500, body: 'still down' },
+    ])
+    try {
+      const first = await startApp(backend, allowPrivate, provisioned)
+      const keys = await seedPartner(first)
+      const { secret } = (await register(first, keys.write, receiver.url)).json()
+      const scanner = (await login(first, 'op@example.com', 'operator')).access_token
+      const used = await useOne(first, keys, scanner)
+      await waitFor(async () => (await deliveries(first, keys.read))[0]?.attempts === 1)
+      await first.close()
 
-          // Two instances on the same storage: each attempt is made by one of them.
-          const a = await startApp(backend, allowPrivate, provisioned)
-          const b = await startApp(backend, allowPrivate, provisioned)
-          try {
-            a.clock.advance(6_000)
-            b.clock.advance(6_000)
-            await waitFor(() => receiver.log.length === 2)
-            await waitFor(async () => (await deliveries(a, keys.read))[0]?.attempts === 2)
-            a.clock.advance(31_000)
-            b.clock.advance(31_000)
-            await waitFor(async () => (await deliveries(a, keys.read))[0]?.status === 'delivered')
-            const job = await a.db.db
-              .selectFrom('jobs')
-              .select(['done_at', 'attempts'])
-              .where('kind', '=', 'webhook')
-              .executeTakeFirstOrThrow()
-            assert.notEqual(job.done_at, null, 'the delivery job is finished, so nothing more will be sent')
+      // Two instances on the same storage: each attempt is made by one of them.
+      await withTwoInstances(
+        backend,
+        allowPrivate,
+        async (a, b) => {
+          a.clock.advance(6_000)
+          b.clock.advance(6_000)
+          await waitFor(() => receiver.log.length === 2)
+          await waitFor(async () => (await deliveries(a, keys.read))[0]?.attempts === 2)
+          a.clock.advance(31_000)
+          b.clock.advance(31_000)
+          await waitFor(async () => (await deliveries(a, keys.read))[0]?.status === 'delivered')
+          const job = await a.db.db
+            .selectFrom('jobs')
+            .select(['done_at', 'attempts'])
+            .where('kind', '=', 'webhook')
+            .executeTakeFirstOrThrow()
+          assert.notEqual(job.done_at, null, 'the delivery job is finished, so nothing more will be sent')
 
-            assert.deepEqual(
-              receiver.log.map((r) => r.answered),
-              [500, 500, 200],
-            )
-            assert.equal(new Set(receiver.log.map((r) => r.headers['webhook-id'])).size, 1)
-            const delivered = receiver.log.filter((r) => r.answered === 200)
-            assert.equal(delivered.length, 1, 'delivered more than once')
-            const payload = new Webhook(secret).verify(
-              delivered[0]!.body,
-              delivered[0]!.headers as Record<string, string>,
-            )
-            assert.equal((payload as { transfer_uid: string }).transfer_uid, used.transfer_uid)
+          assert.deepEqual(
+            receiver.log.map((r) => r.answered),
+            [500, 500, 200],
+          )
+          assert.equal(new Set(receiver.log.map((r) => r.headers['webhook-id'])).size, 1)
+          const delivered = receiver.log.filter((r) => r.answered === 200)
+          assert.equal(delivered.length, 1, 'delivered more than once')
+          const payload = new Webhook(secret).verify(
+            delivered[0]!.body,
+            delivered[0]!.headers as Record<string, string>,
+          )
+          assert.equal((payload as { transfer_uid: string }).transfer_uid, used.transfer_uid)
 
-            const [d] = await deliveries(b, keys.read)
-            assert.equal(d!.status, 'delivered')
-            assert.deepEqual(
-              d!.attempt_log.map((x) => x.status_code),
-              [500, 500, 200],
-            )
-            assert.deepEqual(
-              d!.attempt_log.map((x) => x.response_body),
-              ['down', 'still down', 'ok'],
-            )
-          } finally {
-            await a.close()
-            await b.close()
-          }
-        } finally {
-          await receiver.close()
-          await provisioned.dispose()
-        }
-      })
-    },
-  )
-}
+          const [d] = await deliveries(b, keys.read)
+          assert.equal(d!.status, 'delivered')
+          assert.deepEqual(
+            d!.attempt_log.map((x) => x.status_code),
+            [500, 500, 200],
+          )
+          assert.deepEqual(
+            d!.attempt_log.map((x) => x.response_body),
+            ['down', 'still down', 'ok'],
+          )
+        },
+        provisioned,
+      )
+    } finally {
+      await receiver.close()
+      await provisioned.dispose()
+    }
+  })
+})
 
 forEachBackend(
   httpBackends,

@@ -1,11 +1,12 @@
+import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
-import { after, before, describe } from 'node:test'
+import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { type AppDependencies, buildApp } from '../../src/app.js'
 import { type Config, loadConfig } from '../../src/platform/config.js'
 import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed, type SeedDocument } from '../../src/seed/seed.js'
-import type { Backend } from './backends.js'
+import { type Backend, eachBackend, type ProvisionedBackend } from './backends.js'
 import { TestClock } from './clock.js'
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
@@ -38,7 +39,7 @@ export type TestDependencies = Omit<AppDependencies, 'clock' | 'logStream'>
 export async function startApp(
   backend: Backend,
   env: Record<string, string> = {},
-  provisioned?: { env: Record<string, string>; dispose(): Promise<void> },
+  provisioned?: ProvisionedBackend,
   deps: TestDependencies = {},
 ): Promise<TestApp> {
   const p = provisioned ?? (await backend.provision())
@@ -98,8 +99,8 @@ export async function startApp(
 }
 
 /**
- * Declares a suite once per backend. Skipped backends show up as skipped with their reason, never
- * silently. `setup` gets a fresh instance shared by the suite's tests.
+ * Declares a suite once per backend (`eachBackend`: skipped backends show up as skipped with their
+ * reason, never silently). `body` gets a fresh instance shared by the suite's tests.
  */
 export function forEachBackend(
   list: Backend[],
@@ -108,20 +109,44 @@ export function forEachBackend(
   env: Record<string, string> = {},
   deps?: () => TestDependencies,
 ): void {
-  for (const backend of list) {
-    describe(`${title} [${backend.name}]`, backend.skip ? { skip: backend.skip } : {}, () => {
-      let t: TestApp | undefined
-      before(async () => {
-        t = await startApp(backend, env, undefined, deps?.())
-      })
-      after(async () => {
-        await t?.close()
-      })
-      body(() => {
-        if (!t) throw new Error('test app not started')
-        return t
-      })
+  eachBackend(list, title, (backend) => {
+    let t: TestApp | undefined
+    before(async () => {
+      t = await startApp(backend, env, undefined, deps?.())
     })
+    after(async () => {
+      await t?.close()
+    })
+    body(() => {
+      if (!t) throw new Error('test app not started')
+      return t
+    })
+  })
+}
+
+/**
+ * Two instances on the same storage, a fleet of two: `body` runs with both, which are closed after it.
+ * The storage is `provisioned` when given (its owner disposes of it), else provisioned and disposed of here.
+ */
+export async function withTwoInstances(
+  backend: Backend,
+  env: Record<string, string>,
+  body: (a: TestApp, b: TestApp) => Promise<void>,
+  provisioned?: ProvisionedBackend,
+): Promise<void> {
+  const p = provisioned ?? (await backend.provision())
+  try {
+    const a = await startApp(backend, env, p)
+    let b: TestApp | undefined
+    try {
+      b = await startApp(backend, env, p)
+      await body(a, b)
+    } finally {
+      await a.close()
+      await b?.close()
+    }
+  } finally {
+    if (!provisioned) await p.dispose()
   }
 }
 
@@ -150,6 +175,25 @@ export const STANDARD_SEED: SeedDocument = {
   dashboard_users: [{ username: 'partner1', password: 's3cret-pass', event_ids: [1] }],
 }
 
+/** A seed row for an administrator (role admin) of `eventIds`, with the standard test password. */
+export function eventAdmin(
+  email: string,
+  eventIds: number[] = [1],
+): NonNullable<SeedDocument['administrators']>[number] {
+  return { email, password: 's3cret-pass', role: 'admin', event_ids: eventIds }
+}
+
+/** STANDARD_SEED with the rows of `extra` added after the standard ones, list by list. */
+export function withStandardSeed(extra: SeedDocument): SeedDocument {
+  const doc: SeedDocument = { ...STANDARD_SEED }
+  for (const key of Object.keys(extra) as (keyof SeedDocument)[]) appendRows(doc, key, extra[key])
+  return doc
+}
+
+function appendRows<K extends keyof SeedDocument>(doc: SeedDocument, key: K, rows: SeedDocument[K]): void {
+  doc[key] = [...(STANDARD_SEED[key] ?? []), ...(rows ?? [])] as SeedDocument[K]
+}
+
 /** Signs in through HTTP and returns the token pair. */
 export async function login(
   t: TestApp,
@@ -160,4 +204,28 @@ export async function login(
   const res = await t.request({ method: 'POST', url: '/auth/login', payload: { email, password, role } })
   if (res.statusCode !== 200) throw new Error(`login of ${email} failed: ${res.statusCode} ${res.body}`)
   return res.json()
+}
+
+/**
+ * POST /tokens/verify: the answer's body (`{ valid, claims }`, claims as the token type has them), after
+ * checking that the service answered 200 (it does for any token, valid or not).
+ */
+export async function verifyToken(t: TestApp, token: string) {
+  const res = await t.request({ method: 'POST', url: '/tokens/verify', payload: { token } })
+  assert.equal(res.statusCode, 200, res.body)
+  return res.json()
+}
+
+/** POST /auth/logout: signs out with `bearer` (an access token, or none) and revokes `refreshToken`. */
+export function logout(
+  t: TestApp,
+  bearer: string | undefined,
+  refreshToken: string,
+): Promise<LightMyRequestResponse> {
+  return t.request({
+    method: 'POST',
+    url: '/auth/logout',
+    token: bearer,
+    payload: { refresh_token: refreshToken },
+  })
 }

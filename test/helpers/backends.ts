@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { describe } from 'node:test'
 import { Redis } from 'ioredis'
 import pg from 'pg'
 
@@ -103,3 +104,21 @@ export const backends: Backend[] = [sqlite, postgres, sqliteRedis]
 
 /** The full matrix for storage contract tests; HTTP feature tests use `httpBackends` (no duplicate sqlite+redis). */
 export const httpBackends: Backend[] = [sqlite, postgres]
+
+/**
+ * The backend matrix: declares a suite titled `title [backend]` once per backend of `list`. A skipped
+ * backend shows up as skipped with its reason, never silently; `skip` skips the suite on every backend
+ * for a reason of its own (a tool that is not installed). `body` sets up what the suite needs from its
+ * backend; `forEachBackend` (app.ts) is this with one running instance per suite.
+ */
+export function eachBackend(
+  list: Backend[],
+  title: string,
+  body: (backend: Backend) => void,
+  skip?: string,
+): void {
+  for (const backend of list) {
+    const reason = backend.skip ?? skip
+    describe(`${title} [${backend.name}]`, reason ? { skip: reason } : {}, () => body(backend))
+  }
+}

@@ -1,12 +1,15 @@
+import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { startApp, TEST_SECRET, type TestApp } from './app.js'
+import type { Backend, ProvisionedBackend } from './backends.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 /** The installed command: bin/wristband.js runs the compiled program in dist/ (the test runner builds it). */
-const BIN = path.join(ROOT, 'bin', 'wristband.js')
+export const BIN = path.join(ROOT, 'bin', 'wristband.js')
 
 export interface Run {
   code: number | null
@@ -42,4 +45,36 @@ export function wristband(args: string[], env: Record<string, string>, input?: s
     })
     child.stdin.end(input ?? '')
   })
+}
+
+/** The environment in which the command line works on a provisioned backend's storage, beside a test instance. */
+export function cliEnv(p: ProvisionedBackend): Record<string, string> {
+  return { ...p.env, JWT_SECRET: TEST_SECRET, NODE_ENV: 'test', LOG_LEVEL: 'warn' }
+}
+
+/** The standard output of a run that exited 0; fails with the exit code and both outputs otherwise. */
+export function ok(run: Run): string {
+  assert.equal(run.code, 0, `exit ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`)
+  return run.stdout
+}
+
+/** A test instance and the command line's environment on one storage: the instance sees what a command writes. */
+export interface AppWithCli {
+  t: TestApp
+  env: Record<string, string>
+  /** Stops the instance and disposes of the storage. */
+  close(): Promise<void>
+}
+
+export async function startAppWithCli(backend: Backend): Promise<AppWithCli> {
+  const p = await backend.provision()
+  const t = await startApp(backend, {}, p)
+  return {
+    t,
+    env: cliEnv(p),
+    async close() {
+      await t.close()
+      await p.dispose()
+    },
+  }
 }

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict'
 import type { AddressInfo } from 'node:net'
 import { before, test } from 'node:test'
 import { quickstart } from '../../../examples/partner-quickstart/quickstart.js'
-import { type PartnerKeys, seedPartner } from '../../../src/partner/test-partner.js'
 import { forEachBackend, login, type TestApp } from '../../../test/helpers/app.js'
 import { httpBackends } from '../../../test/helpers/backends.js'
+import { type PartnerKeys, seedPartner } from '../../../test/helpers/partner.js'
 
 forEachBackend(
   httpBackends,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { deviceNetwork } from '../../../src/edge/test-scanner.js'
+import { forEachBackend, type TestApp } from '../../../test/helpers/app.js'
+import { httpBackends } from '../../../test/helpers/backends.js'
 import {
   deviceToken,
   newTicketType,
@@ -8,9 +9,8 @@ import {
   type PartnerKeys,
   partnerGet,
   seedPartner,
-} from '../../../src/partner/test-partner.js'
-import { forEachBackend, type TestApp } from '../../../test/helpers/app.js'
-import { httpBackends } from '../../../test/helpers/backends.js'
+} from '../../../test/helpers/partner.js'
+import { deviceNetwork } from '../../../test/helpers/scanner.js'
 import { Scanner, ScannerError } from './index.js'
 import { createNodeScanner } from './node.js'
 

@@ -1,3 +1,6 @@
+import type { TestApp } from './app.js'
+import { until } from './until.js'
+
 /**
  * Reads one sample from Prometheus exposition text: the value of `name` on the series whose labels
  * include every label given, or 0 when no such series was exported yet (a counter never moved).
@@ -13,4 +16,15 @@ export function sample(text: string, name: string, labels: Record<string, string
     if (Object.entries(labels).every(([k, v]) => found[k] === v)) total += Number(m[3])
   }
   return total
+}
+
+/**
+ * Waits until the instance's Redis client has failed `n` more times than now: while Redis is down, each
+ * failed reconnection attempt is one (wristband_redis_errors_total), so a test can let several attempts
+ * pass without sleeping a fixed time.
+ */
+export async function moreRedisErrors(t: TestApp, n: number): Promise<void> {
+  const errors = async () => sample((await t.app.metrics.scrape()).body, 'wristband_redis_errors_total')
+  const from = await errors()
+  await until(`${n} more failed Redis attempts`, async () => (await errors()) >= from + n)
 }

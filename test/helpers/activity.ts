@@ -1,8 +1,7 @@
 // Event activity created through the partner, holder and ticket APIs, shared by the dashboard's
-// HTTP and browser tests (excluded from the build), with the figures it must produce.
+// HTTP and browser tests, with the figures it must produce.
 import assert from 'node:assert/strict'
-import { login, type TestApp } from '../../test/helpers/app.js'
-import { waitFor } from '../../test/helpers/until.js'
+import { login, type TestApp } from './app.js'
 import {
   claimTokenOf,
   consumerToken,
@@ -11,8 +10,9 @@ import {
   type PartnerKeys,
   partnerPost,
   seedPartner,
-} from '../partner/test-partner.js'
-import { type Receiver, startReceiver } from '../webhooks/test-receiver.js'
+} from './partner.js'
+import { type Receiver, startReceiver } from './receiver.js'
+import { waitFor } from './until.js'
 
 /** Transfer e-mails at once, jobs polled often, a receiver on loopback, and no retry within a test run. */
 export const ACTIVITY_ENV = {

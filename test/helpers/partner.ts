@@ -1,11 +1,11 @@
-// Shared by the partner, holder, ticket and webhook tests (excluded from the build).
+// Shared by the partner, holder, ticket and webhook tests.
 import fs from 'node:fs'
 import path from 'node:path'
 import type { LightMyRequestResponse } from 'fastify'
-import { STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
-import { createApiKey } from '../api-keys/api-keys.store.js'
-import { BASELINE_SCOPES, consumerGrant } from '../tokens/claims.js'
-import { JwtCodec } from '../tokens/jwt.js'
+import { createApiKey } from '../../src/api-keys/api-keys.store.js'
+import { BASELINE_SCOPES, consumerGrant } from '../../src/tokens/claims.js'
+import { JwtCodec } from '../../src/tokens/jwt.js'
+import { TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
 
 export interface PartnerKeys {
   /** api:read + api:write on event 1 */
@@ -17,14 +17,14 @@ export interface PartnerKeys {
 }
 
 export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
-  const seeded = await t.seed({
-    ...STANDARD_SEED,
-    customers: [
-      ...(STANDARD_SEED.customers ?? []),
-      { phone: '+4915100000002', password: 's3cret-pass', email: 'second@example.com' },
-      { phone: '+4915100000003', password: 's3cret-pass', email: 'third@example.com' },
-    ],
-  })
+  const seeded = await t.seed(
+    withStandardSeed({
+      customers: [
+        { phone: '+4915100000002', password: 's3cret-pass', email: 'second@example.com' },
+        { phone: '+4915100000003', password: 's3cret-pass', email: 'third@example.com' },
+      ],
+    }),
+  )
   const make = async (event_id: number, scopes: string[]) =>
     (
       await createApiKey(t.db.db, {
@@ -134,10 +134,6 @@ export async function newTransfer(
   if (res.statusCode !== 201) throw new Error(`transfer: ${res.statusCode} ${res.body}`)
   return res.json()
 }
-
-// The one polling helper lives in test/helpers/until.ts. TODO(issue 17): drop this re-export once
-// src/tokens/token-attacks.test.ts imports it from there (src/tokens is being changed on another branch).
-export { waitFor } from '../../test/helpers/until.js'
 
 /** Messages the outbox transport wrote (the default transport when SMTP_URL is unset). */
 export function outboxMail(t: TestApp): { to: string; subject: string; text: string; html?: string }[] {

@@ -1,6 +1,6 @@
-// Shared by the edge tests (excluded from the build): a fetch that goes through app.inject, with a switch
+// Shared by the edge tests: a fetch that goes through app.inject, with a switch
 // that takes the network away.
-import { nextAddress, type TestApp } from '../../test/helpers/app.js'
+import { nextAddress, type TestApp } from './app.js'
 
 export interface Network {
   fetch: typeof fetch

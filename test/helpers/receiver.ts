@@ -1,4 +1,4 @@
-// A real HTTP receiver on loopback for the webhook tests (excluded from the build).
+// A real HTTP receiver on loopback for the webhook tests.
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 
