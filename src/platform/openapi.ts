@@ -1,5 +1,6 @@
+import { bodyFieldOf, ERROR_CODES } from './errors.js'
 import {
-  type ErrorCode,
+  type ErrorCase,
   EXAMPLE_PARAMS,
   OPERATIONS,
   type OperationDoc,
@@ -69,9 +70,9 @@ const ERROR_MEANING: Record<string, { text: string; detail: string }> = {
   },
 }
 
-const RATE_LIMITED: ErrorCode = {
+const RATE_LIMITED: ErrorCase = {
   code: 'rate_limit_exceeded',
-  when: 'too many requests from this address or key in the window',
+  when: ERROR_CODES.rate_limit_exceeded.when,
   detail: 'Rate limit exceeded',
   extra: { limit: 120, retry_after: 17 },
 }
@@ -89,15 +90,17 @@ const VALIDATION_EXAMPLE = {
 
 const isSuccess = (status: string) => /^2\d\d$|^3\d\d$/.test(status)
 
-function describeError(status: string, codes: ErrorCode[]): string {
+const fieldOf = (c: ErrorCase): string => bodyFieldOf(c.code) ?? 'error'
+
+function describeError(status: string, codes: ErrorCase[]): string {
   const meaning = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
   if (!codes.length) return `${meaning}. Body: \`{"detail": "<message>"}\`; no \`error\` code.`
-  const list = codes.map((c) => `\`${c.field ?? 'error'}\`: \`${c.code}\` when ${c.when}`).join('; ')
+  const list = codes.map((c) => `\`${fieldOf(c)}\`: \`${c.code}\` when ${c.when}`).join('; ')
   return `${meaning}. Body: \`{"detail": "<message>", ...}\` with ${list}.`
 }
 
-function errorExample(c: ErrorCode) {
-  return { summary: c.when, value: { detail: c.detail, [c.field ?? 'error']: c.code, ...c.extra } }
+function errorExample(c: ErrorCase) {
+  return { summary: c.when, value: { detail: c.detail, [fieldOf(c)]: c.code, ...c.extra } }
 }
 
 function finishOperation(op: Operation, doc: OperationDoc | undefined): void {

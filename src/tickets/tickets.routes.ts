@@ -108,8 +108,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         case 'FORBIDDEN':
           throw new ForbiddenError("This token lacks ticket:scan for the ticket's event")
         case 'ALREADY_USED':
-          throw new ConflictError('Ticket already used', {
-            error: 'already_used',
+          throw new ConflictError('Ticket already used', 'already_used', {
             used_timestamp: r.used_timestamp,
           })
       }
