@@ -70,7 +70,7 @@ function newPassword(values: Values, command: string): { password: string; gener
  * lapse within ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed.
  */
 async function publishRevocations(ctx: CliContext, rows: { jti: string; expires_at: number }[]) {
-  await ctx.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+  await ctx.authority.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
 }
 
 const create: Subcommand = {

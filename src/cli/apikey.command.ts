@@ -140,9 +140,7 @@ Options:
         return { detail: { key_id: id, event_id: key.event_id, name: key.name } }
       })
       // Running instances remember keys for up to 60 s: the revocation list makes them drop it now.
-      await ctx.revocations.revoke([
-        { jti: apiKeyJti(id), expiresAt: ctx.clock.now() + API_KEY_REVOCATION_MS },
-      ])
+      await ctx.authority.revoke([{ jti: apiKeyJti(id), expiresAt: ctx.clock.now() + API_KEY_REVOCATION_MS }])
     })
     console.log(`revoked API key ${id}`)
     return 0

@@ -7,7 +7,7 @@ import type { Config } from '../platform/config.js'
 import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
 import { connectRedis, createRedis } from '../platform/redis.js'
 import { databaseUnavailable } from '../platform/startup.js'
-import { memoryRevocations, type RevocationStore, redisRevocations } from '../tokens/revocations.js'
+import { createTokenAuthority, type TokenAuthority } from '../tokens/authority.js'
 
 /** A failure the user can act on: printed without a stack. 2: bad input; 1: the operation failed. */
 export class CliError extends Error {
@@ -117,14 +117,14 @@ export function integerOption(
   return Number(raw)
 }
 
-/** What a break-glass command works with: the configured database, a clock and the revocation list. */
+/** What a break-glass command works with: the configured database, a clock and the token authority. */
 export interface CliContext {
   db: Db
   database: DatabaseHandle
   config: Config
   clock: Clock
-  /** The revocation list the running service reads (Redis, when configured, and the database). */
-  revocations: RevocationStore
+  /** The service's own token authority: a revocation here reaches the running instances. */
+  authority: TokenAuthority
 }
 
 export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Promise<T>): Promise<T> {
@@ -148,11 +148,8 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
   try {
     if (redis) await connectRedis(redis)
-    const deps = { db: database.db, clock: systemClock }
-    const revocations = redis
-      ? redisRevocations(deps, redis, config.REDIS_PREFIX, log)
-      : memoryRevocations(deps)
-    return await fn({ db: database.db, database, config, clock: systemClock, revocations })
+    const authority = createTokenAuthority({ db: database.db, clock: systemClock, log, redis, config })
+    return await fn({ db: database.db, database, config, clock: systemClock, authority })
   } finally {
     redis?.disconnect()
     await database.close()

@@ -5,7 +5,6 @@ import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import type { TokenService } from '../tokens/token.service.js'
 import {
   ConsumerProfile,
   ConsumerProfilePatch,
@@ -18,21 +17,30 @@ import {
   RegisterRequest,
   VerifyOTPRequest,
 } from './consumers.schemas.js'
-import type { ConsumerService, ConsumerView } from './consumers.service.js'
+import { type ConsumerDeps, ConsumerService, type ConsumerView } from './consumers.service.js'
 import { normalizePhone } from './phone.js'
+import { PhoneCodes } from './phone-codes.js'
 
 /** decisions.md §3: holder endpoints, the consumer's own, allow 120 per minute. */
 const HOLDER_LIMIT = 120
 
-export interface ConsumerRoutesDeps {
-  consumers: ConsumerService
-  tokens: TokenService
+export interface ConsumerRoutesDeps extends Omit<ConsumerDeps, 'codes' | 'log'> {
+  /** The key the one-time phone codes are kept under (derived from the signing secret). */
+  phoneCodeKey: Buffer
 }
 
-export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = async (
-  app,
-  { consumers, tokens },
-) => {
+export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = async (app, deps) => {
+  const { db, clock, tokens, phoneCodeKey, ...rest } = deps
+  const consumers = new ConsumerService({
+    db,
+    clock,
+    tokens,
+    ...rest,
+    log: app.log,
+    codes: new PhoneCodes({ db, clock, key: phoneCodeKey }),
+  })
+  // SMS still being sent finish before the database closes.
+  app.addHook('onClose', () => consumers.drain())
   app.post(
     '/auth/login/customer',
     {

@@ -118,8 +118,7 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersDeps>
           created_at: deps.clock.now(),
         })
       } catch (err) {
-        if (isUniqueViolation(err))
-          throw new ConflictError('Username already taken', { error: 'username_taken' })
+        if (isUniqueViolation(err)) throw new ConflictError('Username already taken', 'username_taken')
         throw err
       }
       await deps.audit.record({

@@ -9,13 +9,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
 import { fromMinorUnits } from '../partner/formats.js'
-import {
-  AppError,
-  ForbiddenError,
-  NotFoundError,
-  TooManyRequestsError,
-  UnauthorizedError,
-} from '../platform/errors.js'
+import { AppError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { randomToken, safeEqual } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
@@ -228,22 +222,28 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         .type('text/html; charset=utf-8')
         .send(messagePage(title, message, session))
     const onSignIn = request.routeOptions.url === '/dashboard/login'
-    if (err instanceof TooManyRequestsError) {
-      reply.headers(err.headers)
-      const message = 'Too many attempts. Wait a minute and try again.'
-      return onSignIn ? renderSignIn(request, reply, 429, message) : page(429, 'Slow down', message)
-    }
+    // A domain error's status is the one its code fixes (platform/errors.ts); the page says it for a browser.
+    if (err instanceof AppError)
+      switch (err.statusCode) {
+        case 429: {
+          reply.headers(err.headers)
+          const message = 'Too many attempts. Wait a minute and try again.'
+          return onSignIn ? renderSignIn(request, reply, 429, message) : page(429, 'Slow down', message)
+        }
+        case 401:
+          return reply.redirect('/dashboard/login', 303)
+        case 403:
+          return page(403, 'Not allowed', 'This account has no access to that page, or the form has expired.')
+        case 404:
+          return page(404, 'Not found', 'There is no such page or event.')
+        case 503:
+          return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
+      }
     if (err.validation) {
       return onSignIn
         ? renderSignIn(request, reply, 422, 'Enter your username and password.')
         : page(422, 'Invalid request', 'The request was not understood.')
     }
-    if (err instanceof UnauthorizedError) return reply.redirect('/dashboard/login', 303)
-    if (err instanceof ForbiddenError)
-      return page(403, 'Not allowed', 'This account has no access to that page, or the form has expired.')
-    if (err instanceof NotFoundError) return page(404, 'Not found', 'There is no such page or event.')
-    if (err instanceof AppError && err.statusCode === 503)
-      return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
     // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
     // media type, too large.
     const status = err instanceof SyntaxError ? 400 : (err.statusCode ?? 500)

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
-import { ConflictError, ForbiddenError } from '../platform/errors.js'
+import { AppError, ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { findWebhook, listDeliveries, resendDelivery } from '../webhooks/webhooks.store.js'
 import { canSeeEvent } from './access.js'
@@ -141,7 +141,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
       try {
         await resendDelivery(db, event_id, delivery_id, clock.now())
       } catch (err) {
-        if (!(err instanceof ConflictError)) throw err
+        if (!(err instanceof AppError && err.code === 'webhook_disabled')) throw err
         const text =
           'The receiver is disabled or removed: the partner must register it again before a resend.'
         const data = await pageData(event_id, {}, { kind: 'bad', text })

@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import type { TokenService } from '../tokens/token.service.js'
 import {
   DeviceAuthRequest,
   DeviceInfo,
@@ -13,14 +12,16 @@ import {
   OperatorLoginRequest,
   OperatorLoginResponse,
 } from './devices.schemas.js'
-import type { DeviceService } from './devices.service.js'
+import { type DeviceDeps, DeviceService, SESSION_PREFIX } from './devices.service.js'
 
-export interface DeviceRoutesDeps {
-  devices: DeviceService
-  tokens: TokenService
-}
-
-export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, { devices, tokens }) => {
+export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceDeps> = async (app, deps) => {
+  const { tokens } = deps
+  const devices = new DeviceService(deps)
+  // Operator session tokens are credentials of the token guard, and end when the operator logs out.
+  tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
+  tokens.onLogout(async (caller) => {
+    if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
+  })
   app.post(
     '/devices/auth',
     {

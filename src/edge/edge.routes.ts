@@ -171,8 +171,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
       if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
       if (!codes.enabled) throw new ServiceUnavailableError('The service has no edge signing key')
       const used = () =>
-        new ConflictError('A used ticket keeps its code', {
-          error: 'already_used',
+        new ConflictError('A used ticket keeps its code', 'already_used', {
           used_timestamp: t.used_timestamp,
         })
       if (t.used_timestamp !== null) throw used()
@@ -185,7 +184,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         ticketDate: t.ticket_date,
       }))!
       if (!(await replaceCode(db, { id: t.id, eventId: partner.eventId, fromVersion: t.code_version }, code)))
-        throw new ConflictError('The ticket was used or re-issued meanwhile', { error: 'concurrent_change' })
+        throw new ConflictError('The ticket was used or re-issued meanwhile', 'concurrent_change')
       return {
         transfer_uid: t.uid,
         company_ticket_id: id,

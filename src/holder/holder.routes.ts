@@ -136,9 +136,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       const link = await findLinkByToken(db, request.params.token)
       if (!link) throw new NotFoundError('Unknown or expired link')
       if (!(await claimLink(db, link.id, link.event_id, customerId, clock.now())))
-        throw new ConflictError('This link was already claimed by another account', {
-          error: 'already_claimed',
-        })
+        throw new ConflictError('This link was already claimed by another account', 'already_claimed')
       return (await linkView(request.params.token)).view
     },
   )

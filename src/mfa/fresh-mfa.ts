@@ -28,10 +28,9 @@ export function requireFreshMfa(freshness: MfaFreshness): preHandlerAsyncHookHan
   return async (request) => {
     const state = mfaFreshness(claimsOf(request), freshness)
     if (state === 'mfa_never')
-      throw new ForbiddenError('MFA verification required', { action: 'require_mfa', reason: 'mfa_never' })
+      throw new ForbiddenError('MFA verification required', 'require_mfa', { reason: 'mfa_never' })
     if (state === 'mfa_stale')
-      throw new ForbiddenError('MFA verification is too old; verify again', {
-        action: 'require_mfa',
+      throw new ForbiddenError('MFA verification is too old; verify again', 'require_mfa', {
         reason: 'mfa_stale',
       })
   }

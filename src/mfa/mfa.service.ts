@@ -67,7 +67,7 @@ export async function setupMfa(
     })
     throw new ForbiddenError(
       'Replacing the authenticator needs a fresh MFA verification: verify a code of the current one first',
-      { error: 'mfa_required' },
+      'mfa_required',
     )
   }
   const secret = new Secret({ size: SECRET_BYTES })

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { AppError, ConflictError, ValidationFailed } from '../platform/errors.js'
+import { AppError, ConflictError, errorBody, ValidationFailed } from '../platform/errors.js'
 import { sha256Hex } from '../platform/random.js'
 
 /** How long an Idempotency-Key and its first answer are kept. */
@@ -68,8 +68,7 @@ export async function idempotent<T>(
     !(await takeOverAbandoned(db, apiKeyId, header, hash, now))
   ) {
     const first = await where.select(['request_hash', 'status_code', 'response']).executeTakeFirst()
-    if (!first)
-      throw new ConflictError('Idempotency-Key is being reused; retry', { error: 'idempotency_key_in_use' })
+    if (!first) throw new ConflictError('Idempotency-Key is being reused; retry', 'idempotency_key_in_use')
     if (first.request_hash !== hash)
       throw new ValidationFailed([
         {
@@ -79,9 +78,10 @@ export async function idempotent<T>(
         },
       ])
     if (first.status_code === null)
-      throw new ConflictError('A request with this Idempotency-Key is still being processed', {
-        error: 'idempotency_key_in_use',
-      })
+      throw new ConflictError(
+        'A request with this Idempotency-Key is still being processed',
+        'idempotency_key_in_use',
+      )
     reply.header('idempotent-replayed', 'true')
     return send(reply, { status: first.status_code, body: JSON.parse(first.response ?? 'null') as T })
   }
@@ -97,9 +97,7 @@ export async function idempotent<T>(
   try {
     answer = await fn()
   } catch (err) {
-    if (err instanceof ValidationFailed) await store(422, { detail: err.issues })
-    else if (err instanceof AppError && err.statusCode < 500)
-      await store(err.statusCode, { detail: err.message, ...err.extra })
+    if (err instanceof AppError && err.statusCode < 500) await store(err.statusCode, errorBody(err))
     else
       await db
         .deleteFrom('idempotency_keys')

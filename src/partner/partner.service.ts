@@ -125,9 +125,10 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
     })
   } catch (err) {
     if (isUniqueViolation(err))
-      throw new ConflictError('company_ticket_id has already been used in this event', {
-        error: 'duplicate_company_ticket_id',
-      })
+      throw new ConflictError(
+        'company_ticket_id has already been used in this event',
+        'duplicate_company_ticket_id',
+      )
     throw err
   }
   return {

@@ -1,9 +1,25 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { AppError, ValidationFailed, type ValidationIssue } from './errors.js'
+import {
+  AppError,
+  BadRequestError,
+  errorBody,
+  InternalError,
+  NotFoundError,
+  PayloadTooLargeError,
+  ServiceUnavailableError,
+  UnsupportedMediaTypeError,
+  ValidationFailed,
+  type ValidationIssue,
+} from './errors.js'
 import { toValidationIssues } from './validation.js'
 
-function sendValidation(reply: FastifyReply, detail: ValidationIssue[]) {
-  return reply.code(422).send({ detail })
+function sendValidation(reply: FastifyReply, issues: ValidationIssue[]) {
+  return sendError(reply, new ValidationFailed(issues))
+}
+
+/** Sends an error's documented answer: its status, its headers and `errorBody`. */
+export function sendError(reply: FastifyReply, err: AppError) {
+  return reply.code(err.statusCode).headers(err.headers).send(errorBody(err))
 }
 
 /** Errors raised by a database driver when the server cannot be reached. */
@@ -36,7 +52,7 @@ export function registerErrorHandler(app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     return answer(err, request, reply)
   })
-  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ detail: 'Not Found' }))
+  app.setNotFoundHandler((_request, reply) => sendError(reply, new NotFoundError('Not Found')))
 }
 
 function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
@@ -50,13 +66,9 @@ function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply)
       ),
     )
   }
-  if (err instanceof ValidationFailed) return sendValidation(reply, err.issues)
   if (err instanceof AppError) {
     if (err.statusCode >= 500) request.log.warn({ err }, 'dependency unavailable')
-    return reply
-      .code(err.statusCode)
-      .headers(err.headers)
-      .send({ detail: err.message, ...err.extra })
+    return sendError(reply, err)
   }
   switch (err.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -65,11 +77,11 @@ function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply)
         { loc: ['body'], msg: 'JSON decode error', type: 'json_invalid', ctx: { error: err.message } },
       ])
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return reply.code(413).send({ detail: 'Request body too large' })
+      return sendError(reply, new PayloadTooLargeError())
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return reply.code(415).send({ detail: 'Unsupported media type: send application/json' })
+      return sendError(reply, new UnsupportedMediaTypeError())
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return reply.code(400).send({ detail: 'Invalid Content-Length' })
+      return sendError(reply, new BadRequestError('Invalid Content-Length'))
   }
   // A body that is not valid UTF-8 or otherwise unparsable by the JSON parser.
   if (err instanceof SyntaxError) {
@@ -88,12 +100,13 @@ function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply)
   }
   if (isUnavailable(err)) {
     request.log.error({ err }, 'dependency unavailable')
-    return reply.code(503).send({ detail: 'Service temporarily unavailable' })
+    return sendError(reply, new ServiceUnavailableError())
   }
   const status = err.statusCode ?? 500
+  // Any other error the framework raises about the request keeps its 4xx status and message.
   if (status >= 400 && status < 500) return reply.code(status).send({ detail: err.message })
   request.log.error({ err }, 'unhandled error')
-  return reply.code(500).send({ detail: 'Internal server error' })
+  return sendError(reply, new InternalError())
 }
 
 function dataOf(request: FastifyRequest, context: string | undefined): unknown {

@@ -1,73 +1,183 @@
 /**
- * Domain errors. Domain code throws these; the one error handler (error-handler.ts) turns them into
- * the documented bodies: `{"detail": "..."}` plus the fields in `extra`.
+ * Every stable error code, the one list. An error's code fixes its status. Most codes only name the
+ * error in code (the status says it all, so the body is `{"detail": "..."}`); those with a `field`
+ * tell apart causes of one status and are sent in the body under that field, `when` saying which.
+ * The OpenAPI document lists the sent codes (an enum on ErrorBody, and per operation in
+ * openapi-operations.ts, which may name only these).
  */
-export class AppError extends Error {
-  readonly statusCode: number = 500
+export const ERROR_CODES = {
+  bad_request: { status: 400 },
+  unauthorized: { status: 401 },
+  forbidden: { status: 403 },
+  not_found: { status: 404 },
+  conflict: { status: 409 },
+  gone: { status: 410 },
+  payload_too_large: { status: 413 },
+  unsupported_media_type: { status: 415 },
+  validation_failed: { status: 422 },
+  internal_error: { status: 500 },
+  service_unavailable: { status: 503 },
+
+  rate_limit_exceeded: {
+    status: 429,
+    field: 'error',
+    when: 'too many requests from this address or key in the window',
+  },
+  require_mfa: {
+    status: 403,
+    field: 'action',
+    when: 'the route needs a fresh MFA verification; `reason` is `mfa_never` or `mfa_stale`',
+  },
+  mfa_required: {
+    status: 403,
+    field: 'error',
+    when: 'replacing an active authenticator needs a fresh MFA verification',
+  },
+  username_taken: { status: 409, field: 'error', when: 'the dashboard username exists' },
+  already_used: { status: 409, field: 'error', when: 'the ticket was used; `used_timestamp` tells when' },
+  concurrent_change: {
+    status: 409,
+    field: 'error',
+    when: 'the ticket was used or re-issued while the request ran',
+  },
+  duplicate_company_ticket_id: {
+    status: 409,
+    field: 'error',
+    when: 'the company_ticket_id was already used in the event',
+  },
+  idempotency_key_in_use: {
+    status: 409,
+    field: 'error',
+    when: 'a request with the same Idempotency-Key is still being processed',
+  },
+  webhook_disabled: { status: 409, field: 'error', when: 'the event has no enabled webhook receiver' },
+  already_claimed: { status: 409, field: 'error', when: 'another consumer claimed the link' },
+} as const satisfies Record<string, { status: number; field?: 'error' | 'action'; when?: string }>
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+/** The codes of one status, so an error class takes only codes that answer its status. */
+type CodeFor<S extends number> = {
+  [C in ErrorCode]: (typeof ERROR_CODES)[C]['status'] extends S ? C : never
+}[ErrorCode]
+
+/** The codes an answer carries in its body. */
+export type SentErrorCode = {
+  [C in ErrorCode]: (typeof ERROR_CODES)[C] extends { field: string } ? C : never
+}[ErrorCode]
+
+/** The body field a code is sent in; undefined for a code the answer leaves out. */
+export function bodyFieldOf(code: ErrorCode): 'error' | 'action' | undefined {
+  const spec = ERROR_CODES[code]
+  return 'field' in spec ? spec.field : undefined
+}
+
+/** The codes an answer carries, with the body field each goes in. */
+export const SENT_ERROR_CODES = Object.entries(ERROR_CODES).flatMap(([code, v]) =>
+  'field' in v ? [{ code: code as SentErrorCode, field: v.field, when: v.when }] : [],
+)
+
+/**
+ * Domain errors. Domain code throws these; the one error handler (error-handler.ts) turns them into
+ * the documented bodies (`errorBody`).
+ */
+export abstract class AppError extends Error {
+  readonly statusCode: number
   readonly extra: Record<string, unknown> = {}
   readonly headers: Record<string, string> = {}
+  // A private field behind a getter, so the code stays out of the logged error's fields.
+  readonly #code: ErrorCode
+  constructor(message: string, code: ErrorCode) {
+    super(message)
+    this.statusCode = ERROR_CODES[code].status
+    this.#code = code
+  }
+  get code(): ErrorCode {
+    return this.#code
+  }
 }
 
 export class BadRequestError extends AppError {
-  override readonly statusCode = 400
+  constructor(message: string) {
+    super(message, 'bad_request')
+  }
 }
 
 /** Every authentication failure; carries `WWW-Authenticate: Bearer`. */
 export class UnauthorizedError extends AppError {
-  override readonly statusCode = 401
   override readonly headers = { 'www-authenticate': 'Bearer' }
   constructor(message = 'Could not validate credentials') {
-    super(message)
+    super(message, 'unauthorized')
   }
 }
 
 export class ForbiddenError extends AppError {
-  override readonly statusCode = 403
   constructor(
     message = 'Not enough permissions',
+    code: CodeFor<403> = 'forbidden',
     override readonly extra: Record<string, unknown> = {},
   ) {
-    super(message)
+    super(message, code)
   }
 }
 
 export class NotFoundError extends AppError {
-  override readonly statusCode = 404
   constructor(message = 'Not found') {
-    super(message)
+    super(message, 'not_found')
   }
 }
 
 export class ConflictError extends AppError {
-  override readonly statusCode = 409
   constructor(
     message: string,
+    code: CodeFor<409> = 'conflict',
     override readonly extra: Record<string, unknown> = {},
   ) {
-    super(message)
+    super(message, code)
   }
 }
 
 export class GoneError extends AppError {
-  override readonly statusCode = 410
+  constructor(message: string) {
+    super(message, 'gone')
+  }
+}
+
+/** A body over BODY_LIMIT_BYTES (raised by the framework's parser). */
+export class PayloadTooLargeError extends AppError {
+  constructor() {
+    super('Request body too large', 'payload_too_large')
+  }
+}
+
+/** A body that is not JSON (raised by the framework's parser). */
+export class UnsupportedMediaTypeError extends AppError {
+  constructor() {
+    super('Unsupported media type: send application/json', 'unsupported_media_type')
+  }
 }
 
 export class TooManyRequestsError extends AppError {
-  override readonly statusCode = 429
   override readonly extra: Record<string, unknown>
   override readonly headers: Record<string, string>
   constructor(limit: number, retryAfterSeconds: number, message = 'Rate limit exceeded') {
-    super(message)
-    this.extra = { error: 'rate_limit_exceeded', limit, retry_after: retryAfterSeconds }
+    super(message, 'rate_limit_exceeded')
+    this.extra = { limit, retry_after: retryAfterSeconds }
     this.headers = { 'retry-after': String(retryAfterSeconds) }
+  }
+}
+
+/** A fault of the service itself; the answer says nothing more. */
+export class InternalError extends AppError {
+  constructor() {
+    super('Internal server error', 'internal_error')
   }
 }
 
 /** A dependency the request needs (database, mail, ...) is unreachable; nothing was changed. */
 export class ServiceUnavailableError extends AppError {
-  override readonly statusCode = 503
   constructor(message = 'Service temporarily unavailable') {
-    super(message)
+    super(message, 'service_unavailable')
   }
 }
 
@@ -82,8 +192,18 @@ export interface ValidationIssue {
 
 /** Validation failure raised by domain code (e.g. a phone number that is not one). */
 export class ValidationFailed extends AppError {
-  override readonly statusCode = 422
   constructor(readonly issues: ValidationIssue[]) {
-    super(issues[0]?.msg ?? 'Validation failed')
+    super(issues[0]?.msg ?? 'Validation failed', 'validation_failed')
   }
+}
+
+/**
+ * The JSON body of an error answer, the one place it is built: `{"detail": [...issues]}` for a 422,
+ * else `{"detail": "<message>"}`, then the code under its field where the code is sent, then the
+ * error's other fields.
+ */
+export function errorBody(err: AppError): Record<string, unknown> {
+  if (err instanceof ValidationFailed) return { detail: err.issues }
+  const field = bodyFieldOf(err.code)
+  return { detail: err.message, ...(field ? { [field]: err.code } : {}), ...err.extra }
 }

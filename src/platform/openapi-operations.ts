@@ -5,6 +5,8 @@
  * fields; a route may instead put `operationId` in its own schema. `finishDocument` (openapi.ts)
  * merges this into the document, and src/platform/openapi.test.ts checks every route is covered.
  */
+import type { SentErrorCode } from './errors.js'
+
 export interface OperationDoc {
   operationId: string
   /** What the success answer is (its response description). */
@@ -14,15 +16,14 @@ export interface OperationDoc {
   /** An example success answer. */
   response?: unknown
   /** For an error status: each `error` code it can carry, with when, and an example `detail`. */
-  errors?: Record<number, ErrorCode[]>
+  errors?: Record<number, ErrorCase[]>
 }
 
-export interface ErrorCode {
-  code: string
+/** One cause of an error status: its code (from ERROR_CODES, which also gives the body field). */
+export interface ErrorCase {
+  code: SentErrorCode
   when: string
   detail: string
-  /** The field that carries the code; `error` unless said. */
-  field?: string
   /** Other fields of the body. */
   extra?: Record<string, unknown>
 }
@@ -84,7 +85,7 @@ const useNotification = {
   status: 'USED',
   used_timestamp: '2026-07-18T20:14:03.000',
 }
-const idempotencyInUse = {
+const idempotencyInUse: ErrorCase = {
   code: 'idempotency_key_in_use',
   when: 'a request with the same Idempotency-Key is still being processed; retry shortly',
   detail: 'A request with this Idempotency-Key is still being processed',
@@ -126,7 +127,20 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /admin/me': { operationId: 'getCurrentAdmin', returns: 'The signed-in account' },
 
   // MFA
-  'POST /admin/mfa/setup': { operationId: 'startMfaEnrolment', returns: 'The new TOTP secret and its URI' },
+  'POST /admin/mfa/setup': {
+    operationId: 'startMfaEnrolment',
+    returns: 'The new TOTP secret and its URI',
+    errors: {
+      403: [
+        {
+          code: 'mfa_required',
+          when: 'MFA is on and the token has no fresh `mfa_verified_at`: verify a code of the current authenticator first',
+          detail:
+            'Replacing the authenticator needs a fresh MFA verification: verify a code of the current one first',
+        },
+      ],
+    },
+  },
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
     returns: 'MFA is on; tokens carrying mfa_verified_at',
@@ -138,7 +152,6 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       403: [
         {
           code: 'require_mfa',
-          field: 'action',
           when: '`reason` is `mfa_never` or `mfa_stale`: verify a TOTP code first',
           detail: 'MFA verification is too old; verify again',
           extra: { reason: 'mfa_stale' },

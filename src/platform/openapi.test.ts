@@ -3,6 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
+import { SENT_ERROR_CODES } from './errors.js'
 import { OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
 
 interface Media {
@@ -213,6 +214,24 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       'rate_limit_exceeded',
     ])
       assert.ok(described.includes(code), `${code} is documented`)
+  })
+
+  // One list (ERROR_CODES in errors.ts): the document names no code outside it, and every code it sends is
+  // documented, on ErrorBody and at an operation that answers it.
+  test('the `error` codes the document lists are exactly the sent codes of ERROR_CODES', () => {
+    const listed = new Set<string>()
+    for (const { op } of operations())
+      for (const res of Object.values(op.responses ?? {}))
+        for (const code of Object.keys(res.content?.['application/json']?.examples ?? {})) listed.add(code)
+    const sent = SENT_ERROR_CODES.map((c) => c.code)
+    assert.deepEqual([...listed].sort(), [...sent].sort())
+    const body = doc.components.schemas.ErrorBody as { properties: { error: { enum: string[] } } }
+    assert.deepEqual(
+      [...body.properties.error.enum].sort(),
+      SENT_ERROR_CODES.filter((c) => c.field === 'error')
+        .map((c) => c.code)
+        .sort(),
+    )
   })
 
   test('/docs is titled and marked for wristband, not for the framework', async () => {

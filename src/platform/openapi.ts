@@ -1,10 +1,15 @@
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { FastifyInstance } from 'fastify'
+import { bodyFieldOf, ERROR_CODES } from './errors.js'
 import {
-  type ErrorCode,
+  type ErrorCase,
   EXAMPLE_PARAMS,
   OPERATIONS,
   type OperationDoc,
   TAG_DESCRIPTIONS,
 } from './openapi-operations.js'
+import { registerDocsPolicy } from './security-headers.js'
 
 /** The parts of an OpenAPI 3.1 document this module reads and completes. */
 interface Media {
@@ -69,9 +74,9 @@ const ERROR_MEANING: Record<string, { text: string; detail: string }> = {
   },
 }
 
-const RATE_LIMITED: ErrorCode = {
+const RATE_LIMITED: ErrorCase = {
   code: 'rate_limit_exceeded',
-  when: 'too many requests from this address or key in the window',
+  when: ERROR_CODES.rate_limit_exceeded.when,
   detail: 'Rate limit exceeded',
   extra: { limit: 120, retry_after: 17 },
 }
@@ -89,15 +94,17 @@ const VALIDATION_EXAMPLE = {
 
 const isSuccess = (status: string) => /^2\d\d$|^3\d\d$/.test(status)
 
-function describeError(status: string, codes: ErrorCode[]): string {
+const fieldOf = (c: ErrorCase): string => bodyFieldOf(c.code) ?? 'error'
+
+function describeError(status: string, codes: ErrorCase[]): string {
   const meaning = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
   if (!codes.length) return `${meaning}. Body: \`{"detail": "<message>"}\`; no \`error\` code.`
-  const list = codes.map((c) => `\`${c.field ?? 'error'}\`: \`${c.code}\` when ${c.when}`).join('; ')
+  const list = codes.map((c) => `\`${fieldOf(c)}\`: \`${c.code}\` when ${c.when}`).join('; ')
   return `${meaning}. Body: \`{"detail": "<message>", ...}\` with ${list}.`
 }
 
-function errorExample(c: ErrorCode) {
-  return { summary: c.when, value: { detail: c.detail, [c.field ?? 'error']: c.code, ...c.extra } }
+function errorExample(c: ErrorCase) {
+  return { summary: c.when, value: { detail: c.detail, [fieldOf(c)]: c.code, ...c.extra } }
 }
 
 function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
@@ -178,7 +185,7 @@ const FAVICON = Buffer.from(
 )
 
 /** @fastify/swagger-ui options: the page titled and marked for wristband. */
-export const docsUiTheme = {
+const docsUiTheme = {
   logo: { type: 'image/svg+xml', content: LOGO, href: '/docs', target: '_self' as const },
   theme: {
     title: 'wristband API reference',
@@ -186,4 +193,44 @@ export const docsUiTheme = {
       { filename: 'favicon.svg', rel: 'icon', sizes: 'any', type: 'image/svg+xml', content: FAVICON },
     ],
   },
+}
+
+/**
+ * The OpenAPI document (`/openapi.json`, also `/docs/json`) built from the route schemas and
+ * completed by `finishDocument`, and the API reference at `/docs`. Registered before the routes, so
+ * that every route is in the document.
+ */
+export async function registerOpenApi(app: FastifyInstance, version: string): Promise<void> {
+  await app.register(swagger, {
+    // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
+    transformObject: (built) =>
+      'openapiObject' in built
+        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument) as typeof built.openapiObject)
+        : built.swaggerObject,
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'wristband',
+        version,
+        description: 'Authentication, token and ticket-partner service of the event platform.',
+      },
+      components: {
+        securitySchemes: {
+          // The dashboard's own JSON, read by its pages with the session cookie of /dashboard/login.
+          DashboardSession: { type: 'apiKey', in: 'cookie', name: 'wb_session' },
+          OAuth2PasswordBearer: {
+            type: 'oauth2',
+            flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
+          },
+          APIKeyHeader: { type: 'apiKey', in: 'header', name: 'api_key' },
+        },
+      },
+    },
+  })
+  // The docs pages get their own CSP (their scripts and styles come from the service itself).
+  registerDocsPolicy(app, '/docs')
+  await app.register(swaggerUi, { routePrefix: '/docs', ...docsUiTheme })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
 }

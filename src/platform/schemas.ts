@@ -1,4 +1,7 @@
 import { Type } from 'typebox'
+import { SENT_ERROR_CODES } from './errors.js'
+
+const bodyCodes = SENT_ERROR_CODES.filter((c) => c.field === 'error')
 
 /** Body of every error other than 422. */
 export const ErrorBody = Type.Object(
@@ -6,7 +9,10 @@ export const ErrorBody = Type.Object(
     detail: Type.String(),
     error: Type.Optional(
       Type.String({
-        description: 'A stable code, where a status has more than one cause (listed per operation)',
+        enum: bodyCodes.map((c) => c.code),
+        description:
+          'A stable code, where a status has more than one cause (listed per operation): ' +
+          bodyCodes.map((c) => `\`${c.code}\` when ${c.when}`).join('; '),
       }),
     ),
   },

@@ -1,17 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { Clock } from '../platform/clock.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import type { TicketsService } from './tickets.service.js'
+import { TicketsService, type TicketsServiceDeps } from './tickets.service.js'
 
-export interface TicketRoutesDeps {
+export interface TicketRoutesDeps extends TicketsServiceDeps {
   tokens: TokenService
-  tickets: TicketsService
-  clock: Clock
   /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie. */
   offlineHours: number
 }
@@ -66,6 +63,7 @@ const BatchResult = Type.Object({
 })
 
 export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (app, deps) => {
+  const tickets = new TicketsService(deps)
   const guard = protect(deps.tokens, { types: ['access', 'offline'] })
 
   app.post(
@@ -96,7 +94,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       // A token that may scan nowhere is refused before the ticket is looked up (403 before 404).
       if (!Object.values(claims.permissions ?? {}).some((scopes) => scopes.includes('ticket:scan')))
         throw new ForbiddenError('This token lacks ticket:scan')
-      const r = await deps.tickets.use(claims, ['ticket:scan'], request.params.transfer_uid, {
+      const r = await tickets.use(claims, ['ticket:scan'], request.params.transfer_uid, {
         usedAt: deps.clock.now(),
         gate: request.body.access_gate ?? null,
       })
@@ -108,8 +106,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         case 'FORBIDDEN':
           throw new ForbiddenError("This token lacks ticket:scan for the ticket's event")
         case 'ALREADY_USED':
-          throw new ConflictError('Ticket already used', {
-            error: 'already_used',
+          throw new ConflictError('Ticket already used', 'already_used', {
             used_timestamp: r.used_timestamp,
           })
       }
@@ -163,7 +160,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
           results.push({ transfer_uid: s.transfer_uid, status: 'FORBIDDEN' as const })
           continue
         }
-        const r = await deps.tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
+        const r = await tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
           usedAt: s.usedAt,
           gate: s.access_gate ?? null,
         })

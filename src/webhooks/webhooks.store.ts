@@ -203,9 +203,10 @@ export async function resendDelivery(db: Db, eventId: number, id: number, now: n
   if (!delivery) throw new NotFoundError('No such delivery')
   const hook = await findWebhook(db, eventId)
   if (!hook || hook.disabled_at !== null)
-    throw new ConflictError('No enabled webhook: register the receiver again with PUT /companies/webhook', {
-      error: 'webhook_disabled',
-    })
+    throw new ConflictError(
+      'No enabled webhook: register the receiver again with PUT /companies/webhook',
+      'webhook_disabled',
+    )
   await redeliver(db, delivery.id, now)
 }
 

@@ -1,0 +1,144 @@
+import { isUtf8 } from 'node:buffer'
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
+import type { Redis } from 'ioredis'
+import { LRUCache } from 'lru-cache'
+import type { DestinationStream } from 'pino'
+import { dropUnusableForwardedFor } from './client-address.js'
+import type { Clock } from './clock.js'
+import type { Config } from './config.js'
+import { registerErrorHandler, sendError } from './error-handler.js'
+import { BadRequestError, NotFoundError } from './errors.js'
+import { loggerOptions } from './logging.js'
+import {
+  memoryCounters,
+  type RouteLimiter,
+  redisCounters,
+  registerRateLimit,
+  syncedRedisCounters,
+} from './rate-limit.js'
+import { ErrorBody, HTTPValidationError, RateLimited } from './schemas.js'
+import { createValidatorCompiler } from './validation.js'
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
+
+/** The caller's X-Request-Id when it is a sane one, else a fresh UUID. */
+export function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id']
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+/**
+ * The Fastify instance with the service's server options: logging, proxy trust, URL cleaning, body
+ * limit, request ids and the answers to errors the router raises. `serverFactory` puts something in
+ * front of Fastify on the same server (the verify lane).
+ */
+export function createHttpApp(
+  config: Config,
+  logStream: DestinationStream | undefined,
+  serverFactory: FastifyServerOptions['serverFactory'] | undefined,
+) {
+  const options: FastifyServerOptions = {
+    logger: loggerOptions(config.LOG_LEVEL, logStream),
+    // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
+    trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
+    // Fastify's one hook that runs before a request is logged, routed or rate limited: the URL stays
+    // as it is; an X-Forwarded-For that names no IP address (or is overly long) is dropped here.
+    rewriteUrl: (req) => {
+      dropUnusableForwardedFor(req)
+      return req.url ?? '/'
+    },
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    genReqId: requestId,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    // Errors the router raises before any route runs get the documented body too: an undecodable
+    // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
+    frameworkErrors: (err, _request, reply) =>
+      sendError(
+        reply as unknown as FastifyReply,
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new NotFoundError('Not Found')
+          : new BadRequestError('Malformed request URL'),
+      ),
+  }
+  if (serverFactory) options.serverFactory = serverFactory
+  const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
+  if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
+    app.log.warn(
+      'TRUST_PROXY=true: every peer may name the client address in X-Forwarded-For, so a client that reaches ' +
+        'the service directly chooses its own address (per-address limits, audit); list the proxies instead',
+    )
+  return app
+}
+
+/**
+ * What every request goes through besides its route: input validation in the 422 shape, the JSON
+ * body parser, the one error handler, the shared error schemas and the X-Request-Id answer header.
+ */
+export function registerHttp(app: FastifyInstance): void {
+  app.setValidatorCompiler(createValidatorCompiler())
+  // Every body is JSON: any other content type is 415, including text/plain, which Fastify parses by
+  // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
+  app.removeContentTypeParser(['text/plain', 'application/json'])
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const bytes = body as Buffer
+    if (!isUtf8(bytes)) {
+      done(new SyntaxError('request body is not valid UTF-8'), undefined)
+      return
+    }
+    // A leading byte order mark is skipped, as the TextDecoder this replaced did (RFC 8259 allows it).
+    const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf
+    parseJson(request, bytes.toString('utf8', bom ? 3 : 0), done)
+  })
+  registerErrorHandler(app)
+  app.addSchema(ErrorBody)
+  app.addSchema(HTTPValidationError)
+  app.addSchema(RateLimited)
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    done()
+  })
+}
+
+export interface RateLimitDeps {
+  clock: Clock
+  redis: Redis | undefined
+  config: Pick<Config, 'REDIS_PREFIX' | 'RATE_LIMIT_SYNC_MS'>
+  /** Called for every refused request (the metrics count them). */
+  onRefused: (route: string) => void
+  /** Called once per address and route per minute of excess, however many requests it sends (the audit). */
+  onLimited: (ip: string, route: string) => void
+}
+
+/**
+ * Per-address, per-route limits (platform/rate-limit.ts) on the counters the deployment has: in
+ * process, Redis, or Redis synced every RATE_LIMIT_SYNC_MS. Answers the limiters by route.
+ */
+export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): Map<string, RouteLimiter> {
+  const { clock, redis, config } = deps
+  const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
+  return registerRateLimit(app, {
+    countersFor: (route) =>
+      !redis
+        ? memoryCounters(clock)
+        : config.RATE_LIMIT_SYNC_MS === 0
+          ? redisCounters(redis, `${config.REDIS_PREFIX}rl:${route}|`)
+          : syncedRedisCounters(
+              redis,
+              `${config.REDIS_PREFIX}rl:${route}|`,
+              clock,
+              config.RATE_LIMIT_SYNC_MS,
+            ),
+    onExceeded: (ip, route) => {
+      deps.onRefused(route)
+      const key = `${ip} ${route}`
+      if (recentlyLimited.has(key)) return
+      recentlyLimited.set(key, true)
+      deps.onLimited(ip, route)
+    },
+  })
+}
