@@ -1,6 +1,6 @@
 import { API_KEY_REVOCATION_MS, apiKeyJti } from '../api-keys/api-key.credential.js'
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
-import { BASELINE_SCOPES } from '../tokens/claims.js'
+import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
   CliError,

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AuditLog } from '../audit/audit.store.js'
+import { consumerGrant } from '../identities/grants.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
@@ -12,7 +13,6 @@ import {
 import { checkPassword, hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
 import type { SmsSender } from '../platform/sms.js'
-import { consumerGrant } from '../tokens/claims.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 import {
   type CustomerRecord,

@@ -1,3 +1,4 @@
+import { parseEventIds } from '../identities/grants.js'
 import {
   findAdminById,
   findAdminSignIn,
@@ -5,7 +6,6 @@ import {
   findNetworkManagerSignIn,
 } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
-import { parseEventIds } from '../tokens/claims.js'
 
 /** The kinds of account that may sign in to the dashboard. */
 export type ViewerKind = 'dashboard_user' | 'admin' | 'network_manager'

@@ -1,4 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
+import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
@@ -7,7 +8,7 @@ import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/er
 import type { Sealer } from '../platform/keys.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
 import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
-import { BASELINE_SCOPES, type Claims, type Grant, operatorGrant, reachesEvent } from '../tokens/claims.js'
+import { type Claims, reachesEvent } from '../tokens/claims.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
   deleteSession,

@@ -3,13 +3,12 @@ import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../p
 import { UnauthorizedError } from '../platform/errors.js'
 import {
   adminGrant,
-  type Claims,
   consumerGrant,
   type Grant,
   networkManagerGrant,
   operatorGrant,
   type Role,
-} from '../tokens/claims.js'
+} from './grants.js'
 
 /** The roles that sign in with e-mail and password at /auth/login. */
 export type StaffRole = 'admin' | 'operator' | 'network_manager'
@@ -99,7 +98,7 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
  * the access token (API keys, dashboard users, device and offline tokens): a disabled or removed
  * account is 401 and a narrowed grant applies at once, not only when the access token lapses.
  */
-export async function storedGrant(db: Db, claims: Pick<Claims, 'role' | 'sub'>): Promise<Grant> {
+export async function storedGrant(db: Db, claims: { role: Role; sub: string }): Promise<Grant> {
   const grant = await loadGrant(db, claims.role, Number(claims.sub))
   if (!grant) throw new UnauthorizedError()
   return grant

@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { LightMyRequestResponse } from 'fastify'
 import { STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
-import { BASELINE_SCOPES, consumerGrant } from '../tokens/claims.js'
+import { BASELINE_SCOPES, consumerGrant } from '../identities/grants.js'
 import { JwtCodec } from '../tokens/jwt.js'
 
 export interface PartnerKeys {
