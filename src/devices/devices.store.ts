@@ -1,14 +1,10 @@
+import type { Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-
-export interface DeviceRecord {
-  id: number
-  dev_mac: string
-  event_id: number
-  operator_id: number | null
-  archived: number
-}
+import type { DevicesTable } from '../platform/db/schema.js'
 
 const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived'] as const
+
+export type DeviceRecord = Pick<Selectable<DevicesTable>, (typeof columns)[number]>
 
 /** The device with this hardware address at this event, unless archived. */
 export async function findActiveDevice(db: Db, devMac: string, eventId: number) {
