@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
@@ -18,7 +19,6 @@ import {
   findDashboardUser,
   insertDashboardUser,
   listDashboardUsers,
-  missingEvents,
   updateDashboardUser,
 } from './dashboard-users.store.js'
 import { deleteSessionsOf } from './sessions.store.js'

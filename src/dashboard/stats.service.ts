@@ -1,4 +1,5 @@
 import type { Static } from 'typebox'
+import { findEventSummary } from '../events/events.store.js'
 import { fromMinorUnits } from '../partner/formats.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -72,11 +73,7 @@ export function bucketStarts(
 }
 
 export async function findEvent(db: Db, eventId: number) {
-  const event = await db
-    .selectFrom('events')
-    .select(['id', 'uid', 'name', 'timezone'])
-    .where('id', '=', eventId)
-    .executeTakeFirst()
+  const event = await findEventSummary(db, eventId)
   if (!event) throw new NotFoundError('Event not found')
   return event
 }

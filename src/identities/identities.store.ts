@@ -1,3 +1,4 @@
+import type { Insertable, Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
@@ -106,15 +107,11 @@ export async function storedGrant(db: Db, claims: { role: Role; sub: string }): 
 
 // Administrators: MFA secrets, reset of a forgotten password, the signed-in profile.
 
-export interface MfaAdmin {
-  id: number
-  email: string
-  /** Sealed active secret, null while MFA is off */
-  mfa_secret: string | null
-  mfa_last_step: number | null
-  /** Sealed secret from the latest setup, waiting for a code */
-  mfa_pending_secret: string | null
-}
+/** `mfa_secret` (sealed) is null while MFA is off; `mfa_pending_secret` waits for a code after a setup. */
+export type MfaAdmin = Pick<
+  Selectable<AdministratorsTable>,
+  'id' | 'email' | 'mfa_secret' | 'mfa_last_step' | 'mfa_pending_secret'
+>
 
 export async function findMfaAdmin(db: Db, id: number): Promise<MfaAdmin | undefined> {
   return db
@@ -212,6 +209,53 @@ export async function findAdminProfile(db: Db, id: number) {
     .where('id', '=', id)
     .where('disabled', '=', 0)
     .executeTakeFirst()
+}
+
+// Break-glass commands (`wristband admin ...`): any administrator, disabled ones included.
+
+export type AdminSummary = Pick<Selectable<AdministratorsTable>, 'id' | 'email' | 'role' | 'disabled'>
+
+/** An administrator by (lower-case) e-mail or by id, disabled or not. */
+export async function findAdministrator(
+  db: Db,
+  by: { email: string } | { id: number },
+): Promise<AdminSummary | undefined> {
+  const q = db.selectFrom('administrators').select(['id', 'email', 'role', 'disabled'])
+  return ('email' in by ? q.where('email', '=', by.email) : q.where('id', '=', by.id)).executeTakeFirst()
+}
+
+/** Inserts an administrator; a taken e-mail fails with the database's unique violation. */
+export async function insertAdministrator(db: Db, values: Insertable<AdministratorsTable>): Promise<number> {
+  const r = await db.insertInto('administrators').values(values).returning('id').executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function setAdminDisabled(db: Db, adminId: number, disabled: 0 | 1, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({ disabled, updated_at: now })
+    .where('id', '=', adminId)
+    .execute()
+}
+
+/**
+ * The MFA columns a reset clears. Named here rather than found by introspecting the database: on
+ * PostgreSQL introspection reads every schema, and fails when another deployment sharing the
+ * database drops its schema meanwhile.
+ */
+export const MFA_COLUMNS = ['mfa_secret', 'mfa_last_step', 'mfa_pending_secret', 'mfa_pending_at'] as const
+
+/** Switches MFA off and forgets the enrolled and pending secrets, so the administrator enrols again. */
+export async function clearAdminMfa(db: Db, adminId: number, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({
+      is_two_factor_authentication_enabled: 0,
+      updated_at: now,
+      ...Object.fromEntries(MFA_COLUMNS.map((c) => [c, null])),
+    })
+    .where('id', '=', adminId)
+    .execute()
 }
 
 // Dashboard sign-in: administrators and network managers by e-mail (lower-case), reloaded by id on each request.
