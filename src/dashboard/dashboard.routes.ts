@@ -8,7 +8,6 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
-import { fromMinorUnits } from '../partner/formats.js'
 import {
   AppError,
   ForbiddenError,
@@ -16,6 +15,7 @@ import {
   TooManyRequestsError,
   UnauthorizedError,
 } from '../platform/errors.js'
+import { fromMinorUnits } from '../platform/formats.js'
 import { randomToken, safeEqual } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'

@@ -1,9 +1,9 @@
 import type { Static } from 'typebox'
 import { findEventSummary } from '../events/events.store.js'
-import { fromMinorUnits } from '../partner/formats.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
+import { fromMinorUnits } from '../platform/formats.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   balancesLoaded,

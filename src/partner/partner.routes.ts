@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
 import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
+import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { isRealLocalDateTime, moneyIssue } from './formats.js'
 import { idempotent } from './idempotency.js'
 import {
   CompanyTicketIdParams,

@@ -3,8 +3,8 @@ import { nextFeedSeq, type TicketCodes } from '../edge/ticket-codes.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
+import { fromMinorUnits, toMinorUnits } from '../platform/formats.js'
 import { enqueue } from '../platform/jobs/jobs.js'
-import { fromMinorUnits, toMinorUnits } from './formats.js'
 import {
   findTicketType,
   findTransferByCompanyId,

@@ -1,7 +1,7 @@
 import { markChanged } from '../edge/ticket-codes.js'
-import { LocalTimeFormatter } from '../partner/formats.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
 
