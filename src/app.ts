@@ -310,7 +310,7 @@ async function assemble(
   )
   metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(db)))
   // A committed notification goes out at once instead of at the next poll.
-  const kickJobs = () => {
+  const runDueJobs = () => {
     jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
   }
 
@@ -376,7 +376,7 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
-  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, kick: kickJobs })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, runDueJobs })
   await app.register(mfaRoutes, {
     db,
     clock,
@@ -450,11 +450,11 @@ async function assemble(
     codes,
   })
   await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs, box: webhookBox })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, box: webhookBox })
   await app.register(ticketRoutes, {
     tokens,
     clock,
-    tickets: new TicketsService({ db, clock, kick: kickJobs }),
+    tickets: new TicketsService({ db, clock, runDueJobs }),
     offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })

@@ -43,7 +43,7 @@ import { eventListPage, eventPage, messagePage, signInPage } from './templates.j
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
   /** Runs due jobs now (a resend from the deliveries page goes out at once). */
-  kick?: () => void
+  runDueJobs?: () => void
 }
 
 const SESSION_COOKIE = 'wb_session'
@@ -385,7 +385,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
   // The webhook deliveries page (deliveries.routes.ts), in this context: same error pages and CSP.
   await app.register(deliveriesPageRoutes, {
     ...deps,
-    kick: deps.kick ?? (() => {}),
+    runDueJobs: deps.runDueJobs ?? (() => {}),
     loadSession: loadSession(deps, true),
     sessionOf,
     pageSchema,

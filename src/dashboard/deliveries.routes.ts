@@ -13,7 +13,7 @@ import { findEvent } from './stats.service.js'
 /** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DeliveriesPageDeps extends SessionDeps {
   /** Runs due jobs now, so a resend goes out at once. */
-  kick: () => void
+  runDueJobs: () => void
   loadSession: preParsingAsyncHookHandler
   sessionOf: (request: FastifyRequest) => Session
   pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
@@ -154,7 +154,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         outcome: 'success',
         detail: { event_id, delivery_id },
       })
-      deps.kick()
+      deps.runDueJobs()
       return reply.redirect(`/dashboard/events/${event_id}/webhooks?resent=${delivery_id}`, 303)
     },
   )

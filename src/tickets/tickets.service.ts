@@ -9,7 +9,7 @@ export interface TicketsServiceDeps {
   db: Db
   clock: Clock
   /** Called after a notification was committed, so it goes out without waiting for the next poll. */
-  kick: () => void
+  runDueJobs: () => void
 }
 
 export type ScanOutcome =
@@ -75,7 +75,7 @@ export class TicketsService {
       })
       return { won: true, notified }
     })
-    if (outcome.notified) this.deps.kick()
+    if (outcome.notified) this.deps.runDueJobs()
     if (outcome.won) return { status: 'USED', used_timestamp: usedTimestamp }
     const first = await db
       .selectFrom('transfers')

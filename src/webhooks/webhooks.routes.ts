@@ -24,7 +24,7 @@ export interface WebhookRoutesDeps {
   clock: Clock
   http: HttpClient
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
-  kick: () => void
+  runDueJobs: () => void
   /** Seals signing secrets at rest. */
   box: Sealer
 }
@@ -247,7 +247,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
     },
     async (request, reply) => {
       await resendDelivery(db, partnerOf(request).eventId, request.params.id, clock.now())
-      deps.kick()
+      deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }
     },
