@@ -9,7 +9,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { LRUCache } from 'lru-cache'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
-import { apiKeyResolver } from './api-keys/api-key.credential.js'
+import { createApiKeyResolver } from './api-keys/api-key.credential.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
 import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
@@ -265,8 +265,8 @@ async function assemble(
   const audit = createAuditLog(db, clock, app.log)
   const tokens = new TokenService({ db, jwt, revocations, clock, audit, config, metrics })
   const answers = verifyAnswers()
-  const apiKeys = apiKeyResolver(db, clock, revocations)
-  tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
+  const apiKeyResolver = createApiKeyResolver(db, clock, revocations)
+  tokens.registerCredential(apiKeyResolver.prefix, apiKeyResolver.resolve)
   const dummyHash = createDummyHash()
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   const jobs = new JobRunner({

@@ -51,7 +51,7 @@ interface Cached {
  * revocation list, which every instance checks on each hit and learns through the revocation feed.
  * Unknown keys are not remembered: a new key works at once.
  */
-export function apiKeyResolver(
+export function createApiKeyResolver(
   db: Db,
   clock: Clock,
   revocations: { isRevoked(jti: string): boolean | Promise<boolean> },
