@@ -295,8 +295,8 @@ async function assemble(
   closers.push(() => http.close())
   // Webhook signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed
   // under a previous signing secret are sealed under the current one now.
-  const webhookBox = createSealer(secrets, 'webhook-secret')
-  await resealStoredSecrets(db, webhookBox)
+  const webhookSealer = createSealer(secrets, 'webhook-secret')
+  await resealStoredSecrets(db, webhookSealer)
   jobs.register(
     WEBHOOK_JOB,
     webhookDeliveryJob({
@@ -304,7 +304,7 @@ async function assemble(
       clock,
       http,
       retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
-      box: webhookBox,
+      sealer: webhookSealer,
       onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
     }),
   )
@@ -382,7 +382,7 @@ async function assemble(
     clock,
     tokens,
     audit,
-    box: createSealer(secrets, 'mfa-secret'),
+    sealer: createSealer(secrets, 'mfa-secret'),
     backoff,
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
@@ -450,7 +450,7 @@ async function assemble(
     codes,
   })
   await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, runDueJobs, box: webhookBox })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer })
   await app.register(ticketRoutes, {
     tokens,
     clock,

@@ -19,7 +19,7 @@ export interface WebhookDeliveryDeps {
   /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry */
   retrySchedule: readonly number[]
   /** Opens the sealed signing secrets. */
-  box: Sealer
+  sealer: Sealer
   /** Told the outcome of each attempt (the metrics): a retry comes after `failed`, none after `gave_up`. */
   onAttempt?: (outcome: 'delivered' | 'failed' | 'gave_up') => void
 }
@@ -67,9 +67,10 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
         return
       }
 
-      const secret = openSecret(deps.box, hook.event_id, hook.secret)
+      const secret = openSecret(deps.sealer, hook.event_id, hook.secret)
       // A plain secret (stored before sealing) or one sealed under a previous JWT secret is sealed afresh.
-      if (secret !== null && needsResealing(deps.box, hook.secret)) await resealSecret(db, deps.box, hook)
+      if (secret !== null && needsResealing(deps.sealer, hook.secret))
+        await resealSecret(db, deps.sealer, hook)
 
       const startedAt = clock.now()
       const started = performance.now()

@@ -26,7 +26,7 @@ export interface WebhookRoutesDeps {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
   /** Seals signing secrets at rest. */
-  box: Sealer
+  sealer: Sealer
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -145,7 +145,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         ])
       }
       const secret = newWebhookSecret()
-      const sealed = sealSecret(deps.box, partner.eventId, secret)
+      const sealed = sealSecret(deps.sealer, partner.eventId, secret)
       const hook = await upsertWebhook(db, partner.eventId, url, sealed, clock.now())
       return { ...view(hook), secret }
     },
