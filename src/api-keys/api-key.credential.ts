@@ -1,6 +1,6 @@
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 import type { Claims } from '../tokens/claims.js'
 import { API_KEY_PREFIX, type ApiKeyRecord, findLiveApiKey } from './api-keys.store.js'
 

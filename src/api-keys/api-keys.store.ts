@@ -1,7 +1,8 @@
 import type { Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { EventClientsTable } from '../platform/db/schema.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
+import { randomToken } from '../platform/random.js'
 
 export const API_KEY_PREFIX = 'wb_'
 

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { CustomersTable } from '../platform/db/schema.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const columns = ['id', 'phone', 'email', 'first_name', 'last_name', 'created_at', 'password_hash'] as const
 

@@ -8,6 +8,7 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
+import { safeEqual } from '../platform/digest.js'
 import {
   AppError,
   ForbiddenError,
@@ -16,7 +17,7 @@ import {
   UnauthorizedError,
 } from '../platform/errors.js'
 import { fromMinorUnits } from '../platform/formats.js'
-import { randomToken, safeEqual } from '../platform/random.js'
+import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'

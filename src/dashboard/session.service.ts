@@ -1,9 +1,10 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { checkPassword, type PasswordSignInDeps } from '../platform/passwords.js'
-import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
+import { randomToken } from '../platform/random.js'
 import { findAccounts, loadViewer, type Viewer } from './access.js'
 import {
   deleteSession,

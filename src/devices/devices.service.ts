@@ -4,10 +4,11 @@ import { storedGrant, updatePasswordHash } from '../identities/identities.store.
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
-import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
+import { randomToken } from '../platform/random.js'
 import { type Claims, reachesEvent } from '../tokens/claims.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {

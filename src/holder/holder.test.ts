@@ -13,7 +13,7 @@ import {
   partnerPost,
   seedPartner,
 } from '../partner/test-partner.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const EVENT = 'summer-fest-2026'
 

@@ -3,7 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { revokeApiKey } from '../api-keys/api-keys.store.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 import { newTicketType, type PartnerKeys, partnerGet, partnerPost, seedPartner } from './test-partner.js'
 
 const EVENT = 'summer-fest-2026'

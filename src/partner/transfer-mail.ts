@@ -2,10 +2,11 @@ import { qrPng } from '../edge/qr.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/digest.js'
 import { fromMinorUnits } from '../platform/formats.js'
 import type { JobHandler } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
+import { randomToken } from '../platform/random.js'
 
 export const TRANSFER_MAIL_JOB = 'transfer-mail'
 

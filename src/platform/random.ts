@@ -1,15 +1,6 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 
 /** URL-safe random string from `bytes` bytes of CSPRNG output. */
 export function randomToken(bytes = 32): string {
   return randomBytes(bytes).toString('base64url')
-}
-
-export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex')
-}
-
-/** Constant-time comparison of two strings (lengths are compared through their hashes). */
-export function safeEqual(a: string, b: string): boolean {
-  return timingSafeEqual(createHash('sha256').update(a).digest(), createHash('sha256').update(b).digest())
 }

@@ -8,8 +8,8 @@ import {
 } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/digest.js'
 import { hashPassword } from '../platform/passwords.js'
-import { sha256Hex } from '../platform/random.js'
 
 const Email = Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })
 const Password = Type.String({ minLength: 8, maxLength: 128 })
