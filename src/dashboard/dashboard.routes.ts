@@ -23,7 +23,6 @@ import { errorResponses } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { canSeeEvent, visibleEvents } from './access.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
 import {
@@ -40,6 +39,7 @@ import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
 import { eventStats, findEvent } from './stats.service.js'
 import { eventListFigures } from './stats.store.js'
 import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
+import { canSeeEvent, visibleEvents } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService

@@ -4,11 +4,11 @@ import { Type } from 'typebox'
 import { ConflictError, ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { findWebhook, listDeliveries, resendDelivery } from '../webhooks/webhooks.store.js'
-import { canSeeEvent } from './access.js'
 import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
 import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
 import { EventIdParams } from './stats.schemas.js'
 import { findEvent } from './stats.service.js'
+import { canSeeEvent } from './viewers.js'
 
 /** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DeliveriesPageDeps extends SessionDeps {

@@ -5,7 +5,6 @@ import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { checkPassword, type PasswordSignInDeps } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import { findAccounts, loadViewer, type Viewer } from './access.js'
 import {
   deleteSession,
   findSession,
@@ -13,6 +12,7 @@ import {
   purgeExpiredSessions,
   touchSession,
 } from './sessions.store.js'
+import { findAccounts, loadViewer, type Viewer } from './viewers.js'
 
 /**
  * A session ends after this long without a request. The event page refreshes its figures every
