@@ -290,7 +290,7 @@ async function assemble(
     TRANSFER_MAIL_JOB,
     transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL, codes }),
   )
-  // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
+  // The HTTP client for caller-chosen addresses (webhooks); refuses non-public ones unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
   closers.push(() => http.close())
   // Webhook signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed
