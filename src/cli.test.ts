@@ -3,15 +3,10 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import { TEST_SECRET } from '../test/helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../test/helpers/backends.js'
 import { wristband } from '../test/helpers/cli.js'
 import { openDatabase } from './platform/db/database.js'
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
-// The installed command: bin/wristband.js runs the compiled program in dist/, built once below.
-const _BIN = path.join(ROOT, 'bin', 'wristband.js')
 
 const SEED = {
   events: [{ id: 1, uid: 'cli-fest', name: 'CLI Fest', timezone: 'Europe/Berlin' }],
