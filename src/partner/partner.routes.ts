@@ -23,10 +23,8 @@ import {
   ticketTypesOf,
   transferByCompanyId,
 } from './partner.service.js'
-import { type Partner, partnerAuth, partnerOf } from './partner-auth.js'
+import { PARTNER_RATE_LIMIT, type Partner, partnerAuth, partnerOf } from './partner-auth.js'
 
-/** decisions.md §3: holder and partner endpoints. */
-export const PARTNER_RATE_LIMIT = 120
 const security = [{ APIKeyHeader: [] }]
 
 /**

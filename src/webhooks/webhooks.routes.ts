@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
-import { partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError, ValidationFailed } from '../platform/errors.js'
