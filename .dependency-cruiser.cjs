@@ -27,8 +27,8 @@ const PUBLIC_BY_NAME = '\\.(store|service|schemas)\\.js$'
 const PUBLIC_MODULES = {
   // The credential that turns an API key into claims, for the partner hooks.
   'api-keys': ['api-key.credential'],
-  // Ticket codes (signed QR payloads) and their images, shown by partner mail and the holder pages.
-  edge: ['qr', 'ticket-codes'],
+  // The QR image of a ticket code, shown by partner mail and the holder pages.
+  edge: ['qr'],
   // The grant a token carries, built from the stored accounts.
   identities: ['grants'],
   // The metrics registry the token service counts into (a type-only import today, which the compiled

@@ -1,4 +1,4 @@
-import { markChanged } from '../edge/ticket-codes.js'
+import { markChanged } from '../edge/scan-sync.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
