@@ -1,4 +1,6 @@
+import type { Insertable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
@@ -207,6 +209,45 @@ export async function resendDelivery(db: Db, eventId: number, id: number, now: n
       error: 'webhook_disabled',
     })
   await redeliver(db, delivery.id, now)
+}
+
+/** A delivery as its job reads it. */
+export function findDeliveryToSend(db: Db, id: number) {
+  return db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'uid', 'event_id', 'payload', 'status'])
+    .where('id', '=', id)
+    .executeTakeFirst()
+}
+
+/** Gives a delivery up without an attempt (its event has no enabled receiver). */
+export async function abandonDelivery(db: Db, id: number): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', next_attempt_at: null })
+    .where('id', '=', id)
+    .execute()
+}
+
+/**
+ * Records one attempt and the delivery's new state in one transaction; with `disable` (the receiver
+ * answered 410) the webhook is disabled in the same transaction.
+ */
+export async function recordAttempt(
+  db: Db,
+  attempt: Insertable<WebhookAttemptsTable>,
+  next: { status: string; delivered_at: number | null; next_attempt_at: number | null },
+  disable?: { webhookId: number; reason: string; now: number },
+): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    await tx.insertInto('webhook_attempts').values(attempt).execute()
+    await tx
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({ ...next, attempts: eb('attempts', '+', 1) }))
+      .where('id', '=', attempt.delivery_id)
+      .execute()
+    if (disable) await disableWebhook(tx, disable.webhookId, disable.reason, disable.now)
+  })
 }
 
 /** Notifications still waiting for delivery (their first attempt or a retry), over every event. */
