@@ -14,6 +14,12 @@ export async function missingEvents(db: Db, ids: readonly number[]): Promise<num
   return ids.filter((id) => !have.has(id))
 }
 
+/** The event's name; throws when there is no such event. */
+export async function eventName(db: Db, id: number): Promise<string> {
+  const r = await db.selectFrom('events').select('name').where('id', '=', id).executeTakeFirstOrThrow()
+  return r.name
+}
+
 const SUMMARY = ['id', 'uid', 'name', 'timezone'] as const
 
 /** An event's id, uid, name and time zone; undefined when there is none. */
@@ -30,3 +36,4 @@ export async function listEventSummaries(db: Db, ids: readonly number[] | 'all')
   }
   return q.execute()
 }
+
