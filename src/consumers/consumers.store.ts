@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely'
+import type { Selectable, Updateable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { CustomersTable } from '../platform/db/schema.js'
 import { sha256Hex } from '../platform/digest.js'
@@ -99,4 +99,24 @@ export async function usePhoneVerification(
     .where('expires_at', '>', now)
     .executeTakeFirst()
   return Number(r.numUpdatedRows) === 1
+}
+
+/** Seed files: updates the consumer with this phone, or creates it; returns its id. */
+export async function upsertCustomerByPhone(
+  db: Db,
+  phone: string,
+  values: Pick<Updateable<CustomersTable>, 'password_hash' | 'email' | 'first_name' | 'last_name'>,
+  now: number,
+): Promise<number> {
+  const found = await db.selectFrom('customers').select('id').where('phone', '=', phone).executeTakeFirst()
+  if (found) {
+    await db.updateTable('customers').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('customers')
+    .values({ phone, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
 }

@@ -47,3 +47,22 @@ export async function findDashboardUserSignIn(db: Db, username: string) {
 export async function deleteDashboardUser(db: Db, id: number): Promise<void> {
   await db.deleteFrom('dashboard_users').where('id', '=', id).execute()
 }
+
+/** Seed files: updates the dashboard user with this username, or creates it; returns its id. */
+export async function upsertDashboardUser(
+  db: Db,
+  username: string,
+  values: { password_hash: string; event_ids: string },
+  now: number,
+): Promise<number> {
+  const found = await db
+    .selectFrom('dashboard_users')
+    .select('id')
+    .where('username', '=', username)
+    .executeTakeFirst()
+  if (found) {
+    await updateDashboardUser(db, found.id, values)
+    return found.id
+  }
+  return (await insertDashboardUser(db, { username, ...values, created_at: now })).id
+}

@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely'
+import type { Selectable, Updateable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { DevicesTable } from '../platform/db/schema.js'
 
@@ -127,4 +127,27 @@ export async function findSessionOperator(db: Db, tokenHash: string) {
     .select(['users.id', 'users.event_id', 'users.permissions', 'users.mode', 'operator_sessions.created_at'])
     .where('operator_sessions.token_hash', '=', tokenHash)
     .executeTakeFirst()
+}
+
+/** Seed files: updates the device with this hardware address, or creates it; returns its id. */
+export async function upsertDevice(
+  db: Db,
+  devMac: string,
+  values: Pick<Updateable<DevicesTable>, 'event_id' | 'operator_id' | 'archived' | 'key_hash'> & {
+    event_id: number
+    archived: number
+  },
+  now: number,
+): Promise<number> {
+  const found = await db.selectFrom('devices').select('id').where('dev_mac', '=', devMac).executeTakeFirst()
+  if (found) {
+    await db.updateTable('devices').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const r = await db
+    .insertInto('devices')
+    .values({ dev_mac: devMac, ...values, created_at: now })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
 }

@@ -37,3 +37,33 @@ export async function listEventSummaries(db: Db, ids: readonly number[] | 'all')
   return q.execute()
 }
 
+/**
+ * Seed files: updates the event with this id (or, without one, this uid), or creates it, with the
+ * given id or the next free one. Returns its id.
+ */
+export async function upsertEvent(
+  db: Db,
+  event: { id?: number | undefined; uid: string; name: string; timezone: string },
+  now: number,
+): Promise<number> {
+  const values = { uid: event.uid, name: event.name, timezone: event.timezone }
+  const found = await db
+    .selectFrom('events')
+    .select('id')
+    .where((eb) => (event.id ? eb('id', '=', event.id) : eb('uid', '=', event.uid)))
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('events').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const max = await db
+    .selectFrom('events')
+    .select((eb) => eb.fn.max('id').as('m'))
+    .executeTakeFirst()
+  const id = event.id ?? Number(max?.m ?? 0) + 1
+  await db
+    .insertInto('events')
+    .values({ id, ...values, created_at: now })
+    .execute()
+  return id
+}
