@@ -29,6 +29,8 @@ export interface DatabaseHandle {
    * the release before it).
    */
   migrate(): Promise<{ ahead: string[] }>
+  /** One round trip to the database (`select 1`), for the readiness check. */
+  ping(): Promise<void>
   /** Names of migrations not yet applied. */
   pendingMigrations(): Promise<string[]>
   /** Every migration known here or applied to the database, in order, with when it was applied. */
@@ -181,6 +183,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
         if (!failed) throw databaseUnavailable(url, error)
         throw new Error(`migration ${failed.migrationName} failed: ${(error as Error).message}`)
       }
+    },
+    async ping() {
+      await sql`select 1`.execute(db)
     },
     async pendingMigrations() {
       const all = await migratorFor([]).getMigrations()
