@@ -1,5 +1,5 @@
 import type { Selectable, Updateable } from 'kysely'
-import type { Db } from '../platform/db/database.js'
+import { type Db, upsertById } from '../platform/db/database.js'
 import type { CustomersTable } from '../platform/db/schema.js'
 import { sha256Hex } from '../platform/digest.js'
 
@@ -108,15 +108,14 @@ export async function upsertCustomerByPhone(
   values: Pick<Updateable<CustomersTable>, 'password_hash' | 'email' | 'first_name' | 'last_name'>,
   now: number,
 ): Promise<number> {
-  const found = await db.selectFrom('customers').select('id').where('phone', '=', phone).executeTakeFirst()
-  if (found) {
-    await db.updateTable('customers').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('customers')
-    .values({ phone, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('customers').select('id').where('phone', '=', phone).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('customers')
+        .values({ phone, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('customers').set(values).where('id', '=', id).execute(),
+  )
 }

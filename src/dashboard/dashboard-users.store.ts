@@ -1,5 +1,5 @@
 import type { Insertable, Selectable, Updateable } from 'kysely'
-import type { Db } from '../platform/db/database.js'
+import { type Db, upsertById } from '../platform/db/database.js'
 import type { DashboardUsersTable } from '../platform/db/schema.js'
 
 export type DashboardUserRecord = Pick<
@@ -55,14 +55,9 @@ export async function upsertDashboardUser(
   values: { password_hash: string; event_ids: string },
   now: number,
 ): Promise<number> {
-  const found = await db
-    .selectFrom('dashboard_users')
-    .select('id')
-    .where('username', '=', username)
-    .executeTakeFirst()
-  if (found) {
-    await updateDashboardUser(db, found.id, values)
-    return found.id
-  }
-  return (await insertDashboardUser(db, { username, ...values, created_at: now })).id
+  return upsertById(
+    await db.selectFrom('dashboard_users').select('id').where('username', '=', username).executeTakeFirst(),
+    () => insertDashboardUser(db, { username, ...values, created_at: now }),
+    (id) => updateDashboardUser(db, id, values),
+  )
 }

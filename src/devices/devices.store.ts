@@ -1,5 +1,5 @@
 import type { Selectable, Updateable } from 'kysely'
-import type { Db } from '../platform/db/database.js'
+import { type Db, upsertById } from '../platform/db/database.js'
 import type { DevicesTable } from '../platform/db/schema.js'
 
 const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived'] as const
@@ -139,15 +139,14 @@ export async function upsertDevice(
   },
   now: number,
 ): Promise<number> {
-  const found = await db.selectFrom('devices').select('id').where('dev_mac', '=', devMac).executeTakeFirst()
-  if (found) {
-    await db.updateTable('devices').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('devices')
-    .values({ dev_mac: devMac, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('devices').select('id').where('dev_mac', '=', devMac).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('devices')
+        .values({ dev_mac: devMac, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('devices').set(values).where('id', '=', id).execute(),
+  )
 }

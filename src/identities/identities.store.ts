@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
-import type { Db } from '../platform/db/database.js'
+import { type Db, upsertById } from '../platform/db/database.js'
 import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import {
@@ -303,21 +303,16 @@ export async function upsertAdministrator(
   values: Pick<AdministratorsTable, 'password_hash' | 'role' | 'event_ids'> & { updated_at: number },
   now: number,
 ): Promise<number> {
-  const found = await db
-    .selectFrom('administrators')
-    .select('id')
-    .where('email', '=', email)
-    .executeTakeFirst()
-  if (found) {
-    await db.updateTable('administrators').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('administrators')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('administrators').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('administrators')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('administrators').set(values).where('id', '=', id).execute(),
+  )
 }
 
 export async function upsertNetworkManager(
@@ -326,21 +321,16 @@ export async function upsertNetworkManager(
   values: Pick<NetworkManagersTable, 'password_hash' | 'event_ids'>,
   now: number,
 ): Promise<number> {
-  const found = await db
-    .selectFrom('network_managers')
-    .select('id')
-    .where('email', '=', email)
-    .executeTakeFirst()
-  if (found) {
-    await db.updateTable('network_managers').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('network_managers')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('network_managers').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('network_managers')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('network_managers').set(values).where('id', '=', id).execute(),
+  )
 }
 
 /** Operators are the `users` table. */
@@ -350,17 +340,16 @@ export async function upsertOperator(
   values: Pick<UsersTable, 'password_hash' | 'event_id' | 'mode' | 'permissions'>,
   now: number,
 ): Promise<number> {
-  const found = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
-  if (found) {
-    await db.updateTable('users').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('users')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('users')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('users').set(values).where('id', '=', id).execute(),
+  )
 }
 
 /** An operator's id by (lower-case) e-mail. */

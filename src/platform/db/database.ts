@@ -244,3 +244,18 @@ export function isUniqueViolation(err: unknown): boolean {
     e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
   )
 }
+
+/**
+ * Create-or-update by a natural key (seed files): updates the `found` row, or inserts one; returns the
+ * row's id. Run it in a transaction; two at once with the same key are not expected (seeding is one
+ * operator's command).
+ */
+export async function upsertById(
+  found: { id: number } | undefined,
+  insert: () => Promise<{ id: number }>,
+  update: (id: number) => Promise<unknown>,
+): Promise<number> {
+  if (!found) return (await insert()).id
+  await update(found.id)
+  return found.id
+}
