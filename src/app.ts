@@ -3,7 +3,7 @@ import path from 'node:path'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
-import { apiKeyResolver } from './api-keys/api-key.credential.js'
+import { createApiKeyResolver } from './api-keys/api-key.credential.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
 import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
@@ -49,7 +49,7 @@ import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import type { TokenService } from './tokens/token.service.js'
-import { tokenVerifyRoutes } from './tokens/tokens.routes.js'
+import { tokenVerifyRoutes } from './tokens/verify.routes.js'
 import { type VerifyAnswers, verifyAnswers } from './tokens/verify-answer.js'
 import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
@@ -145,8 +145,8 @@ async function assemble(
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   closers.push(() => authority.stop())
   const answers = verifyAnswers()
-  const apiKeys = apiKeyResolver(db, clock, authority.revocations)
-  tokens.registerCredential(apiKeys.prefix, apiKeys.resolve)
+  const apiKeyResolver = createApiKeyResolver(db, clock, authority.revocations)
+  tokens.registerCredential(apiKeyResolver.prefix, apiKeyResolver.resolve)
   const dummyHash = createDummyHash()
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   const jobs = new JobRunner({
@@ -170,13 +170,13 @@ async function assemble(
     TRANSFER_MAIL_JOB,
     transferMailJob({ db, clock, mail, publicBaseUrl: config.PUBLIC_BASE_URL, codes }),
   )
-  // The one outbound HTTP client (webhooks); refuses non-public addresses unless allowed.
+  // The HTTP client for caller-chosen addresses (webhooks); refuses non-public ones unless allowed.
   const http = createHttpClient({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, timeoutMs: 10_000 })
   closers.push(() => http.close())
   // Webhook signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed
   // under a previous signing secret are sealed under the current one now.
-  const webhookBox = createSealer(secrets, 'webhook-secret')
-  await resealStoredSecrets(db, webhookBox)
+  const webhookSealer = createSealer(secrets, 'webhook-secret')
+  await resealStoredSecrets(db, webhookSealer)
   jobs.register(
     WEBHOOK_JOB,
     webhookDeliveryJob({
@@ -184,13 +184,13 @@ async function assemble(
       clock,
       http,
       retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
-      box: webhookBox,
+      sealer: webhookSealer,
       onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
     }),
   )
   metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(db)))
   // A committed notification goes out at once instead of at the next poll.
-  const kickJobs = () => {
+  const runDueJobs = () => {
     jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
   }
 
@@ -213,13 +213,13 @@ async function assemble(
   await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
   await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
-  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, kick: kickJobs })
+  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, runDueJobs })
   await app.register(mfaRoutes, {
     db,
     clock,
     tokens,
     audit,
-    box: createSealer(secrets, 'mfa-secret'),
+    sealer: createSealer(secrets, 'mfa-secret'),
     backoff,
     freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
   })
@@ -278,12 +278,12 @@ async function assemble(
     codes,
   })
   await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, kick: kickJobs, box: webhookBox })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer })
   await app.register(ticketRoutes, {
     tokens,
     clock,
     db,
-    kick: kickJobs,
+    runDueJobs,
     offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS,
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })

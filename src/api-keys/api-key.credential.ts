@@ -1,6 +1,6 @@
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 import type { Claims } from '../tokens/claims.js'
 import { API_KEY_PREFIX, type ApiKeyRecord, findLiveApiKey } from './api-keys.store.js'
 
@@ -51,7 +51,7 @@ interface Cached {
  * revocation list, which every instance checks on each hit and learns through the revocation feed.
  * Unknown keys are not remembered: a new key works at once.
  */
-export function apiKeyResolver(
+export function createApiKeyResolver(
   db: Db,
   clock: Clock,
   revocations: { isRevoked(jti: string): boolean | Promise<boolean> },

@@ -1,21 +1,11 @@
+import type { Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
+import type { EventClientsTable } from '../platform/db/schema.js'
+import { sha256Hex } from '../platform/digest.js'
+import { randomToken } from '../platform/random.js'
 
 export const API_KEY_PREFIX = 'wb_'
 
-export interface ApiKeyRecord {
-  id: number
-  event_id: number
-  name: string
-  scopes: string[]
-  key_prefix: string
-  created_at: number
-  last_used_at: number | null
-  revoked_at: number | null
-}
-
-type Row = Omit<ApiKeyRecord, 'scopes'> & { scopes: string }
-const toRecord = (r: Row): ApiKeyRecord => ({ ...r, scopes: JSON.parse(r.scopes) as string[] })
 const columns = [
   'id',
   'event_id',
@@ -26,6 +16,11 @@ const columns = [
   'last_used_at',
   'revoked_at',
 ] as const
+type Row = Pick<Selectable<EventClientsTable>, (typeof columns)[number]>
+/** An API key as the routes show it: the stored row with its scopes parsed (never the key's hash). */
+export type ApiKeyRecord = Omit<Row, 'scopes'> & { scopes: string[] }
+
+const toRecord = (r: Row): ApiKeyRecord => ({ ...r, scopes: JSON.parse(r.scopes) as string[] })
 
 /** Creates a key; the plaintext (`wb_` + 43 URL-safe characters) exists only in the return value. */
 export async function createApiKey(

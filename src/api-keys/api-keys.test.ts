@@ -3,7 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, login, STANDARD_SEED, type TestApp, verifyToken } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 forEachBackend(httpBackends, 'event API keys', (ctx) => {
   let t: TestApp

@@ -1,6 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { Selectable } from 'kysely'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import type { AuditLogTable } from '../platform/db/schema.js'
 
 export type AuditOutcome = 'success' | 'failure' | 'denied'
 
@@ -48,15 +50,7 @@ export async function insertAuditEntry(db: Db, at: number, entry: AuditEntry): P
     .execute()
 }
 
-export interface AuditRow {
-  id: number
-  at: number
-  kind: string
-  actor: string | null
-  ip: string | null
-  outcome: string
-  detail: string | null
-}
+export type AuditRow = Selectable<AuditLogTable>
 
 /** Entries after `afterId`, oldest first; or the newest `limit` entries when `afterId` is absent. */
 export async function listAuditEntries(

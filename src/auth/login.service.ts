@@ -1,18 +1,14 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { findStaffByEmail, type StaffRole, updatePasswordHash } from '../identities/identities.store.js'
-import type { Backoff } from '../platform/backoff.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
-import { checkPassword, hashPassword } from '../platform/passwords.js'
+import { checkPassword, hashPassword, type PasswordSignInDeps } from '../platform/passwords.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 
-export interface LoginDeps {
+export interface LoginDeps extends PasswordSignInDeps {
   db: Db
   tokens: TokenService
   audit: AuditLog
-  backoff: Backoff
-  /** A hash checked for unknown accounts, so every failure costs the same time. */
-  dummyHash: Promise<string>
 }
 
 const INVALID = 'Incorrect email or password'

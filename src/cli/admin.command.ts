@@ -1,5 +1,15 @@
 import fs from 'node:fs'
 import { deleteSessionsOf } from '../dashboard/sessions.store.js'
+import { missingEvents } from '../events/events.store.js'
+import {
+  type AdminSummary,
+  clearAdminMfa,
+  findAdministrator,
+  insertAdministrator,
+  MFA_COLUMNS,
+  setAdminDisabled,
+  setAdminPassword,
+} from '../identities/identities.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
@@ -24,13 +34,6 @@ const PASSWORD_HELP = `  --password-stdin     read the new password from standar
 type Values = Parameters<Subcommand['run']>[0]
 const selectOptions = { email: { type: 'string' }, id: { type: 'string' } } as const
 
-interface AdminRow {
-  id: number
-  email: string
-  role: string
-  disabled: number
-}
-
 type Selector = { email: string } | { id: number }
 
 function parseSelector(values: Values, command: string): Selector {
@@ -41,12 +44,8 @@ function parseSelector(values: Values, command: string): Selector {
   return email !== undefined ? { email: email.toLowerCase() } : { id: integerOption(rawId!, 'id', command) }
 }
 
-async function findAdmin(db: Db, selector: Selector, command: string): Promise<AdminRow> {
-  const q = db.selectFrom('administrators').select(['id', 'email', 'role', 'disabled'])
-  const row = await ('email' in selector
-    ? q.where('email', '=', selector.email)
-    : q.where('id', '=', selector.id)
-  ).executeTakeFirst()
+async function findAdmin(db: Db, selector: Selector, command: string): Promise<AdminSummary> {
+  const row = await findAdministrator(db, selector)
   if (!row)
     throw new CliError(
       `wristband ${command}: no administrator with ${'email' in selector ? `e-mail ${selector.email}` : `id ${selector.id}`}`,
@@ -112,31 +111,20 @@ ${PASSWORD_HELP}`,
     const passwordHash = await hashPassword(password)
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_admin_create', async (tx) => {
-        const known = await tx
-          .selectFrom('events')
-          .select('id')
-          .where('id', 'in', eventIds.length ? eventIds : [-1])
-          .execute()
-        const missing = eventIds.filter((id) => !known.some((k) => k.id === id))
+        const missing = await missingEvents(tx, eventIds)
         if (missing.length)
           throw new CliError(`wristband ${command}: no event with id ${missing.join(', ')}`, 1)
         const now = ctx.clock.now()
         let id: number
         try {
-          id = (
-            await tx
-              .insertInto('administrators')
-              .values({
-                email,
-                password_hash: passwordHash,
-                role,
-                event_ids: eventIds.join(','),
-                created_at: now,
-                updated_at: now,
-              })
-              .returning('id')
-              .executeTakeFirstOrThrow()
-          ).id
+          id = await insertAdministrator(tx, {
+            email,
+            password_hash: passwordHash,
+            role,
+            event_ids: eventIds.join(','),
+            created_at: now,
+            updated_at: now,
+          })
         } catch (err) {
           if (isUniqueViolation(err))
             throw new CliError(`wristband ${command}: an administrator with e-mail ${email} exists`, 1)
@@ -159,7 +147,7 @@ ${PASSWORD_HELP}`,
 async function onAdmin(
   ctx: CliContext,
   target: { selector: Selector; command: string; kind: string; endSessions: boolean },
-  change: (tx: Db, admin: AdminRow) => Promise<Record<string, unknown>>,
+  change: (tx: Db, admin: AdminSummary) => Promise<Record<string, unknown>>,
 ) {
   const result = await audited(ctx, target.kind, async (tx) => {
     const admin = await findAdmin(tx, target.selector, target.command)
@@ -195,11 +183,7 @@ ${SELECT_HELP}`,
       await withContext(loadConfig(), async (ctx) => {
         const target = { selector, command, kind: `cli_admin_${verb}`, endSessions: disabled === 1 }
         const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-          await tx
-            .updateTable('administrators')
-            .set({ disabled, updated_at: ctx.clock.now() })
-            .where('id', '=', a.id)
-            .execute()
+          await setAdminDisabled(tx, a.id, disabled, ctx.clock.now())
           return { was_disabled: a.disabled === 1 }
         })
         console.log(`${verb}d administrator ${admin.id} (${admin.email})${disabled ? `; ${sessions}` : ''}`)
@@ -208,13 +192,6 @@ ${SELECT_HELP}`,
     },
   }
 }
-
-/**
- * The MFA columns a reset clears. Named here rather than found by introspecting the database: on
- * PostgreSQL introspection reads every schema, and fails when another deployment sharing the
- * database drops its schema meanwhile.
- */
-const MFA_COLUMNS = ['mfa_secret', 'mfa_last_step', 'mfa_pending_secret', 'mfa_pending_at'] as const
 
 const resetMfa: Subcommand = {
   summary: 'Turn off MFA of an administrator locked out of it, and end their sessions',
@@ -233,15 +210,7 @@ ${SELECT_HELP}`,
     await withContext(loadConfig(), async (ctx) => {
       const target = { selector, command, kind: 'cli_admin_reset_mfa', endSessions: true }
       const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-        await tx
-          .updateTable('administrators')
-          .set({
-            is_two_factor_authentication_enabled: 0,
-            updated_at: ctx.clock.now(),
-            ...Object.fromEntries(MFA_COLUMNS.map((c) => [c, null])),
-          })
-          .where('id', '=', a.id)
-          .execute()
+        await clearAdminMfa(tx, a.id, ctx.clock.now())
         return { cleared: MFA_COLUMNS }
       })
       console.log(`MFA reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
@@ -270,11 +239,7 @@ ${PASSWORD_HELP}`,
     await withContext(config, async (ctx) => {
       const target = { selector, command, kind: 'cli_admin_reset_password', endSessions: true }
       const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-        await tx
-          .updateTable('administrators')
-          .set({ password_hash: passwordHash, updated_at: ctx.clock.now() })
-          .where('id', '=', a.id)
-          .execute()
+        await setAdminPassword(tx, a.id, passwordHash, ctx.clock.now())
         return {}
       })
       console.log(`password reset for administrator ${admin.id} (${admin.email}); ${sessions}`)

@@ -1,11 +1,12 @@
 import { API_KEY_REVOCATION_MS, apiKeyJti } from '../api-keys/api-key.credential.js'
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
-import { BASELINE_SCOPES } from '../tokens/claims.js'
+import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
   CliError,
   type CommandGroup,
   integerOption,
+  requireEvent,
   type Subcommand,
   stringOption,
   withContext,
@@ -54,8 +55,7 @@ Options:
     const scopes = parseScopes(stringOption(values, 'scopes', command, true), command)
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_apikey_create', async (tx) => {
-        const event = await tx.selectFrom('events').select('id').where('id', '=', eventId).executeTakeFirst()
-        if (!event) throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
+        await requireEvent(tx, eventId, command)
         const { record, plaintext } = await createApiKey(tx, {
           event_id: eventId,
           name,

@@ -2,6 +2,7 @@ import os from 'node:os'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import pino from 'pino'
 import { insertAuditEntry } from '../audit/audit.store.js'
+import { eventExists } from '../events/events.store.js'
 import { type Clock, systemClock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
@@ -195,4 +196,10 @@ export async function audited<T extends { detail: Record<string, unknown> }>(
       })
     throw err
   }
+}
+
+/** A CliError (exit 1) unless the event exists: the answer every command taking --event gives. */
+export async function requireEvent(db: Db, eventId: number, command: string): Promise<void> {
+  if (!(await eventExists(db, eventId)))
+    throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
 }

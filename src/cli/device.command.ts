@@ -12,6 +12,7 @@ import {
   CliError,
   type CommandGroup,
   integerOption,
+  requireEvent,
   type Subcommand,
   stringOption,
   withContext,
@@ -44,8 +45,7 @@ Options:
     const { key, hash } = newDeviceKey()
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_device_create', async (tx) => {
-        const event = await tx.selectFrom('events').select('id').where('id', '=', eventId).executeTakeFirst()
-        if (!event) throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
+        await requireEvent(tx, eventId, command)
         if (await findDeviceByMac(tx, mac))
           throw new CliError(
             `wristband ${command}: a device with MAC ${mac} exists; give it a key with \`wristband device rotate-key\``,

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AuditLog } from '../audit/audit.store.js'
-import type { Backoff } from '../platform/backoff.js'
+import { consumerGrant } from '../identities/grants.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import {
@@ -9,10 +9,9 @@ import {
   ServiceUnavailableError,
   UnauthorizedError,
 } from '../platform/errors.js'
-import { checkPassword, hashPassword } from '../platform/passwords.js'
+import { checkPassword, hashPassword, type PasswordSignInDeps } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
 import type { SmsSender } from '../platform/sms.js'
-import { consumerGrant } from '../tokens/claims.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 import {
   type CustomerRecord,
@@ -38,7 +37,7 @@ export function codeMessage(code: string): string {
   return `${code} is your ${PRODUCT} code`
 }
 
-export interface ConsumerDeps {
+export interface ConsumerDeps extends PasswordSignInDeps {
   db: Db
   clock: Clock
   tokens: TokenService
@@ -46,10 +45,6 @@ export interface ConsumerDeps {
   sms: SmsSender
   codes: PhoneCodes
   log: FastifyBaseLogger
-  /** Per-account back-off on failed passwords, shared with the other sign-ins. */
-  backoff: Backoff
-  /** A hash checked for unknown phones, so every failure costs the same time. */
-  dummyHash: Promise<string>
 }
 
 export interface RegisterInput {

@@ -1,19 +1,13 @@
-import type { Db } from '../platform/db/database.js'
-import { sha256Hex } from '../platform/random.js'
-
-export interface CustomerRecord {
-  id: number
-  phone: string | null
-  email: string | null
-  first_name: string | null
-  last_name: string | null
-  created_at: number
-  has_password: boolean
-}
+import type { Selectable, Updateable } from 'kysely'
+import { type Db, upsertById } from '../platform/db/database.js'
+import type { CustomersTable } from '../platform/db/schema.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const columns = ['id', 'phone', 'email', 'first_name', 'last_name', 'created_at', 'password_hash'] as const
 
-type Row = Omit<CustomerRecord, 'has_password'> & { password_hash: string | null }
+type Row = Pick<Selectable<CustomersTable>, (typeof columns)[number]>
+/** A consumer as the routes show it: whether a password is set, never its hash. */
+export type CustomerRecord = Omit<Row, 'password_hash'> & { has_password: boolean }
 const toRecord = ({ password_hash, ...r }: Row): CustomerRecord => ({ ...r, has_password: !!password_hash })
 
 export async function findCustomerCredentials(
@@ -105,4 +99,23 @@ export async function usePhoneVerification(
     .where('expires_at', '>', now)
     .executeTakeFirst()
   return Number(r.numUpdatedRows) === 1
+}
+
+/** Seed files: updates the consumer with this phone, or creates it; returns its id. */
+export async function upsertCustomerByPhone(
+  db: Db,
+  phone: string,
+  values: Pick<Updateable<CustomersTable>, 'password_hash' | 'email' | 'first_name' | 'last_name'>,
+  now: number,
+): Promise<number> {
+  return upsertById(
+    await db.selectFrom('customers').select('id').where('phone', '=', phone).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('customers')
+        .values({ phone, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('customers').set(values).where('id', '=', id).execute(),
+  )
 }

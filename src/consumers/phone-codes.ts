@@ -3,6 +3,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { TooManyRequestsError } from '../platform/errors.js'
 import { hmacHex } from '../platform/keys.js'
+import { codeTimesSince, consumeCode, countTry, findLatestCode, replaceCode } from './phone-codes.store.js'
 
 /** `login`: phone sign-in OTP; `verify`: phone-ownership check before registration. */
 export type CodePurpose = 'login' | 'verify'
@@ -33,16 +34,9 @@ export class PhoneCodes {
   async issue(purpose: CodePurpose, phone: string): Promise<string> {
     const { db, clock } = this.deps
     const now = clock.now()
-    const recent = await db
-      .selectFrom('phone_codes')
-      .select('created_at')
-      .where('phone', '=', phone)
-      .where('purpose', '=', purpose)
-      .where('created_at', '>', now - HOUR_MS)
-      .orderBy('created_at')
-      .execute()
+    const recent = await codeTimesSince(db, phone, purpose, now - HOUR_MS)
     if (recent.length >= CODES_PER_HOUR) {
-      const oldest = recent[0]!.created_at
+      const oldest = recent[0]!
       throw new TooManyRequestsError(
         CODES_PER_HOUR,
         Math.max(1, Math.ceil((oldest + HOUR_MS - now) / 1000)),
@@ -50,30 +44,17 @@ export class PhoneCodes {
       )
     }
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0')
-    await db.transaction().execute(async (tx) => {
-      await tx
-        .updateTable('phone_codes')
-        .set({ consumed_at: now })
-        .where('phone', '=', phone)
-        .where('purpose', '=', purpose)
-        .where('consumed_at', 'is', null)
-        .execute()
-      await tx
-        .deleteFrom('phone_codes')
-        .where('phone', '=', phone)
-        .where('created_at', '<', now - KEEP_MS)
-        .execute()
-      await tx
-        .insertInto('phone_codes')
-        .values({
-          purpose,
-          phone,
-          code_hash: this.hash(purpose, phone, code),
-          expires_at: now + CODE_LIFETIME_MS,
-          created_at: now,
-        })
-        .execute()
-    })
+    await replaceCode(
+      db,
+      {
+        purpose,
+        phone,
+        code_hash: this.hash(purpose, phone, code),
+        expires_at: now + CODE_LIFETIME_MS,
+        created_at: now,
+      },
+      now - KEEP_MS,
+    )
     return code
   }
 
@@ -86,30 +67,12 @@ export class PhoneCodes {
   async consume(purpose: CodePurpose, phone: string, code: string): Promise<boolean> {
     const { db, clock } = this.deps
     const now = clock.now()
-    const row = await db
-      .selectFrom('phone_codes')
-      .select(['id', 'code_hash', 'attempts', 'expires_at'])
-      .where('phone', '=', phone)
-      .where('purpose', '=', purpose)
-      .where('consumed_at', 'is', null)
-      .orderBy('id', 'desc')
-      .executeTakeFirst()
+    const row = await findLatestCode(db, phone, purpose)
     if (!row || row.expires_at <= now || row.attempts >= MAX_WRONG_TRIES) return false
-    const live = () =>
-      db
-        .updateTable('phone_codes')
-        .where('id', '=', row.id)
-        .where('consumed_at', 'is', null)
-        .where('expires_at', '>', now)
-    const counted = await live()
-      .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
-      .where('attempts', '<', MAX_WRONG_TRIES)
-      .executeTakeFirst()
-    if (Number(counted.numUpdatedRows) !== 1) return false
+    if (!(await countTry(db, row.id, now, MAX_WRONG_TRIES))) return false
     const given = Buffer.from(this.hash(purpose, phone, code), 'hex')
     const stored = Buffer.from(row.code_hash, 'hex')
     if (given.length !== stored.length || !timingSafeEqual(given, stored)) return false
-    const r = await live().set({ consumed_at: now }).executeTakeFirst()
-    return Number(r.numUpdatedRows) === 1
+    return consumeCode(db, row.id, now)
   }
 }

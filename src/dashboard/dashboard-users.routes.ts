@@ -1,6 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import { missingEvents } from '../events/events.store.js'
+import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
@@ -8,7 +10,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../platform/errors
 import { hashPassword } from '../platform/passwords.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
-import { isSuperadmin, parseEventIds } from '../tokens/claims.js'
+import { isSuperadmin } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
@@ -17,7 +19,6 @@ import {
   findDashboardUser,
   insertDashboardUser,
   listDashboardUsers,
-  missingEvents,
   updateDashboardUser,
 } from './dashboard-users.store.js'
 import { deleteSessionsOf } from './sessions.store.js'

@@ -1,11 +1,11 @@
-import type { Db } from '../platform/db/database.js'
+import type { Insertable, Selectable, Updateable } from 'kysely'
+import { type Db, upsertById } from '../platform/db/database.js'
+import type { DashboardUsersTable } from '../platform/db/schema.js'
 
-export interface DashboardUserRecord {
-  id: number
-  username: string
-  event_ids: string
-  created_at: number
-}
+export type DashboardUserRecord = Pick<
+  Selectable<DashboardUsersTable>,
+  'id' | 'username' | 'event_ids' | 'created_at'
+>
 
 const COLUMNS = ['id', 'username', 'event_ids', 'created_at'] as const
 
@@ -22,7 +22,7 @@ export async function findDashboardUser(db: Db, id: number): Promise<DashboardUs
 /** Inserts a user; a taken username surfaces as the driver's unique violation. */
 export function insertDashboardUser(
   db: Db,
-  values: { username: string; password_hash: string; event_ids: string; created_at: number },
+  values: Insertable<DashboardUsersTable>,
 ): Promise<DashboardUserRecord> {
   return db.insertInto('dashboard_users').values(values).returning(COLUMNS).executeTakeFirstOrThrow()
 }
@@ -30,19 +30,34 @@ export function insertDashboardUser(
 export async function updateDashboardUser(
   db: Db,
   id: number,
-  values: { password_hash?: string; event_ids?: string },
+  values: Pick<Updateable<DashboardUsersTable>, 'password_hash' | 'event_ids'>,
 ): Promise<void> {
   await db.updateTable('dashboard_users').set(values).where('id', '=', id).execute()
+}
+
+/** A dashboard user by username, with the password hash, for sign-in. */
+export async function findDashboardUserSignIn(db: Db, username: string) {
+  return db
+    .selectFrom('dashboard_users')
+    .select(['id', 'username', 'password_hash', 'event_ids'])
+    .where('username', '=', username)
+    .executeTakeFirst()
 }
 
 export async function deleteDashboardUser(db: Db, id: number): Promise<void> {
   await db.deleteFrom('dashboard_users').where('id', '=', id).execute()
 }
 
-/** The ids among `ids` that name no event. */
-export async function missingEvents(db: Db, ids: number[]): Promise<number[]> {
-  if (ids.length === 0) return []
-  const found = await db.selectFrom('events').select('id').where('id', 'in', ids).execute()
-  const have = new Set(found.map((r) => r.id))
-  return ids.filter((id) => !have.has(id))
+/** Seed files: updates the dashboard user with this username, or creates it; returns its id. */
+export async function upsertDashboardUser(
+  db: Db,
+  username: string,
+  values: { password_hash: string; event_ids: string },
+  now: number,
+): Promise<number> {
+  return upsertById(
+    await db.selectFrom('dashboard_users').select('id').where('username', '=', username).executeTakeFirst(),
+    () => insertDashboardUser(db, { username, ...values, created_at: now }),
+    (id) => updateDashboardUser(db, id, values),
+  )
 }

@@ -8,15 +8,15 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
-import { fromMinorUnits } from '../partner/formats.js'
+import { safeEqual } from '../platform/digest.js'
 import { AppError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
-import { randomToken, safeEqual } from '../platform/random.js'
+import { fromMinorUnits } from '../platform/formats.js'
+import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { canSeeEvent, visibleEvents } from './access.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
 import {
@@ -33,11 +33,12 @@ import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
 import { eventStats, findEvent } from './stats.service.js'
 import { eventListFigures } from './stats.store.js'
 import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
+import { canSeeEvent, visibleEvents } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
   /** Runs due jobs now (a resend from the deliveries page goes out at once). */
-  kick?: () => void
+  runDueJobs?: () => void
 }
 
 const SESSION_COOKIE = 'wb_session'
@@ -385,7 +386,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
   // The webhook deliveries page (deliveries.routes.ts), in this context: same error pages and CSP.
   await app.register(deliveriesPageRoutes, {
     ...deps,
-    kick: deps.kick ?? (() => {}),
+    runDueJobs: deps.runDueJobs ?? (() => {}),
     loadSession: loadSession(deps, true),
     sessionOf,
     pageSchema,

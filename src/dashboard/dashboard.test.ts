@@ -3,7 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { cookieOf, dashboardSession, formToken, postSignIn } from '../../test/helpers/dashboard.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' }
 

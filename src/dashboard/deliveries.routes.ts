@@ -4,16 +4,16 @@ import { Type } from 'typebox'
 import { AppError, ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { findWebhook, listDeliveries, resendDelivery } from '../webhooks/webhooks.store.js'
-import { canSeeEvent } from './access.js'
 import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
 import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
 import { EventIdParams } from './stats.schemas.js'
 import { findEvent } from './stats.service.js'
+import { canSeeEvent } from './viewers.js'
 
 /** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DeliveriesPageDeps extends SessionDeps {
   /** Runs due jobs now, so a resend goes out at once. */
-  kick: () => void
+  runDueJobs: () => void
   loadSession: preParsingAsyncHookHandler
   sessionOf: (request: FastifyRequest) => Session
   pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
@@ -154,7 +154,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         outcome: 'success',
         detail: { event_id, delivery_id },
       })
-      deps.kick()
+      deps.runDueJobs()
       return reply.redirect(`/dashboard/events/${event_id}/webhooks?resent=${delivery_id}`, 303)
     },
   )

@@ -1,5 +1,5 @@
-import type { Viewer } from './access.js'
 import { type EventSummary, html, layout } from './templates.js'
+import type { Viewer } from './viewers.js'
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number]

@@ -1,11 +1,10 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { UnauthorizedError } from '../platform/errors.js'
-import { checkPassword } from '../platform/passwords.js'
-import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
-import { findAccounts, loadViewer, type Viewer } from './access.js'
+import { checkPassword, type PasswordSignInDeps } from '../platform/passwords.js'
+import { randomToken } from '../platform/random.js'
 import {
   deleteSession,
   findSession,
@@ -13,6 +12,7 @@ import {
   purgeExpiredSessions,
   touchSession,
 } from './sessions.store.js'
+import { findAccounts, loadViewer, type Viewer } from './viewers.js'
 
 /**
  * A session ends after this long without a request. The event page refreshes its figures every
@@ -24,13 +24,10 @@ export const SESSION_MAX_MS = 12 * 60 * 60_000
 /** Activity is written at most this often, not on every figure refresh. */
 const TOUCH_EVERY_MS = 60_000
 
-export interface SessionDeps {
+export interface SessionDeps extends PasswordSignInDeps {
   db: Db
   clock: Clock
   audit: AuditLog
-  backoff: Backoff
-  /** A hash checked when no account matches, so every failure costs the same time. */
-  dummyHash: Promise<string>
 }
 
 export interface Session {

@@ -1,8 +1,9 @@
 import type { Static } from 'typebox'
-import { fromMinorUnits } from '../partner/formats.js'
+import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
+import { fromMinorUnits } from '../platform/formats.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   balancesLoaded,
@@ -72,11 +73,7 @@ export function bucketStarts(
 }
 
 export async function findEvent(db: Db, eventId: number) {
-  const event = await db
-    .selectFrom('events')
-    .select(['id', 'uid', 'name', 'timezone'])
-    .where('id', '=', eventId)
-    .executeTakeFirst()
+  const event = await findEventSummary(db, eventId)
   if (!event) throw new NotFoundError('Event not found')
   return event
 }

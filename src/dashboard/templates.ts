@@ -1,4 +1,4 @@
-import type { Viewer } from './access.js'
+import type { Viewer } from './viewers.js'
 
 /** Markup that is already escaped; everything else interpolated into `html` is escaped. */
 class SafeHtml {

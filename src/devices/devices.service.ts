@@ -1,13 +1,15 @@
 import type { AuditLog } from '../audit/audit.store.js'
+import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
-import { randomToken, safeEqual, sha256Hex } from '../platform/random.js'
-import { BASELINE_SCOPES, type Claims, type Grant, operatorGrant, reachesEvent } from '../tokens/claims.js'
+import { randomToken } from '../platform/random.js'
+import { type Claims, reachesEvent } from '../tokens/claims.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
   deleteSession,

@@ -1,14 +1,10 @@
-import type { Db } from '../platform/db/database.js'
-
-export interface DeviceRecord {
-  id: number
-  dev_mac: string
-  event_id: number
-  operator_id: number | null
-  archived: number
-}
+import type { Selectable, Updateable } from 'kysely'
+import { type Db, upsertById } from '../platform/db/database.js'
+import type { DevicesTable } from '../platform/db/schema.js'
 
 const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived'] as const
+
+export type DeviceRecord = Pick<Selectable<DevicesTable>, (typeof columns)[number]>
 
 /** The device with this hardware address at this event, unless archived. */
 export async function findActiveDevice(db: Db, devMac: string, eventId: number) {
@@ -131,4 +127,26 @@ export async function findSessionOperator(db: Db, tokenHash: string) {
     .select(['users.id', 'users.event_id', 'users.permissions', 'users.mode', 'operator_sessions.created_at'])
     .where('operator_sessions.token_hash', '=', tokenHash)
     .executeTakeFirst()
+}
+
+/** Seed files: updates the device with this hardware address, or creates it; returns its id. */
+export async function upsertDevice(
+  db: Db,
+  devMac: string,
+  values: Pick<Updateable<DevicesTable>, 'event_id' | 'operator_id' | 'archived' | 'key_hash'> & {
+    event_id: number
+    archived: number
+  },
+  now: number,
+): Promise<number> {
+  return upsertById(
+    await db.selectFrom('devices').select('id').where('dev_mac', '=', devMac).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('devices')
+        .values({ dev_mac: devMac, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('devices').set(values).where('id', '=', id).execute(),
+  )
 }

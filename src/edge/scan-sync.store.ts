@@ -1,5 +1,4 @@
 import type { Db } from '../platform/db/database.js'
-import { markChanged } from './ticket-codes.js'
 
 /** Changes of an event's tickets after `cursor`, oldest first: one row per ticket, its latest state. */
 export function feedPage(db: Db, eventId: number, cursor: number, limit: number) {
@@ -53,4 +52,29 @@ export async function replaceCode(
     await markChanged(tx, t.id, t.eventId)
     return true
   })
+}
+
+/**
+ * The next position in an event's sync feed. The UPDATE also locks the event's row until the caller's
+ * transaction ends, so positions become visible in the order they were handed out and a scanner's
+ * cursor never passes a change that commits later. Call it last in a transaction (after its other row
+ * locks) so that every transaction takes the locks in the same order.
+ */
+export async function nextFeedSeq(tx: Db, eventId: number): Promise<number> {
+  const r = await tx
+    .updateTable('events')
+    .set((eb) => ({ feed_seq: eb('feed_seq', '+', 1) }))
+    .where('id', '=', eventId)
+    .returning('feed_seq')
+    .executeTakeFirstOrThrow()
+  return Number(r.feed_seq)
+}
+
+/** Moves a changed transfer to the end of its event's sync feed (last in the transaction, as above). */
+export async function markChanged(tx: Db, transferId: number, eventId: number): Promise<void> {
+  await tx
+    .updateTable('transfers')
+    .set({ feed_seq: await nextFeedSeq(tx, eventId) })
+    .where('id', '=', transferId)
+    .execute()
 }

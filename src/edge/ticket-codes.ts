@@ -1,6 +1,5 @@
 import { createHash, sign } from 'node:crypto'
 import { CompactSign } from 'jose'
-import type { Db } from '../platform/db/database.js'
 import type { EdgeKeys } from './edge-keys.js'
 
 /**
@@ -92,29 +91,4 @@ export class TicketCodes {
     const key = typeof kid === 'string' ? this.deps.keys.byKid(kid)?.privateKey : undefined
     return key ? `${body}.${sign(null, Buffer.from(body), key).toString('base64url')}` : null
   }
-}
-
-/**
- * The next position in an event's sync feed. The UPDATE also locks the event's row until the caller's
- * transaction ends, so positions become visible in the order they were handed out and a scanner's
- * cursor never passes a change that commits later. Call it last in a transaction (after its other row
- * locks) so that every transaction takes the locks in the same order.
- */
-export async function nextFeedSeq(tx: Db, eventId: number): Promise<number> {
-  const r = await tx
-    .updateTable('events')
-    .set((eb) => ({ feed_seq: eb('feed_seq', '+', 1) }))
-    .where('id', '=', eventId)
-    .returning('feed_seq')
-    .executeTakeFirstOrThrow()
-  return Number(r.feed_seq)
-}
-
-/** Moves a changed transfer to the end of its event's sync feed (last in the transaction, as above). */
-export async function markChanged(tx: Db, transferId: number, eventId: number): Promise<void> {
-  await tx
-    .updateTable('transfers')
-    .set({ feed_seq: await nextFeedSeq(tx, eventId) })
-    .where('id', '=', transferId)
-    .execute()
 }

@@ -5,3 +5,65 @@ export async function eventExists(db: Db, id: number): Promise<boolean> {
   const found = await db.selectFrom('events').select('id').where('id', '=', id).executeTakeFirst()
   return found !== undefined
 }
+
+/** The ids among `ids` that name no event. */
+export async function missingEvents(db: Db, ids: readonly number[]): Promise<number[]> {
+  if (ids.length === 0) return []
+  const found = await db.selectFrom('events').select('id').where('id', 'in', ids).execute()
+  const have = new Set(found.map((r) => r.id))
+  return ids.filter((id) => !have.has(id))
+}
+
+/** The event's name; throws when there is no such event. */
+export async function eventName(db: Db, id: number): Promise<string> {
+  const r = await db.selectFrom('events').select('name').where('id', '=', id).executeTakeFirstOrThrow()
+  return r.name
+}
+
+const SUMMARY = ['id', 'uid', 'name', 'timezone'] as const
+
+/** An event's id, uid, name and time zone; undefined when there is none. */
+export async function findEventSummary(db: Db, id: number) {
+  return db.selectFrom('events').select(SUMMARY).where('id', '=', id).executeTakeFirst()
+}
+
+/** The events (all, or those of `ids`), in name order. */
+export async function listEventSummaries(db: Db, ids: readonly number[] | 'all') {
+  let q = db.selectFrom('events').select(SUMMARY).orderBy('name').orderBy('id')
+  if (ids !== 'all') {
+    if (ids.length === 0) return []
+    q = q.where('id', 'in', ids)
+  }
+  return q.execute()
+}
+
+/**
+ * Seed files: updates the event with this id (or, without one, this uid), or creates it, with the
+ * given id or the next free one. Returns its id.
+ */
+export async function upsertEvent(
+  db: Db,
+  event: { id?: number | undefined; uid: string; name: string; timezone: string },
+  now: number,
+): Promise<number> {
+  const values = { uid: event.uid, name: event.name, timezone: event.timezone }
+  const found = await db
+    .selectFrom('events')
+    .select('id')
+    .where((eb) => (event.id ? eb('id', '=', event.id) : eb('uid', '=', event.uid)))
+    .executeTakeFirst()
+  if (found) {
+    await db.updateTable('events').set(values).where('id', '=', found.id).execute()
+    return found.id
+  }
+  const max = await db
+    .selectFrom('events')
+    .select((eb) => eb.fn.max('id').as('m'))
+    .executeTakeFirst()
+  const id = event.id ?? Number(max?.m ?? 0) + 1
+  await db
+    .insertInto('events')
+    .values({ id, ...values, created_at: now })
+    .execute()
+  return id
+}

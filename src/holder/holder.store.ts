@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db/database.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 /** The link a claim token opens, found by the token's hash. */
 export function findLinkByToken(db: Db, token: string) {

@@ -13,7 +13,7 @@ import {
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { waitFor } from '../../test/helpers/until.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const EVENT = 'summer-fest-2026'
 

@@ -1,15 +1,15 @@
-import type { Db } from '../platform/db/database.js'
+import type { Insertable, Selectable } from 'kysely'
+import { type Db, upsertById } from '../platform/db/database.js'
 import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import {
   adminGrant,
-  type Claims,
   consumerGrant,
   type Grant,
   networkManagerGrant,
   operatorGrant,
   type Role,
-} from '../tokens/claims.js'
+} from './grants.js'
 
 /** The roles that sign in with e-mail and password at /auth/login. */
 export type StaffRole = 'admin' | 'operator' | 'network_manager'
@@ -99,7 +99,7 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
  * the access token (API keys, dashboard users, device and offline tokens): a disabled or removed
  * account is 401 and a narrowed grant applies at once, not only when the access token lapses.
  */
-export async function storedGrant(db: Db, claims: Pick<Claims, 'role' | 'sub'>): Promise<Grant> {
+export async function storedGrant(db: Db, claims: { role: Role; sub: string }): Promise<Grant> {
   const grant = await loadGrant(db, claims.role, Number(claims.sub))
   if (!grant) throw new UnauthorizedError()
   return grant
@@ -107,15 +107,11 @@ export async function storedGrant(db: Db, claims: Pick<Claims, 'role' | 'sub'>):
 
 // Administrators: MFA secrets, reset of a forgotten password, the signed-in profile.
 
-export interface MfaAdmin {
-  id: number
-  email: string
-  /** Sealed active secret, null while MFA is off */
-  mfa_secret: string | null
-  mfa_last_step: number | null
-  /** Sealed secret from the latest setup, waiting for a code */
-  mfa_pending_secret: string | null
-}
+/** `mfa_secret` (sealed) is null while MFA is off; `mfa_pending_secret` waits for a code after a setup. */
+export type MfaAdmin = Pick<
+  Selectable<AdministratorsTable>,
+  'id' | 'email' | 'mfa_secret' | 'mfa_last_step' | 'mfa_pending_secret'
+>
 
 export async function findMfaAdmin(db: Db, id: number): Promise<MfaAdmin | undefined> {
   return db
@@ -215,6 +211,53 @@ export async function findAdminProfile(db: Db, id: number) {
     .executeTakeFirst()
 }
 
+// Break-glass commands (`wristband admin ...`): any administrator, disabled ones included.
+
+export type AdminSummary = Pick<Selectable<AdministratorsTable>, 'id' | 'email' | 'role' | 'disabled'>
+
+/** An administrator by (lower-case) e-mail or by id, disabled or not. */
+export async function findAdministrator(
+  db: Db,
+  by: { email: string } | { id: number },
+): Promise<AdminSummary | undefined> {
+  const q = db.selectFrom('administrators').select(['id', 'email', 'role', 'disabled'])
+  return ('email' in by ? q.where('email', '=', by.email) : q.where('id', '=', by.id)).executeTakeFirst()
+}
+
+/** Inserts an administrator; a taken e-mail fails with the database's unique violation. */
+export async function insertAdministrator(db: Db, values: Insertable<AdministratorsTable>): Promise<number> {
+  const r = await db.insertInto('administrators').values(values).returning('id').executeTakeFirstOrThrow()
+  return r.id
+}
+
+export async function setAdminDisabled(db: Db, adminId: number, disabled: 0 | 1, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({ disabled, updated_at: now })
+    .where('id', '=', adminId)
+    .execute()
+}
+
+/**
+ * The MFA columns a reset clears. Named here rather than found by introspecting the database: on
+ * PostgreSQL introspection reads every schema, and fails when another deployment sharing the
+ * database drops its schema meanwhile.
+ */
+export const MFA_COLUMNS = ['mfa_secret', 'mfa_last_step', 'mfa_pending_secret', 'mfa_pending_at'] as const
+
+/** Switches MFA off and forgets the enrolled and pending secrets, so the administrator enrols again. */
+export async function clearAdminMfa(db: Db, adminId: number, now: number): Promise<void> {
+  await db
+    .updateTable('administrators')
+    .set({
+      is_two_factor_authentication_enabled: 0,
+      updated_at: now,
+      ...Object.fromEntries(MFA_COLUMNS.map((c) => [c, null])),
+    })
+    .where('id', '=', adminId)
+    .execute()
+}
+
 // Dashboard sign-in: administrators and network managers by e-mail (lower-case), reloaded by id on each request.
 
 export async function findAdminSignIn(db: Db, email: string) {
@@ -260,21 +303,16 @@ export async function upsertAdministrator(
   values: Pick<AdministratorsTable, 'password_hash' | 'role' | 'event_ids'> & { updated_at: number },
   now: number,
 ): Promise<number> {
-  const found = await db
-    .selectFrom('administrators')
-    .select('id')
-    .where('email', '=', email)
-    .executeTakeFirst()
-  if (found) {
-    await db.updateTable('administrators').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('administrators')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('administrators').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('administrators')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('administrators').set(values).where('id', '=', id).execute(),
+  )
 }
 
 export async function upsertNetworkManager(
@@ -283,21 +321,16 @@ export async function upsertNetworkManager(
   values: Pick<NetworkManagersTable, 'password_hash' | 'event_ids'>,
   now: number,
 ): Promise<number> {
-  const found = await db
-    .selectFrom('network_managers')
-    .select('id')
-    .where('email', '=', email)
-    .executeTakeFirst()
-  if (found) {
-    await db.updateTable('network_managers').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('network_managers')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('network_managers').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('network_managers')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('network_managers').set(values).where('id', '=', id).execute(),
+  )
 }
 
 /** Operators are the `users` table. */
@@ -307,17 +340,16 @@ export async function upsertOperator(
   values: Pick<UsersTable, 'password_hash' | 'event_id' | 'mode' | 'permissions'>,
   now: number,
 ): Promise<number> {
-  const found = await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
-  if (found) {
-    await db.updateTable('users').set(values).where('id', '=', found.id).execute()
-    return found.id
-  }
-  const r = await db
-    .insertInto('users')
-    .values({ email, ...values, created_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
+  return upsertById(
+    await db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst(),
+    () =>
+      db
+        .insertInto('users')
+        .values({ email, ...values, created_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    (id) => db.updateTable('users').set(values).where('id', '=', id).execute(),
+  )
 }
 
 /** An operator's id by (lower-case) e-mail. */

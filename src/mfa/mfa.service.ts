@@ -21,7 +21,7 @@ export interface MfaDeps {
   clock: Clock
   tokens: TokenService
   audit: AuditLog
-  box: Sealer
+  sealer: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff
 }
@@ -72,7 +72,7 @@ export async function setupMfa(
   }
   const secret = new Secret({ size: SECRET_BYTES })
   const totp = new TOTP({ ...TOTP_PARAMS, label: admin.email, secret })
-  await savePending(deps.db, admin.id, deps.box.seal(secret.base32, context(admin.id)), deps.clock.now())
+  await savePending(deps.db, admin.id, deps.sealer.seal(secret.base32, context(admin.id)), deps.clock.now())
   await deps.audit.record({ kind: 'mfa_setup', actor: `admin:${admin.id}`, ip, outcome: 'success' })
   return { secret: secret.base32, qr_uri: totp.toString() }
 }
@@ -100,11 +100,11 @@ async function tryPending(
   ip: string,
 ): Promise<CodeCheck> {
   const sealed = admin.mfa_pending_secret
-  const pending = sealed ? deps.box.open(sealed, context(admin.id)) : null
+  const pending = sealed ? deps.sealer.open(sealed, context(admin.id)) : null
   const step = pending === null ? null : matchStep(pending, code, now)
   if (sealed === null || pending === null || step === null) return 'wrong'
   const replaced = admin.mfa_secret !== null
-  const active = deps.box.seal(pending, context(admin.id))
+  const active = deps.sealer.seal(pending, context(admin.id))
   const promoted = await deps.db.transaction().execute(async (tx) => {
     if (!(await promotePending(tx, admin.id, sealed, active, step, now))) return false
     await queueMail(tx, now, mfaNotice(admin.email, replaced))
@@ -124,11 +124,11 @@ async function tryPending(
 /** A code of the active secret is accepted once: its step must be later than the last one used. */
 async function tryActive(deps: MfaDeps, admin: MfaAdmin, code: string, now: number): Promise<CodeCheck> {
   const sealed = admin.mfa_secret
-  const active = sealed ? deps.box.open(sealed, context(admin.id)) : null
+  const active = sealed ? deps.sealer.open(sealed, context(admin.id)) : null
   const step = active === null ? null : matchStep(active, code, now)
   if (sealed === null || active === null || step === null) return 'wrong'
   // A secret sealed under a signing secret being rotated out is sealed again under the current one.
-  const resealed = deps.box.isStale(sealed) ? deps.box.seal(active, context(admin.id)) : undefined
+  const resealed = deps.sealer.isStale(sealed) ? deps.sealer.seal(active, context(admin.id)) : undefined
   return (await acceptActiveStep(deps.db, admin.id, sealed, step, resealed)) ? 'accepted' : 'replayed'
 }
 

@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis'
-import { sql } from 'kysely'
 import type { DatabaseHandle } from '../platform/db/database.js'
 
 export type DependencyState =
@@ -41,7 +40,7 @@ async function checkDatabase(database: DatabaseHandle): Promise<DatabaseState> {
   try {
     const pending = await withTimeout(
       (async () => {
-        await sql`select 1`.execute(database.db)
+        await database.ping()
         return database.pendingMigrations()
       })(),
     )

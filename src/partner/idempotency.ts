@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/digest.js'
 import { AppError, ConflictError, errorBody, ValidationFailed } from '../platform/errors.js'
-import { sha256Hex } from '../platform/random.js'
 
 /** How long an Idempotency-Key and its first answer are kept. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000

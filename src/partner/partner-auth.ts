@@ -1,6 +1,7 @@
 import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import { apiKeyClaims } from '../api-keys/api-key.credential.js'
 import { findLiveApiKey, touchApiKey } from '../api-keys/api-keys.store.js'
+import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, UnauthorizedError } from '../platform/errors.js'
@@ -12,6 +13,12 @@ export interface Partner {
   eventId: number
   eventUid: string
 }
+
+/**
+ * decisions.md §3: requests per minute on the partner-facing endpoints (partner, holder, edge,
+ * webhooks); it sits beside the partner hooks, which those features import too.
+ */
+export const PARTNER_RATE_LIMIT = 120
 
 /** How often last_used_at is refreshed; a write per request would make every call a write. */
 const TOUCH_EVERY_MS = 60_000
@@ -37,11 +44,7 @@ export function partnerAuth(
       if (typeof given !== 'string' || given === '') throw new UnauthorizedError('Missing api_key header')
       const key = await findLiveApiKey(deps.db, given)
       if (!key) throw new UnauthorizedError('Invalid API key')
-      const event = await deps.db
-        .selectFrom('events')
-        .select('uid')
-        .where('id', '=', key.event_id)
-        .executeTakeFirst()
+      const event = await findEventSummary(deps.db, key.event_id)
       if (!event) throw new UnauthorizedError('Invalid API key')
       const now = deps.clock.now()
       if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)

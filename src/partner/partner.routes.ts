@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
 import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
+import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { isRealLocalDateTime, moneyIssue } from './formats.js'
 import { idempotent } from './idempotency.js'
 import {
   CompanyTicketIdParams,
@@ -23,10 +23,8 @@ import {
   ticketTypesOf,
   transferByCompanyId,
 } from './partner.service.js'
-import { partnerAuth, partnerOf } from './partner-auth.js'
+import { PARTNER_RATE_LIMIT, type Partner, partnerAuth, partnerOf } from './partner-auth.js'
 
-/** decisions.md §3: holder and partner endpoints. */
-export const PARTNER_RATE_LIMIT = 120
 const security = [{ APIKeyHeader: [] }]
 
 /**
@@ -57,6 +55,19 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
 
+  /** A partner write: 201 with what `create` made, once per Idempotency-Key (see `idempotent`). */
+  const createdOnce = <T>(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    create: (partner: Partner) => Promise<T>,
+  ) => {
+    const partner = partnerOf(request)
+    return idempotent(deps, request, reply, partner.keyId, async () => ({
+      status: 201,
+      body: await create(partner),
+    }))
+  }
+
   app.post(
     '/companies/ticket',
     {
@@ -72,13 +83,8 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
         response: { 201: TicketType, ...errorResponses(401, 403, 409) },
       },
     },
-    async (request, reply) => {
-      const partner = partnerOf(request)
-      return idempotent(deps, request, reply, partner.keyId, async () => ({
-        status: 201,
-        body: await createTicketType(deps, partner, request.body),
-      }))
-    },
+    async (request, reply) =>
+      createdOnce(request, reply, (partner) => createTicketType(deps, partner, request.body)),
   )
 
   app.get(
@@ -114,13 +120,8 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
         response: { 201: TransferCreated, ...errorResponses(401, 403, 404, 409) },
       },
     },
-    async (request, reply) => {
-      const partner = partnerOf(request)
-      return idempotent(deps, request, reply, partner.keyId, async () => ({
-        status: 201,
-        body: await createTransfer(deps, partner, request.body),
-      }))
-    },
+    async (request, reply) =>
+      createdOnce(request, reply, (partner) => createTransfer(deps, partner, request.body)),
   )
 
   app.get(

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { LOCAL_DATE_TIME, MAX_AMOUNT } from './formats.js'
+import { LOCAL_DATE_TIME, MAX_AMOUNT } from '../platform/formats.js'
 
 const strict = { additionalProperties: false } as const
 

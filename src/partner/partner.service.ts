@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq, type TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq } from '../edge/scan-sync.store.js'
+import type { TicketCodes } from '../edge/ticket-codes.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
+import { fromMinorUnits, toMinorUnits } from '../platform/formats.js'
 import { enqueue } from '../platform/jobs/jobs.js'
-import { fromMinorUnits, toMinorUnits } from './formats.js'
 import {
   findTicketType,
   findTransferByCompanyId,

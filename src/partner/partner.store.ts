@@ -92,3 +92,76 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }
+
+// Transfer mail: one e-mail per holder link with the transfers not yet mailed.
+
+/**
+ * Takes the link's not-yet-mailed transfers for one e-mail and stores the hash of the claim token it
+ * will carry; null when the link is gone or nothing is left to mail. Holds the link's row so that a
+ * transfer committed meanwhile waits for this transaction (see transferMailJob).
+ */
+export async function takeTransfersToMail(
+  db: Db,
+  linkId: number,
+  tokenHash: string,
+  now: number,
+  /** Runs in the transaction once the link's row is held, before the transfers are taken. */
+  onLinkHeld: (tx: Db) => Promise<void>,
+) {
+  return db.transaction().execute(async (tx) => {
+    const link = await tx
+      .updateTable('holder_links')
+      .set({ updated_at: now })
+      .where('id', '=', linkId)
+      .returning(['email', 'event_id'])
+      .executeTakeFirst()
+    if (!link) return null
+    await onLinkHeld(tx)
+    const ids = await tx
+      .updateTable('transfers')
+      .set({ mailed_at: now })
+      .where('link_id', '=', linkId)
+      .where('mailed_at', 'is', null)
+      .returning('id')
+      .execute()
+    if (ids.length === 0) return null
+    await tx
+      .insertInto('holder_link_tokens')
+      .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
+      .execute()
+    return { link, ids: ids.map((r) => r.id) }
+  })
+}
+
+/** What the transfer e-mail shows of each taken transfer, in id order. */
+export function transfersToMail(db: Db, ids: number[]) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select([
+      'tt.name',
+      'tt.ticket_date',
+      't.company_ticket_id',
+      't.balance',
+      't.promo_balance',
+      't.seat_number',
+      't.access_gate',
+      't.code_body',
+    ])
+    .where('t.id', 'in', ids)
+    .orderBy('t.id')
+    .execute()
+}
+
+/** Undoes takeTransfersToMail after a failed send: the transfers are mailed again, the token is dropped. */
+export async function releaseTakenTransfers(db: Db, ids: number[], takenAt: number, tokenHash: string) {
+  await db.transaction().execute(async (tx) => {
+    await tx
+      .updateTable('transfers')
+      .set({ mailed_at: null })
+      .where('id', 'in', ids)
+      .where('mailed_at', '=', takenAt)
+      .execute()
+    await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+  })
+}

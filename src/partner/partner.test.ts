@@ -10,7 +10,7 @@ import {
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { revokeApiKey } from '../api-keys/api-keys.store.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const EVENT = 'summer-fest-2026'
 const ticket = (over: Record<string, unknown> = {}) => ({

@@ -1,11 +1,14 @@
 import { qrPng } from '../edge/qr.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { eventName } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import type { JobHandler } from '../platform/jobs/jobs.js'
+import { sha256Hex } from '../platform/digest.js'
+import { fromMinorUnits } from '../platform/formats.js'
+import { type JobHandler, releaseDedupeKey } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
-import { randomToken, sha256Hex } from '../platform/random.js'
-import { fromMinorUnits } from './formats.js'
+import { randomToken } from '../platform/random.js'
+import { releaseTakenTransfers, takeTransfersToMail, transfersToMail } from './partner.store.js'
 
 export const TRANSFER_MAIL_JOB = 'transfer-mail'
 
@@ -119,51 +122,10 @@ export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMail
       const now = clock.now()
       const token = randomToken(32)
       const tokenHash = sha256Hex(token)
-      const taken = await db.transaction().execute(async (tx) => {
-        const link = await tx
-          .updateTable('holder_links')
-          .set({ updated_at: now })
-          .where('id', '=', linkId)
-          .returning(['email', 'event_id'])
-          .executeTakeFirst()
-        if (!link) return null
-        await tx.updateTable('jobs').set({ dedupe_key: null }).where('id', '=', jobId).execute()
-        const ids = await tx
-          .updateTable('transfers')
-          .set({ mailed_at: now })
-          .where('link_id', '=', linkId)
-          .where('mailed_at', 'is', null)
-          .returning('id')
-          .execute()
-        if (ids.length === 0) return null
-        await tx
-          .insertInto('holder_link_tokens')
-          .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
-          .execute()
-        return { link, ids: ids.map((r) => r.id) }
-      })
+      const taken = await takeTransfersToMail(db, linkId, tokenHash, now, (tx) => releaseDedupeKey(tx, jobId))
       if (!taken) return
-      const event = await db
-        .selectFrom('events')
-        .select('name')
-        .where('id', '=', taken.link.event_id)
-        .executeTakeFirstOrThrow()
-      const tickets = await db
-        .selectFrom('transfers as t')
-        .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
-        .select([
-          'tt.name',
-          'tt.ticket_date',
-          't.company_ticket_id',
-          't.balance',
-          't.promo_balance',
-          't.seat_number',
-          't.access_gate',
-          't.code_body',
-        ])
-        .where('t.id', 'in', taken.ids)
-        .orderBy('t.id')
-        .execute()
+      const event = await eventName(db, taken.link.event_id)
+      const tickets = await transfersToMail(db, taken.ids)
       const mailed = await Promise.all(
         tickets.map(async ({ code_body, ...t }) => {
           const text = deps.codes.render(code_body)
@@ -172,18 +134,10 @@ export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMail
       )
       try {
         await deps.mail.send(
-          transferMessage(taken.link.email, event.name, claimLink(deps.publicBaseUrl, token), mailed),
+          transferMessage(taken.link.email, event, claimLink(deps.publicBaseUrl, token), mailed),
         )
       } catch (err) {
-        await db.transaction().execute(async (tx) => {
-          await tx
-            .updateTable('transfers')
-            .set({ mailed_at: null })
-            .where('id', 'in', taken.ids)
-            .where('mailed_at', '=', now)
-            .execute()
-          await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
-        })
+        await releaseTakenTransfers(db, taken.ids, now, tokenHash)
         throw err
       }
     },

@@ -4,11 +4,11 @@ import { findAdminByEmail, setAdminPassword } from '../identities/identities.sto
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/digest.js'
 import { GoneError, TooManyRequestsError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import { type MailMessage, queueMail } from '../platform/mail.js'
 import { hashPassword } from '../platform/passwords.js'
-import { sha256Hex } from '../platform/random.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
   consumeToken,

@@ -6,7 +6,7 @@ import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { assertPerMinuteLimit } from '../../test/helpers/rate-limit.js'
 import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
-import { sha256Hex } from '../platform/random.js'
+import { sha256Hex } from '../platform/digest.js'
 
 const SEED = withStandardSeed({
   administrators: [

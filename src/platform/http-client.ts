@@ -65,7 +65,11 @@ function hostOf(url: URL): string {
 }
 
 /**
- * The one outbound HTTP client. The address check runs inside the connection's DNS look-up, so the
+ * The HTTP client for addresses that callers choose: webhook receivers registered by partners, which
+ * must not reach this network's private services. The IdP (`idp/idp.verifier.ts`, through jose) and the
+ * SMS provider (`platform/sms.ts`, with retries) use their own clients: their URLs come from the
+ * operator's configuration, not from a caller, and they need what this client does not do (key-set
+ * caching, retried POSTs). The address check runs inside the connection's DNS look-up, so the
  * address that is checked is the address that is connected to (no window for DNS rebinding); IP
  * literals, which skip the look-up, are checked before connecting. Redirects are never followed:
  * a 3xx is an answer like any other.

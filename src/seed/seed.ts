@@ -1,5 +1,9 @@
 import { Type } from 'typebox'
 import { Value } from 'typebox/value'
+import { upsertCustomerByPhone } from '../consumers/consumers.store.js'
+import { upsertDashboardUser } from '../dashboard/dashboard-users.store.js'
+import { upsertDevice } from '../devices/devices.store.js'
+import { upsertEvent } from '../events/events.store.js'
 import {
   findOperatorByEmail,
   upsertAdministrator,
@@ -8,8 +12,8 @@ import {
 } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { sha256Hex } from '../platform/digest.js'
 import { hashPassword } from '../platform/passwords.js'
-import { sha256Hex } from '../platform/random.js'
 
 const Email = Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })
 const Password = Type.String({ minLength: 8, maxLength: 128 })
@@ -137,18 +141,6 @@ export function parseSeed(doc: unknown): SeedDocument {
   throw new SeedError(`invalid seed document:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
 }
 
-async function upsert<T extends { id: number }>(
-  existing: T | undefined,
-  insert: () => Promise<{ id: number }>,
-  update: (id: number) => Promise<unknown>,
-): Promise<number> {
-  if (existing) {
-    await update(existing.id)
-    return existing.id
-  }
-  return (await insert()).id
-}
-
 /**
  * Creates or updates the records of a seed document, matched by e-mail, phone, dev_mac, username or
  * event id/uid, in one transaction. Returns the document with every record's id filled in.
@@ -171,27 +163,8 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
 
   await db.transaction().execute(async (tx) => {
     for (const e of out.events ?? []) {
-      const found = await tx
-        .selectFrom('events')
-        .select('id')
-        .where((eb) => (e.id ? eb('id', '=', e.id) : eb('uid', '=', e.uid)))
-        .executeTakeFirst()
-      const values = { uid: e.uid, name: e.name, timezone: e.timezone ?? 'UTC' }
-      if (found) {
-        await tx.updateTable('events').set(values).where('id', '=', found.id).execute()
-        e.id = found.id
-      } else {
-        const max = await tx
-          .selectFrom('events')
-          .select((eb) => eb.fn.max('id').as('m'))
-          .executeTakeFirst()
-        e.id = e.id ?? Number(max?.m ?? 0) + 1
-        await tx
-          .insertInto('events')
-          .values({ id: e.id, ...values, created_at: now })
-          .execute()
-      }
-      e.timezone = values.timezone
+      e.timezone = e.timezone ?? 'UTC'
+      e.id = await upsertEvent(tx, { id: e.id, uid: e.uid, name: e.name, timezone: e.timezone }, now)
     }
     for (const a of out.administrators ?? []) {
       const email = a.email.toLowerCase()
@@ -225,16 +198,7 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
         first_name: c.first_name ?? null,
         last_name: c.last_name ?? null,
       }
-      c.id = await upsert(
-        await tx.selectFrom('customers').select('id').where('phone', '=', c.phone).executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('customers')
-            .values({ phone: c.phone, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('customers').set(values).where('id', '=', id).execute(),
-      )
+      c.id = await upsertCustomerByPhone(tx, c.phone, values, now)
     }
     for (const d of out.devices ?? []) {
       let operatorId: number | null = null
@@ -251,33 +215,11 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
           ? {}
           : { key_hash: d.device_key === null ? null : sha256Hex(d.device_key) }),
       }
-      d.id = await upsert(
-        await tx.selectFrom('devices').select('id').where('dev_mac', '=', d.dev_mac).executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('devices')
-            .values({ dev_mac: d.dev_mac, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('devices').set(values).where('id', '=', id).execute(),
-      )
+      d.id = await upsertDevice(tx, d.dev_mac, values, now)
     }
     for (const u of out.dashboard_users ?? []) {
       const values = { password_hash: h(u.password), event_ids: (u.event_ids ?? []).join(',') }
-      u.id = await upsert(
-        await tx
-          .selectFrom('dashboard_users')
-          .select('id')
-          .where('username', '=', u.username)
-          .executeTakeFirst(),
-        () =>
-          tx
-            .insertInto('dashboard_users')
-            .values({ username: u.username, ...values, created_at: now })
-            .returning('id')
-            .executeTakeFirstOrThrow(),
-        (id) => tx.updateTable('dashboard_users').set(values).where('id', '=', id).execute(),
-      )
+      u.id = await upsertDashboardUser(tx, u.username, values, now)
     }
   })
   return out

@@ -1,15 +1,16 @@
-import { markChanged } from '../edge/ticket-codes.js'
-import { LocalTimeFormatter } from '../partner/formats.js'
+import { markChanged } from '../edge/scan-sync.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
+import { findTransferToUse, markUsed, usedTimestampOf } from './tickets.store.js'
 
 export interface TicketsServiceDeps {
   db: Db
   clock: Clock
   /** Called after a notification was committed, so it goes out without waiting for the next poll. */
-  kick: () => void
+  runDueJobs: () => void
 }
 
 export type ScanOutcome =
@@ -35,20 +36,7 @@ export class TicketsService {
     scan: { usedAt: number; gate: string | null },
   ): Promise<ScanOutcome> {
     const { db } = this.deps
-    const t = await db
-      .selectFrom('transfers as t')
-      .innerJoin('events as e', 'e.id', 't.event_id')
-      .select([
-        't.id',
-        't.event_id',
-        't.email',
-        't.company_ticket_id',
-        't.used_timestamp',
-        'e.uid',
-        'e.timezone',
-      ])
-      .where('t.uid', '=', transferUid)
-      .executeTakeFirst()
+    const t = await findTransferToUse(db, transferUid)
     if (!t) return { status: 'NOT_FOUND' }
     if (!scopes.some((s) => hasScope(claims, t.event_id, s))) return { status: 'FORBIDDEN' }
     if (t.used_timestamp !== null) return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp }
@@ -56,13 +44,12 @@ export class TicketsService {
     const usedTimestamp = this.localTime.format(scan.usedAt, t.timezone)
     const now = this.deps.clock.now()
     const outcome = await db.transaction().execute(async (tx) => {
-      const r = await tx
-        .updateTable('transfers')
-        .set({ status: 'USED', used_at: scan.usedAt, used_timestamp: usedTimestamp, used_gate: scan.gate })
-        .where('id', '=', t.id)
-        .where('status', '<>', 'USED')
-        .executeTakeFirst()
-      if (Number(r.numUpdatedRows) === 0) return { won: false, notified: false }
+      const won = await markUsed(tx, t.id, {
+        used_at: scan.usedAt,
+        used_timestamp: usedTimestamp,
+        used_gate: scan.gate,
+      })
+      if (!won) return { won: false, notified: false }
       // Scanners learn of the use through the sync feed.
       await markChanged(tx, t.id, t.event_id)
       const notified = await queueNotification(tx, now, t.event_id, t.id, {
@@ -75,13 +62,8 @@ export class TicketsService {
       })
       return { won: true, notified }
     })
-    if (outcome.notified) this.deps.kick()
+    if (outcome.notified) this.deps.runDueJobs()
     if (outcome.won) return { status: 'USED', used_timestamp: usedTimestamp }
-    const first = await db
-      .selectFrom('transfers')
-      .select('used_timestamp')
-      .where('id', '=', t.id)
-      .executeTakeFirstOrThrow()
-    return { status: 'ALREADY_USED', used_timestamp: first.used_timestamp! }
+    return { status: 'ALREADY_USED', used_timestamp: (await usedTimestampOf(db, t.id))! }
   }
 }

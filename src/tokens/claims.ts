@@ -1,33 +1,10 @@
-/** Scopes granted to each role when no narrower stored permission applies (auth-service.md §5.4). */
-export const BASELINE_SCOPES = {
-  admin: [
-    'events:manage',
-    'reports:read',
-    'reports:write',
-    'devices:manage',
-    'users:manage',
-    'billing:manage',
-  ],
-  operator: [
-    'pos:sell',
-    'pos:refund',
-    'topup:balance',
-    'checkin:nfc',
-    'checkin:manual',
-    'checkin:fastpass',
-    'ticket:sell',
-    'ticket:scan',
-  ],
-  network_manager: ['events:manage', 'reports:read', 'devices:manage', 'users:manage'],
-  consumer: ['wallet:read', 'wallet:topup', 'profile:read', 'profile:write'],
-  device: ['pos:sell', 'pos:refund', 'sync:upload', 'sync:download'],
-  event_client: ['api:read', 'api:write'],
-} as const
+import type { Permissions, Role } from '../identities/grants.js'
 
-export type Role = 'admin' | 'operator' | 'network_manager' | 'consumer' | 'event_client'
+// The grant is built by identities from the stored account. Re-exported for the modules that still import
+// them from here: token.service.ts and bench/offline-bench.ts (being edited by others), verify.test.ts.
+export { BASELINE_SCOPES, type Grant, type Role } from '../identities/grants.js'
+
 export type TokenType = 'access' | 'refresh' | 'offline' | 'session' | 'api_key'
-/** Event id (as a string) or "*" for every event, to the scopes held there. */
-export type Permissions = Record<string, string[]>
 
 export interface Claims {
   type: TokenType
@@ -44,67 +21,6 @@ export interface Claims {
   device_id?: string | number
   event_id?: number
   [extra: string]: unknown
-}
-
-/** The part of the access claims that comes from the stored records. */
-export interface Grant {
-  sub: string
-  role: Role
-  event_ids: number[]
-  permissions: Permissions
-}
-
-export function parseEventIds(csv: string): number[] {
-  return csv
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map(Number)
-    .filter(Number.isInteger)
-}
-
-export function adminGrant(rec: { id: number; role: string; event_ids: string }): Grant {
-  const scopes = [...BASELINE_SCOPES.admin]
-  if (rec.role === 'superadmin')
-    return { sub: String(rec.id), role: 'admin', event_ids: [], permissions: { '*': scopes } }
-  const ids = parseEventIds(rec.event_ids)
-  return {
-    sub: String(rec.id),
-    role: 'admin',
-    event_ids: ids,
-    permissions: Object.fromEntries(ids.map((id) => [String(id), [...scopes]])),
-  }
-}
-
-export function networkManagerGrant(rec: { id: number; event_ids: string }): Grant {
-  const ids = parseEventIds(rec.event_ids)
-  return {
-    sub: String(rec.id),
-    role: 'network_manager',
-    event_ids: ids,
-    permissions: Object.fromEntries(ids.map((id) => [String(id), [...BASELINE_SCOPES.network_manager]])),
-  }
-}
-
-export function operatorGrant(rec: {
-  id: number
-  event_id: number | null
-  permissions: string | null
-}): Grant {
-  const eventIds = rec.event_id === null ? [] : [rec.event_id]
-  let permissions: Permissions = {}
-  if (rec.permissions) permissions = JSON.parse(rec.permissions) as Permissions
-  else if (rec.event_id !== null) permissions = { [String(rec.event_id)]: [...BASELINE_SCOPES.operator] }
-  return { sub: String(rec.id), role: 'operator', event_ids: eventIds, permissions }
-}
-
-export function consumerGrant(rec: { id: number }): Grant {
-  return {
-    sub: String(rec.id),
-    role: 'consumer',
-    event_ids: [],
-    permissions: { '*': [...BASELINE_SCOPES.consumer] },
-  }
 }
 
 /** Whether the claims grant `scope` for `eventId` (or for every event through "*"). */

@@ -1,6 +1,7 @@
 import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
+import type { Role } from '../identities/grants.js'
 import { ForbiddenError, UnauthorizedError } from '../platform/errors.js'
-import type { Claims, Role } from './claims.js'
+import type { Claims } from './claims.js'
 import type { TokenService } from './token.service.js'
 
 declare module 'fastify' {

@@ -1,27 +1,12 @@
+import type { Insertable, Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import type { RefreshTokensTable } from '../platform/db/schema.js'
 
-export interface RefreshRow {
-  jti: string
-  family_id: string
-  subject_kind: string
-  subject_id: number
-  expires_at: number
-  rotated_at: number | null
-  revoked_at: number | null
-  mfa_verified_at: number | null
-}
+export type RefreshRow = Omit<Selectable<RefreshTokensTable>, 'created_at'>
 
 export async function insertRefresh(
   db: Db,
-  row: {
-    jti: string
-    family_id: string
-    subject_kind: string
-    subject_id: number
-    expires_at: number
-    created_at: number
-    mfa_verified_at?: number | null
-  },
+  row: Omit<Insertable<RefreshTokensTable>, 'rotated_at' | 'revoked_at'>,
 ): Promise<void> {
   await db.insertInto('refresh_tokens').values(row).execute()
 }

@@ -5,9 +5,12 @@ import { type JobHandler, RetryLater } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
 import { signatureHeaders } from './signing.js'
 import {
-  disableWebhook,
+  abandonDelivery,
+  findDeliveryToSend,
+  findWebhook,
   needsResealing,
   openSecret,
+  recordAttempt,
   resealSecret,
   type WebhookJobPayload,
 } from './webhooks.store.js'
@@ -19,7 +22,7 @@ export interface WebhookDeliveryDeps {
   /** WEBHOOK_RETRY_SCHEDULE: seconds before each retry */
   retrySchedule: readonly number[]
   /** Opens the sealed signing secrets. */
-  box: Sealer
+  sealer: Sealer
   /** Told the outcome of each attempt (the metrics): a retry comes after `failed`, none after `gave_up`. */
   onAttempt?: (outcome: 'delivered' | 'failed' | 'gave_up') => void
 }
@@ -47,29 +50,18 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
     retrySchedule: deps.retrySchedule,
     async run({ deliveryId }, { attempt }) {
       const { db, clock } = deps
-      const delivery = await db
-        .selectFrom('webhook_deliveries')
-        .select(['id', 'uid', 'event_id', 'payload', 'status'])
-        .where('id', '=', deliveryId)
-        .executeTakeFirst()
+      const delivery = await findDeliveryToSend(db, deliveryId)
       if (!delivery || delivery.status === 'delivered') return
-      const hook = await db
-        .selectFrom('webhooks')
-        .select(['id', 'event_id', 'url', 'secret', 'disabled_at'])
-        .where('event_id', '=', delivery.event_id)
-        .executeTakeFirst()
+      const hook = await findWebhook(db, delivery.event_id)
       if (!hook || hook.disabled_at !== null) {
-        await db
-          .updateTable('webhook_deliveries')
-          .set({ status: 'failed', next_attempt_at: null })
-          .where('id', '=', deliveryId)
-          .execute()
+        await abandonDelivery(db, deliveryId)
         return
       }
 
-      const secret = openSecret(deps.box, hook.event_id, hook.secret)
+      const secret = openSecret(deps.sealer, hook.event_id, hook.secret)
       // A plain secret (stored before sealing) or one sealed under a previous JWT secret is sealed afresh.
-      if (secret !== null && needsResealing(deps.box, hook.secret)) await resealSecret(db, deps.box, hook)
+      if (secret !== null && needsResealing(deps.sealer, hook.secret))
+        await resealSecret(db, deps.sealer, hook)
 
       const startedAt = clock.now()
       const started = performance.now()
@@ -104,31 +96,24 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       const lastAttempt = attempt > deps.retrySchedule.length
       const delay = retryAfter ?? (deps.retrySchedule[attempt - 1] ?? 0) * 1000
       const outcome = ok ? 'delivered' : gone || lastAttempt ? 'failed' : 'pending'
-      await db.transaction().execute(async (tx) => {
-        await tx
-          .insertInto('webhook_attempts')
-          .values({
-            delivery_id: deliveryId,
-            attempted_at: startedAt,
-            url: hook.url,
-            status_code: status,
-            duration_ms: duration,
-            error,
-            response_body: body,
-          })
-          .execute()
-        await tx
-          .updateTable('webhook_deliveries')
-          .set((eb) => ({
-            status: outcome,
-            attempts: eb('attempts', '+', 1),
-            delivered_at: ok ? now : null,
-            next_attempt_at: outcome === 'pending' ? now + delay : null,
-          }))
-          .where('id', '=', deliveryId)
-          .execute()
-        if (gone) await disableWebhook(tx, hook.id, 'receiver answered 410 Gone', now)
-      })
+      await recordAttempt(
+        db,
+        {
+          delivery_id: deliveryId,
+          attempted_at: startedAt,
+          url: hook.url,
+          status_code: status,
+          duration_ms: duration,
+          error,
+          response_body: body,
+        },
+        {
+          status: outcome,
+          delivered_at: ok ? now : null,
+          next_attempt_at: outcome === 'pending' ? now + delay : null,
+        },
+        gone ? { webhookId: hook.id, reason: 'receiver answered 410 Gone', now } : undefined,
+      )
       deps.onAttempt?.(ok ? 'delivered' : outcome === 'failed' ? 'gave_up' : 'failed')
       if (ok || gone) return
       const reason = error ?? `receiver answered ${status}`

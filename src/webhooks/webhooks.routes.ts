@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { PARTNER_RATE_LIMIT } from '../partner/partner.routes.js'
-import { partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError, ValidationFailed } from '../platform/errors.js'
@@ -24,9 +23,9 @@ export interface WebhookRoutesDeps {
   clock: Clock
   http: HttpClient
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
-  kick: () => void
+  runDueJobs: () => void
   /** Seals signing secrets at rest. */
-  box: Sealer
+  sealer: Sealer
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -145,7 +144,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         ])
       }
       const secret = newWebhookSecret()
-      const sealed = sealSecret(deps.box, partner.eventId, secret)
+      const sealed = sealSecret(deps.sealer, partner.eventId, secret)
       const hook = await upsertWebhook(db, partner.eventId, url, sealed, clock.now())
       return { ...view(hook), secret }
     },
@@ -247,7 +246,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
     },
     async (request, reply) => {
       await resendDelivery(db, partnerOf(request).eventId, request.params.id, clock.now())
-      deps.kick()
+      deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }
     },

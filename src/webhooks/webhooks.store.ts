@@ -1,4 +1,6 @@
+import type { Insertable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
@@ -23,31 +25,31 @@ export function findWebhook(db: Db, eventId: number) {
 const secretContext = (eventId: number) => `webhook-secret:${eventId}`
 const isPlain = (stored: string) => stored.startsWith('whsec_')
 
-export function sealSecret(box: Sealer, eventId: number, secret: string): string {
-  return box.seal(secret, secretContext(eventId))
+export function sealSecret(sealer: Sealer, eventId: number, secret: string): string {
+  return sealer.seal(secret, secretContext(eventId))
 }
 
 /** The secret of a stored value, sealed or plain; null when sealed under a retired signing secret. */
-export function openSecret(box: Sealer, eventId: number, stored: string): string | null {
-  return isPlain(stored) ? stored : box.open(stored, secretContext(eventId))
+export function openSecret(sealer: Sealer, eventId: number, stored: string): string | null {
+  return isPlain(stored) ? stored : sealer.open(stored, secretContext(eventId))
 }
 
 /** Whether a stored value should be written again: plain, or sealed under a previous signing secret. */
-export function needsResealing(box: Sealer, stored: string): boolean {
-  return isPlain(stored) || box.isStale(stored)
+export function needsResealing(sealer: Sealer, stored: string): boolean {
+  return isPlain(stored) || sealer.isStale(stored)
 }
 
 /** Replaces a stored secret by its sealed form, unless it was changed meanwhile. */
 export async function resealSecret(
   db: Db,
-  box: Sealer,
+  sealer: Sealer,
   hook: { id: number; event_id: number; secret: string },
 ) {
-  const plain = openSecret(box, hook.event_id, hook.secret)
+  const plain = openSecret(sealer, hook.event_id, hook.secret)
   if (plain === null) return
   await db
     .updateTable('webhooks')
-    .set({ secret: sealSecret(box, hook.event_id, plain) })
+    .set({ secret: sealSecret(sealer, hook.event_id, plain) })
     .where('id', '=', hook.id)
     .where('secret', '=', hook.secret)
     .execute()
@@ -58,10 +60,10 @@ export async function resealSecret(
  * signing secret, so that after a rotation every secret opens under the new key before the old one
  * is removed (there is one webhook per event at most). Returns how many were written.
  */
-export async function resealStoredSecrets(db: Db, box: Sealer): Promise<number> {
+export async function resealStoredSecrets(db: Db, sealer: Sealer): Promise<number> {
   const hooks = await db.selectFrom('webhooks').select(['id', 'event_id', 'secret']).execute()
-  const stale = hooks.filter((hook) => needsResealing(box, hook.secret))
-  for (const hook of stale) await resealSecret(db, box, hook)
+  const stale = hooks.filter((hook) => needsResealing(sealer, hook.secret))
+  for (const hook of stale) await resealSecret(db, sealer, hook)
   return stale.length
 }
 
@@ -208,6 +210,45 @@ export async function resendDelivery(db: Db, eventId: number, id: number, now: n
       'webhook_disabled',
     )
   await redeliver(db, delivery.id, now)
+}
+
+/** A delivery as its job reads it. */
+export function findDeliveryToSend(db: Db, id: number) {
+  return db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'uid', 'event_id', 'payload', 'status'])
+    .where('id', '=', id)
+    .executeTakeFirst()
+}
+
+/** Gives a delivery up without an attempt (its event has no enabled receiver). */
+export async function abandonDelivery(db: Db, id: number): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', next_attempt_at: null })
+    .where('id', '=', id)
+    .execute()
+}
+
+/**
+ * Records one attempt and the delivery's new state in one transaction; with `disable` (the receiver
+ * answered 410) the webhook is disabled in the same transaction.
+ */
+export async function recordAttempt(
+  db: Db,
+  attempt: Insertable<WebhookAttemptsTable>,
+  next: { status: string; delivered_at: number | null; next_attempt_at: number | null },
+  disable?: { webhookId: number; reason: string; now: number },
+): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    await tx.insertInto('webhook_attempts').values(attempt).execute()
+    await tx
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({ ...next, attempts: eb('attempts', '+', 1) }))
+      .where('id', '=', attempt.delivery_id)
+      .execute()
+    if (disable) await disableWebhook(tx, disable.webhookId, disable.reason, disable.now)
+  })
 }
 
 /** Notifications still waiting for delivery (their first attempt or a retry), over every event. */

@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { LightMyRequestResponse } from 'fastify'
 import { createApiKey } from '../../src/api-keys/api-keys.store.js'
-import { BASELINE_SCOPES, consumerGrant } from '../../src/tokens/claims.js'
+import { BASELINE_SCOPES, consumerGrant } from '../../src/identities/grants.js'
 import { JwtCodec } from '../../src/tokens/jwt.js'
 import { TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
 

@@ -29,6 +29,8 @@ export interface DatabaseHandle {
    * the release before it).
    */
   migrate(): Promise<{ ahead: string[] }>
+  /** One round trip to the database (`select 1`), for the readiness check. */
+  ping(): Promise<void>
   /** Names of migrations not yet applied. */
   pendingMigrations(): Promise<string[]>
   /** Every migration known here or applied to the database, in order, with when it was applied. */
@@ -182,6 +184,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
         throw new Error(`migration ${failed.migrationName} failed: ${(error as Error).message}`)
       }
     },
+    async ping() {
+      await sql`select 1`.execute(db)
+    },
     async pendingMigrations() {
       const all = await migratorFor([]).getMigrations()
       return all.filter((m) => !m.executedAt).map((m) => m.name)
@@ -238,4 +243,19 @@ export function isUniqueViolation(err: unknown): boolean {
     e?.code === 'SQLITE_CONSTRAINT_UNIQUE' ||
     e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
   )
+}
+
+/**
+ * Create-or-update by a natural key (seed files): updates the `found` row, or inserts one; returns the
+ * row's id. Run it in a transaction; two at once with the same key are not expected (seeding is one
+ * operator's command).
+ */
+export async function upsertById(
+  found: { id: number } | undefined,
+  insert: () => Promise<{ id: number }>,
+  update: (id: number) => Promise<unknown>,
+): Promise<number> {
+  if (!found) return (await insert()).id
+  await update(found.id)
+  return found.id
 }

@@ -48,6 +48,14 @@ export async function enqueue(db: Db, now: number, job: NewJob): Promise<boolean
   return Number(r.numInsertedOrUpdatedRows ?? 0) > 0
 }
 
+/**
+ * Frees a running job's dedupe key, so that a change committed from now on enqueues a new job instead
+ * of relying on this one (which has already read what it works on).
+ */
+export async function releaseDedupeKey(db: Db, jobId: number): Promise<void> {
+  await db.updateTable('jobs').set({ dedupe_key: null }).where('id', '=', jobId).execute()
+}
+
 export interface JobRunnerDeps {
   db: Db
   dialect: Dialect

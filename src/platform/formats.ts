@@ -1,4 +1,4 @@
-import type { ValidationIssue } from '../platform/errors.js'
+import type { ValidationIssue } from './errors.js'
 
 /** Largest amount accepted, so every amount in minor units stays an exact integer. */
 export const MAX_AMOUNT = 1_000_000_000

@@ -1,3 +1,5 @@
+import { listEventSummaries } from '../events/events.store.js'
+import { parseEventIds } from '../identities/grants.js'
 import {
   findAdminById,
   findAdminSignIn,
@@ -5,7 +7,7 @@ import {
   findNetworkManagerSignIn,
 } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
-import { parseEventIds } from '../tokens/claims.js'
+import { findDashboardUser, findDashboardUserSignIn } from './dashboard-users.store.js'
 
 /** The kinds of account that may sign in to the dashboard. */
 export type ViewerKind = 'dashboard_user' | 'admin' | 'network_manager'
@@ -34,11 +36,7 @@ export interface DashboardAccount {
 export async function findAccounts(db: Db, name: string): Promise<DashboardAccount[]> {
   const email = name.trim().toLowerCase()
   const [user, admin, manager] = await Promise.all([
-    db
-      .selectFrom('dashboard_users')
-      .select(['id', 'username', 'password_hash', 'event_ids'])
-      .where('username', '=', name.trim())
-      .executeTakeFirst(),
+    findDashboardUserSignIn(db, name.trim()),
     findAdminSignIn(db, email),
     findNetworkManagerSignIn(db, email),
   ])
@@ -56,11 +54,7 @@ export async function findAccounts(db: Db, name: string): Promise<DashboardAccou
 export async function loadViewer(db: Db, kind: string, id: number): Promise<Viewer | null> {
   switch (kind) {
     case 'dashboard_user': {
-      const r = await db
-        .selectFrom('dashboard_users')
-        .select(['id', 'username', 'event_ids'])
-        .where('id', '=', id)
-        .executeTakeFirst()
+      const r = await findDashboardUser(db, id)
       return r ? dashboardUserViewer(r) : null
     }
     case 'admin': {
@@ -82,12 +76,7 @@ export function canSeeEvent(viewer: Viewer, eventId: number): boolean {
 
 /** The events a viewer may see, in name order. */
 export async function visibleEvents(db: Db, viewer: Viewer) {
-  let q = db.selectFrom('events').select(['id', 'uid', 'name', 'timezone']).orderBy('name').orderBy('id')
-  if (!viewer.allEvents) {
-    if (viewer.eventIds.length === 0) return []
-    q = q.where('id', 'in', viewer.eventIds)
-  }
-  return q.execute()
+  return listEventSummaries(db, viewer.allEvents ? 'all' : viewer.eventIds)
 }
 
 function dashboardUserViewer(r: { id: number; username: string; event_ids: string }): Viewer {
