@@ -1,13 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { parseEventIds } from '../identities/grants.js'
-import { findAdminProfile } from '../identities/identities.store.js'
-import type { Db } from '../platform/db/database.js'
-import { UnauthorizedError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { AdminService, type AdminServiceDeps } from './admin.service.js'
 
 export const AdminProfile = Type.Object({
   id: Type.Integer(),
@@ -18,10 +15,13 @@ export const AdminProfile = Type.Object({
   created_at: Type.String({ format: 'date-time' }),
 })
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenService; db: Db }> = async (
-  app,
-  { tokens, db },
-) => {
+export interface AdminRoutesDeps extends AdminServiceDeps {
+  tokens: TokenService
+}
+
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesDeps> = async (app, deps) => {
+  const { tokens } = deps
+  const admins = new AdminService(deps)
   app.get(
     '/admin/me',
     {
@@ -34,18 +34,6 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenService; db: 
         response: { 200: AdminProfile, ...errorResponses(401, 403) },
       },
     },
-    async (request) => {
-      const claims = claimsOf(request)
-      const r = await findAdminProfile(db, Number(claims.sub))
-      if (!r) throw new UnauthorizedError()
-      return {
-        id: r.id,
-        email: r.email,
-        role: r.role,
-        event_ids: parseEventIds(r.event_ids),
-        is_two_factor_authentication_enabled: r.is_two_factor_authentication_enabled === 1,
-        created_at: new Date(r.created_at).toISOString(),
-      }
-    },
+    async (request) => admins.profile(Number(claimsOf(request).sub)),
   )
 }

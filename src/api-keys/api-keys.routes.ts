@@ -1,18 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { AuditLog } from '../audit/audit.store.js'
-import { eventExists } from '../events/events.store.js'
-import { storedGrant } from '../identities/identities.store.js'
-import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
-import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
-import { type Claims, hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import type { TokenService } from '../tokens/token.service.js'
-import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
-import { type ApiKeyRecord, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './api-keys.store.js'
+import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
 
 const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write')])
 
@@ -45,40 +36,9 @@ export const APIKeyListItem = Type.Object({
   revoked_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 })
 
-export interface ApiKeyRoutesDeps {
-  db: Db
-  clock: Clock
-  tokens: TokenService
-  audit: AuditLog
-}
-
-/** Managing an event's API keys is part of managing the event. */
-const MANAGE = 'events:manage'
-
-function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number): void {
-  if (!hasScope(claims, eventId, MANAGE)) throw new ForbiddenError()
-}
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
-
-const listItem = (k: ApiKeyRecord) => ({
-  id: k.id,
-  name: k.name,
-  prefix: k.key_prefix,
-  event_id: k.event_id,
-  scopes: k.scopes,
-  created_at: new Date(k.created_at).toISOString(),
-  last_used_at: iso(k.last_used_at),
-  revoked_at: iso(k.revoked_at),
-})
-
-export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
-  const { db, clock, audit } = deps
+export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyServiceDeps> = async (app, deps) => {
+  const apiKeys = new ApiKeyService(deps)
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
-
-  async function requireEvent(eventId: number): Promise<void> {
-    if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
-  }
 
   app.post(
     '/tokens/api-key',
@@ -96,36 +56,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         response: { 200: APIKeyResponse, ...errorResponses(401, 403, 404) },
       },
     },
-    async (request) => {
-      const claims = claimsOf(request)
-      const { event_id, name, scopes } = request.body
-      // The key never expires: the account and its grant as stored now decide, not the token's claims.
-      requireEventAccess(await storedGrant(db, claims), event_id)
-      await requireEvent(event_id)
-      const actor = `admin:${claims.sub}`
-      const { record, plaintext } = await createApiKey(db, {
-        event_id,
-        name,
-        scopes,
-        created_by: actor,
-        now: clock.now(),
-      })
-      await audit.record({
-        kind: 'api_key_created',
-        actor,
-        ip: request.ip,
-        outcome: 'success',
-        detail: { key_id: record.id, event_id, name, scopes },
-      })
-      return {
-        id: record.id,
-        api_key: plaintext,
-        name: record.name,
-        event_id: record.event_id,
-        scopes: record.scopes,
-        created_at: new Date(record.created_at).toISOString(),
-      }
-    },
+    async (request) => apiKeys.create(claimsOf(request), request.body, request.ip),
   )
 
   app.delete(
@@ -143,20 +74,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
       },
     },
     async (request) => {
-      const claims = claimsOf(request)
-      const key = await getApiKey(db, request.params.key_id)
-      if (!key) throw new NotFoundError('API key not found')
-      requireEventAccess(claims, key.event_id)
-      if (await revokeApiKey(db, key.id, clock.now())) {
-        await deps.tokens.revokeCredential(apiKeyJti(key.id), API_KEY_REVOCATION_MS)
-        await audit.record({
-          kind: 'api_key_revoked',
-          actor: `admin:${claims.sub}`,
-          ip: request.ip,
-          outcome: 'success',
-          detail: { key_id: key.id, event_id: key.event_id },
-        })
-      }
+      await apiKeys.revoke(claimsOf(request), request.params.key_id, request.ip)
       return { message: 'API key revoked' }
     },
   )
@@ -174,11 +92,6 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         response: { 200: Type.Array(APIKeyListItem), ...errorResponses(401, 403, 404) },
       },
     },
-    async (request) => {
-      const { event_id } = request.query
-      requireEventAccess(claimsOf(request), event_id)
-      await requireEvent(event_id)
-      return (await listApiKeys(db, event_id)).map(listItem)
-    },
+    async (request) => apiKeys.list(claimsOf(request), request.query.event_id),
   )
 }

@@ -1,13 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { Db } from '../platform/db/database.js'
 import { ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { isSuperadmin } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { pageAuditEntries } from './audit.store.js'
+import { AuditService, type AuditServiceDeps } from './audit.service.js'
 
 export const AuditQuery = Type.Object({
   kind: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
@@ -36,10 +35,13 @@ export const AuditPage = Type.Object({
   }),
 })
 
-export const auditRoutes: FastifyPluginAsyncTypebox<{ db: Db; tokens: TokenService }> = async (
-  app,
-  { db, tokens },
-) => {
+export interface AuditRoutesDeps extends AuditServiceDeps {
+  tokens: TokenService
+}
+
+export const auditRoutes: FastifyPluginAsyncTypebox<AuditRoutesDeps> = async (app, deps) => {
+  const { tokens } = deps
+  const entries = new AuditService(deps)
   app.get(
     '/admin/audit',
     {
@@ -60,17 +62,7 @@ export const auditRoutes: FastifyPluginAsyncTypebox<{ db: Db; tokens: TokenServi
     async (request) => {
       if (!isSuperadmin(claimsOf(request))) throw new ForbiddenError()
       const { limit, ...filters } = request.query
-      // One extra row tells whether an older page exists.
-      const rows = await pageAuditEntries(db, { ...filters, limit: limit + 1 })
-      const page = rows.slice(0, limit)
-      return {
-        items: page.map((r) => ({
-          ...r,
-          at: new Date(r.at).toISOString(),
-          detail: r.detail === null ? null : (JSON.parse(r.detail) as Record<string, unknown>),
-        })),
-        next_before: rows.length > limit ? page[page.length - 1]!.id : null,
-      }
+      return entries.page(filters, limit)
     },
   )
 }

@@ -19,26 +19,15 @@ import {
 } from './consumers.schemas.js'
 import { type ConsumerDeps, ConsumerService, type ConsumerView } from './consumers.service.js'
 import { normalizePhone } from './phone.js'
-import { PhoneCodes } from './phone-codes.js'
 
 /** decisions.md §3: holder endpoints, the consumer's own, allow 120 per minute. */
 const HOLDER_LIMIT = 120
 
-export interface ConsumerRoutesDeps extends Omit<ConsumerDeps, 'codes' | 'log'> {
-  /** The key the one-time phone codes are kept under (derived from the signing secret). */
-  phoneCodeKey: Buffer
-}
+export type ConsumerRoutesDeps = Omit<ConsumerDeps, 'log'>
 
 export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = async (app, deps) => {
-  const { db, clock, tokens, phoneCodeKey, ...rest } = deps
-  const consumers = new ConsumerService({
-    db,
-    clock,
-    tokens,
-    ...rest,
-    log: app.log,
-    codes: new PhoneCodes({ db, clock, key: phoneCodeKey }),
-  })
+  const { tokens } = deps
+  const consumers = new ConsumerService({ ...deps, log: app.log })
   // SMS still being sent finish before the database closes.
   app.addHook('onClose', () => consumers.drain())
   app.post(

@@ -23,7 +23,7 @@ import {
   updateCustomer,
   usePhoneVerification,
 } from './consumers.store.js'
-import type { PhoneCodes } from './phone-codes.js'
+import { PhoneCodes } from './phone-codes.js'
 
 /** How long a `verification_token` from /verify/messaging/check can be used to register. */
 export const VERIFICATION_TOKEN_LIFETIME_MS = 15 * 60_000
@@ -43,7 +43,8 @@ export interface ConsumerDeps extends PasswordSignInDeps {
   tokens: TokenService
   audit: AuditLog
   sms: SmsSender
-  codes: PhoneCodes
+  /** The key the one-time phone codes are kept under (derived from the signing secret). */
+  phoneCodeKey: Buffer
   log: FastifyBaseLogger
 }
 
@@ -64,8 +65,11 @@ export type ProfilePatch = Partial<Record<'email' | 'first_name' | 'last_name', 
 export class ConsumerService {
   /** SMS deliveries still in flight; awaited when the app closes. */
   private readonly deliveries = new Set<Promise<void>>()
+  private readonly codes: PhoneCodes
 
-  constructor(private readonly deps: ConsumerDeps) {}
+  constructor(private readonly deps: ConsumerDeps) {
+    this.codes = new PhoneCodes({ db: deps.db, clock: deps.clock, key: deps.phoneCodeKey })
+  }
 
   /** Phone and password sign-in; every failure is the same 401 after the same work. */
   async loginWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
@@ -90,7 +94,7 @@ export class ConsumerService {
    * the answer.
    */
   async startPhoneLogin(phone: string): Promise<void> {
-    const code = await this.deps.codes.issue('login', phone)
+    const code = await this.codes.issue('login', phone)
     const known = await findCustomerCredentials(this.deps.db, phone)
     if (!known) return
     const delivery = this.deps.sms
@@ -101,8 +105,8 @@ export class ConsumerService {
   }
 
   async verifyPhoneLogin(phone: string, code: string, ip: string): Promise<TokenResponse> {
-    const { db, audit, codes } = this.deps
-    const ok = await codes.consume('login', phone, code)
+    const { db, audit } = this.deps
+    const ok = await this.codes.consume('login', phone, code)
     const customer = ok ? await findCustomerCredentials(db, phone) : undefined
     if (!customer) {
       await audit.record({ kind: 'login_otp', actor: `consumer:${phone}`, ip, outcome: 'failure' })
@@ -114,7 +118,7 @@ export class ConsumerService {
 
   /** Sends a phone-ownership code. Delivery is awaited: the caller learns when the SMS did not go out. */
   async startVerification(phone: string): Promise<void> {
-    const code = await this.deps.codes.issue('verify', phone)
+    const code = await this.codes.issue('verify', phone)
     try {
       await this.deps.sms.send({ to: phone, text: codeMessage(code) })
     } catch (err) {
@@ -125,7 +129,7 @@ export class ConsumerService {
 
   /** Exchanges a correct code for a single-use `verification_token` bound to the phone. */
   async checkVerification(phone: string, code: string): Promise<string> {
-    if (!(await this.deps.codes.consume('verify', phone, code))) throw new BadRequestError(INVALID_CODE)
+    if (!(await this.codes.consume('verify', phone, code))) throw new BadRequestError(INVALID_CODE)
     const token = randomToken(32)
     const now = this.deps.clock.now()
     await insertPhoneVerification(this.deps.db, {

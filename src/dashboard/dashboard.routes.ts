@@ -10,7 +10,6 @@ import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHan
 import { Type } from 'typebox'
 import { safeEqual } from '../platform/digest.js'
 import { AppError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
-import { fromMinorUnits } from '../platform/formats.js'
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
@@ -30,10 +29,9 @@ import {
   signOut,
 } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
-import { eventStats, findEvent } from './stats.service.js'
-import { eventListFigures } from './stats.store.js'
+import { eventStats, eventsWithFigures, findEvent } from './stats.service.js'
 import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
-import { canSeeEvent, visibleEvents } from './viewers.js'
+import { canSeeEvent } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
@@ -346,16 +344,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     },
     async (request, reply) => {
       const session = sessionOf(request)
-      const events = await visibleEvents(deps.db, session.viewer)
-      const figures = await eventListFigures(
-        deps.db,
-        events.map((e) => e.id),
-      )
-      const withFigures = events.map((e) => {
-        const f = figures.get(e.id) ?? { issued: 0, used: 0, revenue: 0 }
-        return { ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } }
-      })
-      return reply.type('text/html; charset=utf-8').send(eventListPage(session, withFigures))
+      const events = await eventsWithFigures(deps, session.viewer)
+      return reply.type('text/html; charset=utf-8').send(eventListPage(session, events))
     },
   )
 
@@ -378,7 +368,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       const session = sessionOf(request)
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
-      const event = await findEvent(deps.db, event_id)
+      const event = await findEvent(deps, event_id)
       return reply.type('text/html; charset=utf-8').send(eventPage(session, event))
     },
   )

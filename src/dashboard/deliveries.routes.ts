@@ -3,7 +3,7 @@ import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
 import { AppError, ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
-import { findWebhook, listDeliveries, resendDelivery } from '../webhooks/webhooks.store.js'
+import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
 import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
 import { EventIdParams } from './stats.schemas.js'
@@ -46,16 +46,16 @@ const ResendForm = Type.Object(
  * API's retry (same webhook-id), behind the session's CSRF token, and audited.
  */
 export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps> = async (app, deps) => {
-  const { db, clock } = deps
+  const webhooks = new WebhookDeliveries(deps)
 
   async function pageData(
     eventId: number,
     query: { status?: (typeof DELIVERY_STATUSES)[number]; before?: number },
     notice: DeliveriesPageData['notice'],
   ): Promise<DeliveriesPageData> {
-    const event = await findEvent(db, eventId)
-    const hook = await findWebhook(db, eventId)
-    const rows = await listDeliveries(db, eventId, {
+    const event = await findEvent(deps, eventId)
+    const hook = await webhooks.receiverOf(eventId)
+    const rows = await webhooks.deliveries(eventId, {
       limit: PAGE_SIZE + 1,
       ...(query.before !== undefined ? { before: query.before } : {}),
       ...(query.status !== undefined ? { status: query.status } : {}),
@@ -139,7 +139,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
       }
       try {
-        await resendDelivery(db, event_id, delivery_id, clock.now())
+        await webhooks.resend(event_id, delivery_id)
       } catch (err) {
         if (!(err instanceof AppError && err.code === 'webhook_disabled')) throw err
         const text =

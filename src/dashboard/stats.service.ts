@@ -7,12 +7,14 @@ import { fromMinorUnits } from '../platform/formats.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   balancesLoaded,
+  eventListFigures,
   ticketTypeFigures,
   usesPerBucket,
   usesPerGate,
   webhookHealth,
 } from './stats.store.js'
 import type { Range } from './templates.js'
+import { type Viewer, visibleEvents } from './viewers.js'
 
 export interface StatsDeps {
   db: Db
@@ -72,10 +74,23 @@ export function bucketStarts(
   return { starts, to: wallToInstant(timeZone, current + bucketMs), grainMs: Math.min(bucketMs, 15 * MINUTE) }
 }
 
-export async function findEvent(db: Db, eventId: number) {
+export async function findEvent({ db }: Pick<StatsDeps, 'db'>, eventId: number) {
   const event = await findEventSummary(db, eventId)
   if (!event) throw new NotFoundError('Event not found')
   return event
+}
+
+/** The events a viewer may see, in name order, each with its ticket figures (the dashboard's list). */
+export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: Viewer) {
+  const events = await visibleEvents(db, viewer)
+  const figures = await eventListFigures(
+    db,
+    events.map((e) => e.id),
+  )
+  return events.map((e) => {
+    const f = figures.get(e.id) ?? { issued: 0, used: 0, revenue: 0 }
+    return { ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } }
+  })
 }
 
 /** The figures of one event, as the page and the JSON API show them. Access is the caller's check. */
@@ -85,7 +100,7 @@ export async function eventStats(
   range: Range,
 ): Promise<Static<typeof EventStats>> {
   const { db } = deps
-  const event = await findEvent(db, eventId)
+  const event = await findEvent(deps, eventId)
   const now = deps.clock.now()
 
   const { starts, to, grainMs } = bucketStarts(event.timezone, now, RANGE_BUCKETS[range])

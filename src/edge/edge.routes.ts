@@ -1,26 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
-import { eventExists } from '../events/events.store.js'
 import { CompanyTicketIdParams, TicketCode } from '../partner/partner.schemas.js'
 import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
-import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
-import { ConflictError, ForbiddenError, NotFoundError, ServiceUnavailableError } from '../platform/errors.js'
+import { ForbiddenError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import type { EdgeKeys } from './edge-keys.js'
-import { feedPage, findTransferForReissue, replaceCode } from './scan-sync.store.js'
-import type { TicketCodes } from './ticket-codes.js'
+import { EdgeService, type EdgeServiceDeps } from './edge.service.js'
 
-export interface EdgeRoutesDeps {
-  db: Db
-  clock: Clock
+export interface EdgeRoutesDeps extends EdgeServiceDeps {
   tokens: TokenService
-  keys: EdgeKeys
-  codes: TicketCodes
 }
 
 /** A full sync of 100,000 tickets is 20 pages; scanners poll every few seconds to a minute. */
@@ -62,7 +53,8 @@ const FeedPage = Type.Object({
 })
 
 export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app, deps) => {
-  const { db, keys, codes } = deps
+  const { keys } = deps
+  const edge = new EdgeService(deps)
 
   app.get(
     '/.well-known/jwks.json',
@@ -111,31 +103,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
       const eventId = request.params.event_id
       if (!hasScope(claims, eventId, 'ticket:scan') && !hasScope(claims, eventId, 'sync:download'))
         throw new ForbiddenError('This token lacks ticket:scan and sync:download for the event')
-      if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
-      const cursor = Number(request.query.cursor ?? 0)
-      const limit = request.query.limit ?? FEED_PAGE
-      const rows = await feedPage(db, eventId, cursor, limit + 1)
-      const page = rows.slice(0, limit)
-      return {
-        event_id: eventId,
-        key_ids: keys.keys.map((k) => k.kid),
-        tickets: page.map((r) => ({
-          transfer_uid: r.transfer_uid,
-          ticket_uid: r.ticket_uid,
-          change:
-            r.used_timestamp !== null
-              ? ('used' as const)
-              : r.code_version > 1
-                ? ('revoked' as const)
-                : ('new' as const),
-          version: r.code_version,
-          digest: r.code_digest,
-          used_timestamp: r.used_timestamp,
-          used_gate: r.used_gate,
-        })),
-        cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),
-        has_more: rows.length > limit,
-      }
+      return edge.feed(eventId, Number(request.query.cursor ?? 0), request.query.limit ?? FEED_PAGE)
     },
   )
 
@@ -163,33 +131,6 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         },
       },
     },
-    async (request) => {
-      const partner = partnerOf(request)
-      const id = request.params.company_ticket_id
-      const t = await findTransferForReissue(db, partner.eventId, id)
-      if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
-      if (!codes.enabled) throw new ServiceUnavailableError('The service has no edge signing key')
-      const used = () =>
-        new ConflictError('A used ticket keeps its code', 'already_used', {
-          used_timestamp: t.used_timestamp,
-        })
-      if (t.used_timestamp !== null) throw used()
-      const code = (await codes.issue({
-        eventId: partner.eventId,
-        transferUid: t.uid,
-        ticketUid: t.ticket_uid,
-        version: t.code_version + 1,
-        issuedAt: deps.clock.now(),
-        ticketDate: t.ticket_date,
-      }))!
-      if (!(await replaceCode(db, { id: t.id, eventId: partner.eventId, fromVersion: t.code_version }, code)))
-        throw new ConflictError('The ticket was used or re-issued meanwhile', 'concurrent_change')
-      return {
-        transfer_uid: t.uid,
-        company_ticket_id: id,
-        code_version: t.code_version + 1,
-        ticket_code: code.code,
-      }
-    },
+    async (request) => edge.reissue(partnerOf(request), request.params.company_ticket_id),
   )
 }

@@ -1,24 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { qrDataUrl } from '../edge/qr.js'
-import type { TicketCodes } from '../edge/ticket-codes.js'
 import { TicketCode } from '../partner/partner.schemas.js'
 import { PARTNER_RATE_LIMIT } from '../partner/partner-auth.js'
-import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
-import { ConflictError, NotFoundError } from '../platform/errors.js'
-import { fromMinorUnits } from '../platform/formats.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { claimLink, findLinkByToken, ticketsOfConsumer, ticketsOfLink, walletsOf } from './holder.store.js'
+import { HolderService, type HolderServiceDeps } from './holder.service.js'
 
-export interface HolderRoutesDeps {
-  db: Db
-  clock: Clock
+export interface HolderRoutesDeps extends HolderServiceDeps {
   tokens: TokenService
-  codes: TicketCodes
 }
 
 /** decisions.md §3: holder endpoints share the partner limit. */
@@ -66,40 +57,9 @@ const TokenParams = Type.Object(
   { additionalProperties: false },
 )
 
-type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
-const ticketView =
-  (codes: TicketCodes) =>
-  ({ code_body, ...t }: TicketRow) => ({
-    ...t,
-    status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
-    balance: fromMinorUnits(t.balance),
-    promo_balance: fromMinorUnits(t.promo_balance),
-    ticket_code: codes.render(code_body),
-  })
-
 export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (app, deps) => {
-  const { db, clock } = deps
+  const holder = new HolderService(deps)
   const consumer = protect(deps.tokens, { roles: ['consumer'] })
-  const view = ticketView(deps.codes)
-
-  async function linkView(token: string) {
-    const link = await findLinkByToken(db, token)
-    if (!link) throw new NotFoundError('Unknown or expired link')
-    return {
-      link,
-      view: {
-        event_uid: link.event_uid,
-        event_name: link.event_name,
-        email: link.email,
-        claimed: link.claimed_at !== null,
-        tickets: await Promise.all(
-          (await ticketsOfLink(db, link.id))
-            .map(view)
-            .map(async (t) => (t.ticket_code ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) } : t)),
-        ),
-      },
-    }
-  }
 
   app.get(
     '/holder/links/:token',
@@ -112,9 +72,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         response: { 200: LinkView, ...errorResponses(404) },
       },
     },
-    async (request) => {
-      return (await linkView(request.params.token)).view
-    },
+    async (request) => holder.linkView(request.params.token),
   )
 
   app.post(
@@ -131,14 +89,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         response: { 200: LinkView, ...errorResponses(401, 403, 404, 409) },
       },
     },
-    async (request) => {
-      const customerId = Number(claimsOf(request).sub)
-      const link = await findLinkByToken(db, request.params.token)
-      if (!link) throw new NotFoundError('Unknown or expired link')
-      if (!(await claimLink(db, link.id, link.event_id, customerId, clock.now())))
-        throw new ConflictError('This link was already claimed by another account', 'already_claimed')
-      return (await linkView(request.params.token)).view
-    },
+    async (request) => holder.claim(request.params.token, Number(claimsOf(request).sub)),
   )
 
   app.get(
@@ -154,7 +105,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       },
     },
     async (request) => ({
-      tickets: (await ticketsOfConsumer(db, Number(claimsOf(request).sub))).map(view),
+      tickets: await holder.ticketsOf(Number(claimsOf(request).sub)),
     }),
   )
 
@@ -171,13 +122,7 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       },
     },
     async (request) => ({
-      wallets: (await walletsOf(db, Number(claimsOf(request).sub))).map((w) => ({
-        event_uid: w.event_uid,
-        event_name: w.event_name,
-        balance: fromMinorUnits(w.balance),
-        promo_balance: fromMinorUnits(w.promo_balance),
-        updated_at: new Date(w.updated_at).toISOString(),
-      })),
+      wallets: await holder.walletsOf(Number(claimsOf(request).sub)),
     }),
   )
 }

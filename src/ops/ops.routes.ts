@@ -1,10 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { Redis } from 'ioredis'
 import { Type } from 'typebox'
-import type { DatabaseHandle } from '../platform/db/database.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { checkReadiness } from './readiness.js'
+import { checkReadiness, type ReadinessDeps } from './readiness.js'
 
 const DependencyState = Type.Object({
   status: Type.Union([Type.Literal('up'), Type.Literal('down'), Type.Literal('not_configured')]),
@@ -36,12 +34,12 @@ declare module 'fastify' {
   }
 }
 
-export const opsRoutes: FastifyPluginAsyncTypebox<{
-  database: DatabaseHandle
-  redis?: Redis
+export interface OpsRoutesDeps extends ReadinessDeps {
   /** Whether the instance is draining (see beginDrain). */
   draining: () => boolean
-}> = async (app, deps) => {
+}
+
+export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, deps) => {
   app.get(
     '/ready',
     {

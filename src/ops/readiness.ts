@@ -13,6 +13,12 @@ export interface DatabaseState {
   pending_migrations?: string[]
 }
 
+/** What readiness is checked on: the database and, when configured, Redis. */
+export interface ReadinessDeps {
+  database: DatabaseHandle
+  redis?: Redis
+}
+
 export interface Readiness {
   ready: boolean
   checks: { database: DatabaseState; redis: DependencyState }
@@ -72,7 +78,7 @@ async function checkRedis(redis: Redis | undefined): Promise<DependencyState> {
  * Whether this instance can serve: the database answers and carries every migration this code
  * expects (a restored older backup would not), and Redis answers when it is configured.
  */
-export async function checkReadiness(deps: { database: DatabaseHandle; redis?: Redis }): Promise<Readiness> {
+export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
   const [database, redis] = await Promise.all([checkDatabase(deps.database), checkRedis(deps.redis)])
   return { ready: database.status === 'up' && redis.status !== 'down', checks: { database, redis } }
 }

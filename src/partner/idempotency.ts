@@ -3,9 +3,19 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import { AppError, ConflictError, errorBody, ValidationFailed } from '../platform/errors.js'
+import {
+  deleteExpiredKeys,
+  findKey,
+  keepAnswer,
+  releaseKey,
+  reserveKey,
+  takeOverKey,
+} from './idempotency.store.js'
 
 /** How long an Idempotency-Key and its first answer are kept. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3600_000
+/** A reservation left unanswered this long belongs to a request that died (a crash, a restart). */
+const ABANDONED_MS = 60_000
 
 const KEY = /^[\x21-\x7e]{1,255}$/
 
@@ -52,22 +62,14 @@ export async function idempotent<T>(
   const { db, clock } = deps
   const now = clock.now()
   const hash = sha256Hex(`${request.method} ${request.routeOptions.url} ${canonical(request.body)}`)
-  const where = db.selectFrom('idempotency_keys').where('api_key_id', '=', apiKeyId).where('key', '=', header)
-  // Expired keys of every partner go here (an index range, usually empty), this one's included.
-  await db
-    .deleteFrom('idempotency_keys')
-    .where('created_at', '<', now - IDEMPOTENCY_WINDOW_MS)
-    .execute()
-  const reserved = await db
-    .insertInto('idempotency_keys')
-    .values({ api_key_id: apiKeyId, key: header, request_hash: hash, created_at: now })
-    .onConflict((oc) => oc.columns(['api_key_id', 'key']).doNothing())
-    .executeTakeFirst()
+  const held = { apiKeyId, key: header }
+  // Expired keys of every partner go here, this one's included.
+  await deleteExpiredKeys(db, now - IDEMPOTENCY_WINDOW_MS)
   if (
-    Number(reserved.numInsertedOrUpdatedRows ?? 0) === 0 &&
-    !(await takeOverAbandoned(db, apiKeyId, header, hash, now))
+    !(await reserveKey(db, held, hash, now)) &&
+    !(await takeOverKey(db, held, hash, now, now - ABANDONED_MS))
   ) {
-    const first = await where.select(['request_hash', 'status_code', 'response']).executeTakeFirst()
+    const first = await findKey(db, held)
     if (!first) throw new ConflictError('Idempotency-Key is being reused; retry', 'idempotency_key_in_use')
     if (first.request_hash !== hash)
       throw new ValidationFailed([
@@ -86,45 +88,17 @@ export async function idempotent<T>(
     return send(reply, { status: first.status_code, body: JSON.parse(first.response ?? 'null') as T })
   }
 
-  const store = (status: number, body: unknown) =>
-    db
-      .updateTable('idempotency_keys')
-      .set({ status_code: status, response: JSON.stringify(body) })
-      .where('api_key_id', '=', apiKeyId)
-      .where('key', '=', header)
-      .execute()
   let answer: Answer<T>
   try {
     answer = await fn()
   } catch (err) {
-    if (err instanceof AppError && err.statusCode < 500) await store(err.statusCode, errorBody(err))
-    else
-      await db
-        .deleteFrom('idempotency_keys')
-        .where('api_key_id', '=', apiKeyId)
-        .where('key', '=', header)
-        .execute()
+    if (err instanceof AppError && err.statusCode < 500)
+      await keepAnswer(db, held, err.statusCode, errorBody(err))
+    else await releaseKey(db, held)
     throw err
   }
-  await store(answer.status, answer.body)
+  await keepAnswer(db, held, answer.status, answer.body)
   return send(reply, answer)
-}
-
-/** A reservation left unanswered this long belongs to a request that died (a crash, a restart). */
-const ABANDONED_MS = 60_000
-
-/** Takes over an abandoned reservation of the same request; true when this request now owns it. */
-async function takeOverAbandoned(db: Db, apiKeyId: number, key: string, hash: string, now: number) {
-  const r = await db
-    .updateTable('idempotency_keys')
-    .set({ created_at: now })
-    .where('api_key_id', '=', apiKeyId)
-    .where('key', '=', key)
-    .where('request_hash', '=', hash)
-    .where('status_code', 'is', null)
-    .where('created_at', '<', now - ABANDONED_MS)
-    .executeTakeFirst()
-  return Number(r.numUpdatedRows) === 1
 }
 
 function send<T>(reply: FastifyReply, answer: Answer<T>): T {

@@ -1,9 +1,5 @@
 import type { Permissions, Role } from '../identities/grants.js'
 
-// The grant is built by identities from the stored account. Re-exported for the modules that still import
-// them from here: token.service.ts and bench/offline-bench.ts (being edited by others), verify.test.ts.
-export { BASELINE_SCOPES, type Grant, type Role } from '../identities/grants.js'
-
 export type TokenType = 'access' | 'refresh' | 'offline' | 'session' | 'api_key'
 
 export interface Claims {

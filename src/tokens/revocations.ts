@@ -2,6 +2,13 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import {
+  insertRevocations,
+  isRevokedInDb,
+  liveRevocations,
+  newestRevokedAt,
+  revocationsSince,
+} from './revocations.store.js'
 
 export interface Revocation {
   jti: string
@@ -32,19 +39,6 @@ export interface RevocationDeps {
   log?: FastifyBaseLogger
 }
 
-async function persist(db: Db, now: number, entries: Revocation[]): Promise<void> {
-  if (entries.length === 0) return
-  await db
-    .insertInto('revoked_tokens')
-    .values(entries.map((e) => ({ jti: e.jti, expires_at: e.expiresAt, revoked_at: now })))
-    .onConflict((oc) => oc.column('jti').doNothing())
-    .execute()
-}
-
-async function loadLive(db: Db, now: number) {
-  return db.selectFrom('revoked_tokens').select(['jti', 'expires_at']).where('expires_at', '>', now).execute()
-}
-
 /**
  * How far back each read of the cursor looks past the newest `revoked_at` it has seen: a revocation
  * whose transaction committed after a later one (its `revoked_at` was taken first), or written by a
@@ -67,26 +61,15 @@ export function revocationCursor(db: Db, clock: Clock) {
     /** Every live revocation; the cursor starts at the newest. */
     async all(): Promise<Revocation[]> {
       const now = clock.now()
-      const rows = await db
-        .selectFrom('revoked_tokens')
-        .select(['jti', 'expires_at', 'revoked_at'])
-        .where('expires_at', '>', now)
-        .execute()
-      const newest = await db
-        .selectFrom('revoked_tokens')
-        .select((eb) => eb.fn.max('revoked_at').as('newest'))
-        .executeTakeFirst()
-      advance([...rows, { revoked_at: Number(newest?.newest ?? Number.NEGATIVE_INFINITY) }])
+      const rows = await liveRevocations(db, now)
+      const newest = await newestRevokedAt(db)
+      advance([...rows, { revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
       return rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
     },
     /** The revocations written since the previous read (and a few seconds before it). */
     async next(): Promise<Revocation[]> {
       const from = cursor - CURSOR_OVERLAP_MS
-      const rows = await db
-        .selectFrom('revoked_tokens')
-        .select(['jti', 'expires_at', 'revoked_at'])
-        .where('revoked_at', '>=', Number.isFinite(from) ? from : 0)
-        .execute()
+      const rows = await revocationsSince(db, Number.isFinite(from) ? from : 0)
       advance(rows.map((r) => ({ revoked_at: Number(r.revoked_at) })))
       return rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
     },
@@ -148,7 +131,7 @@ export function memoryRevocations(deps: RevocationDeps): RevocationStore {
   return {
     isRevoked: (jti) => local.has(jti),
     async revoke(entries) {
-      await persist(deps.db, deps.clock.now(), entries)
+      await insertRevocations(deps.db, deps.clock.now(), entries)
       local.add(entries)
     },
     start: () => local.start(),
@@ -165,7 +148,7 @@ return revoked
 `
 
 interface RedisWithRevocationScripts extends Redis {
-  wbRevocationCheck(unused: string, marker: string, key: string): Promise<number>
+  wristbandRevocationCheck(unused: string, marker: string, key: string): Promise<number>
 }
 
 /** A feed message: one `expiresAt jti` line per revocation. */
@@ -204,32 +187,27 @@ export function redisRevocations(
   const channel = `${prefix}rv:feed`
   const key = (jti: string) => `${prefix}rv:${jti}`
   // Sent once as a script, then called by its hash (EVALSHA), not as the script's text every time.
-  if (!('wbRevocationCheck' in redis))
-    redis.defineCommand('wbRevocationCheck', { numberOfKeys: 3, lua: CHECK_LUA })
+  if (!('wristbandRevocationCheck' in redis))
+    redis.defineCommand('wristbandRevocationCheck', { numberOfKeys: 3, lua: CHECK_LUA })
   const scripts = redis as RedisWithRevocationScripts
   let subscriber: Redis | undefined
   let live = false
 
-  async function fromDb(jti: string): Promise<boolean> {
-    const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()
-    return row !== undefined
-  }
-
   async function lookUp(jti: string): Promise<boolean> {
     try {
-      const r = await scripts.wbRevocationCheck(marker, marker, key(jti))
+      const r = await scripts.wristbandRevocationCheck(marker, marker, key(jti))
       if (r !== -1) return r === 1
     } catch {
       // Redis unreachable: the database answers.
     }
-    return fromDb(jti)
+    return isRevokedInDb(db, jti)
   }
 
   async function reload() {
     try {
       await redis.del(marker)
       const now = clock.now()
-      const rows = await loadLive(db, now)
+      const rows = await liveRevocations(db, now)
       for (let i = 0; i < rows.length; i += 1000) {
         const p = redis.pipeline()
         for (const r of rows.slice(i, i + 1000)) p.set(key(r.jti), '1', 'PX', Math.max(1, r.expires_at - now))
@@ -263,7 +241,7 @@ export function redisRevocations(
     async revoke(entries) {
       if (entries.length === 0) return
       const now = clock.now()
-      await persist(db, now, entries)
+      await insertRevocations(db, now, entries)
       local.add(entries)
       try {
         const p = redis.pipeline()

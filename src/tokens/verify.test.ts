@@ -12,7 +12,7 @@ import {
   verifyToken,
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
-import { BASELINE_SCOPES } from './claims.js'
+import { BASELINE_SCOPES } from '../identities/grants.js'
 import { JwtCodec } from './jwt.js'
 
 const PREVIOUS_SECRET = 'an-earlier-secret-that-is-at-least-32-bytes'

@@ -1,31 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
-import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
-import { NotFoundError, ValidationFailed } from '../platform/errors.js'
-import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
-import type { Sealer } from '../platform/keys.js'
+import { NotFoundError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
-import { newWebhookSecret } from './signing.js'
-import {
-  deleteWebhook,
-  findWebhook,
-  listDeliveries,
-  resendDelivery,
-  sealSecret,
-  upsertWebhook,
-} from './webhooks.store.js'
+import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
 
-export interface WebhookRoutesDeps {
-  db: Db
-  clock: Clock
-  http: HttpClient
+export interface WebhookRoutesDeps extends WebhookServiceDeps {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
-  /** Seals signing secrets at rest. */
-  sealer: Sealer
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -105,7 +88,7 @@ function view(h: {
 }
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async (app, deps) => {
-  const { db, clock } = deps
+  const webhooks = new WebhookService(deps)
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
   const rate = perMinute(PARTNER_RATE_LIMIT)
@@ -126,26 +109,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      const partner = partnerOf(request)
-      const { url } = request.body
-      try {
-        await deps.http.checkDestination(url)
-      } catch (err) {
-        const forbidden = err instanceof ForbiddenDestinationError
-        throw new ValidationFailed([
-          {
-            loc: ['body', 'url'],
-            msg: forbidden
-              ? `Value error, ${(err as Error).message}; receivers on loopback or private addresses are refused`
-              : 'Value error, the host name does not resolve',
-            type: 'value_error',
-            input: url,
-          },
-        ])
-      }
-      const secret = newWebhookSecret()
-      const sealed = sealSecret(deps.sealer, partner.eventId, secret)
-      const hook = await upsertWebhook(db, partner.eventId, url, sealed, clock.now())
+      const { hook, secret } = await webhooks.register(partnerOf(request).eventId, request.body.url)
       return { ...view(hook), secret }
     },
   )
@@ -163,7 +127,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      const hook = await findWebhook(db, partnerOf(request).eventId)
+      const hook = await webhooks.receiverOf(partnerOf(request).eventId)
       if (!hook) throw new NotFoundError('No webhook is registered')
       return view(hook)
     },
@@ -182,7 +146,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      if (!(await deleteWebhook(db, partnerOf(request).eventId)))
+      if (!(await webhooks.remove(partnerOf(request).eventId)))
         throw new NotFoundError('No webhook is registered')
       return { message: 'Webhook removed' }
     },
@@ -203,7 +167,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
     },
     async (request) => {
       const { limit = 50, before, status } = request.query
-      const rows = await listDeliveries(db, partnerOf(request).eventId, {
+      const rows = await webhooks.deliveries(partnerOf(request).eventId, {
         limit,
         ...(before !== undefined ? { before } : {}),
         ...(status !== undefined ? { status } : {}),
@@ -245,7 +209,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      await resendDelivery(db, partnerOf(request).eventId, request.params.id, clock.now())
+      await webhooks.resend(partnerOf(request).eventId, request.params.id)
       deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }

@@ -1,0 +1,103 @@
+import type { AuditLog } from '../audit/audit.store.js'
+import { eventExists } from '../events/events.store.js'
+import { storedGrant } from '../identities/identities.store.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ForbiddenError, NotFoundError } from '../platform/errors.js'
+import { type Claims, hasScope } from '../tokens/claims.js'
+import type { TokenService } from '../tokens/token.service.js'
+import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
+import { type ApiKeyRecord, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './api-keys.store.js'
+
+export interface ApiKeyServiceDeps {
+  db: Db
+  clock: Clock
+  tokens: TokenService
+  audit: AuditLog
+}
+
+/** Managing an event's API keys is part of managing the event. */
+const MANAGE = 'events:manage'
+
+function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number): void {
+  if (!hasScope(claims, eventId, MANAGE)) throw new ForbiddenError()
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
+const listItem = (k: ApiKeyRecord) => ({
+  id: k.id,
+  name: k.name,
+  prefix: k.key_prefix,
+  event_id: k.event_id,
+  scopes: k.scopes,
+  created_at: new Date(k.created_at).toISOString(),
+  last_used_at: iso(k.last_used_at),
+  revoked_at: iso(k.revoked_at),
+})
+
+/** An event's API keys, managed by the administrators of the event; every change is audited. */
+export class ApiKeyService {
+  constructor(private readonly deps: ApiKeyServiceDeps) {}
+
+  private async requireEvent(eventId: number): Promise<void> {
+    if (!(await eventExists(this.deps.db, eventId))) throw new NotFoundError('Event not found')
+  }
+
+  /** A new key; its plaintext exists only in this answer. */
+  async create(claims: Claims, input: { event_id: number; name: string; scopes: string[] }, ip: string) {
+    const { db, clock, audit } = this.deps
+    const { event_id, name, scopes } = input
+    // The key never expires: the account and its grant as stored now decide, not the token's claims.
+    requireEventAccess(await storedGrant(db, claims), event_id)
+    await this.requireEvent(event_id)
+    const actor = `admin:${claims.sub}`
+    const { record, plaintext } = await createApiKey(db, {
+      event_id,
+      name,
+      scopes,
+      created_by: actor,
+      now: clock.now(),
+    })
+    await audit.record({
+      kind: 'api_key_created',
+      actor,
+      ip,
+      outcome: 'success',
+      detail: { key_id: record.id, event_id, name, scopes },
+    })
+    return {
+      id: record.id,
+      api_key: plaintext,
+      name: record.name,
+      event_id: record.event_id,
+      scopes: record.scopes,
+      created_at: new Date(record.created_at).toISOString(),
+    }
+  }
+
+  /** Revokes a key (again: no change) and tells the token guard, so verify calls it invalid at once. */
+  async revoke(claims: Claims, keyId: number, ip: string): Promise<void> {
+    const { db, clock, audit, tokens } = this.deps
+    const key = await getApiKey(db, keyId)
+    if (!key) throw new NotFoundError('API key not found')
+    requireEventAccess(claims, key.event_id)
+    if (await revokeApiKey(db, key.id, clock.now())) {
+      await tokens.revokeCredential(apiKeyJti(key.id), API_KEY_REVOCATION_MS)
+      await audit.record({
+        kind: 'api_key_revoked',
+        actor: `admin:${claims.sub}`,
+        ip,
+        outcome: 'success',
+        detail: { key_id: key.id, event_id: key.event_id },
+      })
+    }
+  }
+
+  /** An event's keys, revoked ones included, without secrets. */
+  async list(claims: Claims, eventId: number) {
+    requireEventAccess(claims, eventId)
+    await this.requireEvent(eventId)
+    return (await listApiKeys(this.deps.db, eventId)).map(listItem)
+  }
+}

@@ -1,0 +1,70 @@
+import { qrDataUrl } from '../edge/qr.js'
+import type { TicketCodes } from '../edge/ticket-codes.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ConflictError, NotFoundError } from '../platform/errors.js'
+import { fromMinorUnits } from '../platform/formats.js'
+import { claimLink, findLinkByToken, ticketsOfConsumer, ticketsOfLink, walletsOf } from './holder.store.js'
+
+export interface HolderServiceDeps {
+  db: Db
+  clock: Clock
+  codes: TicketCodes
+}
+
+type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
+
+/** The ticket holder: claim links from the transfer e-mail, and the consumer's own tickets and wallets. */
+export class HolderService {
+  constructor(private readonly deps: HolderServiceDeps) {}
+
+  private ticketView = ({ code_body, ...t }: TicketRow) => ({
+    ...t,
+    status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
+    balance: fromMinorUnits(t.balance),
+    promo_balance: fromMinorUnits(t.promo_balance),
+    ticket_code: this.deps.codes.render(code_body),
+  })
+
+  /** The event and tickets of a claim link, each ticket with its QR image. */
+  async linkView(token: string) {
+    const { db } = this.deps
+    const link = await findLinkByToken(db, token)
+    if (!link) throw new NotFoundError('Unknown or expired link')
+    return {
+      event_uid: link.event_uid,
+      event_name: link.event_name,
+      email: link.email,
+      claimed: link.claimed_at !== null,
+      tickets: await Promise.all(
+        (await ticketsOfLink(db, link.id))
+          .map(this.ticketView)
+          .map(async (t) => (t.ticket_code ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) } : t)),
+      ),
+    }
+  }
+
+  /** Moves a link's tickets and balances to the consumer; claiming again as the same consumer is no change. */
+  async claim(token: string, customerId: number) {
+    const { db, clock } = this.deps
+    const link = await findLinkByToken(db, token)
+    if (!link) throw new NotFoundError('Unknown or expired link')
+    if (!(await claimLink(db, link.id, link.event_id, customerId, clock.now())))
+      throw new ConflictError('This link was already claimed by another account', 'already_claimed')
+    return this.linkView(token)
+  }
+
+  async ticketsOf(customerId: number) {
+    return (await ticketsOfConsumer(this.deps.db, customerId)).map(this.ticketView)
+  }
+
+  async walletsOf(customerId: number) {
+    return (await walletsOf(this.deps.db, customerId)).map((w) => ({
+      event_uid: w.event_uid,
+      event_name: w.event_name,
+      balance: fromMinorUnits(w.balance),
+      promo_balance: fromMinorUnits(w.promo_balance),
+      updated_at: new Date(w.updated_at).toISOString(),
+    }))
+  }
+}

@@ -1,0 +1,44 @@
+import type { Db } from '../platform/db/database.js'
+import type { Revocation } from './revocations.js'
+
+/** Writes revocations; one already there is left as it is. */
+export async function insertRevocations(db: Db, now: number, entries: Revocation[]): Promise<void> {
+  if (entries.length === 0) return
+  await db
+    .insertInto('revoked_tokens')
+    .values(entries.map((e) => ({ jti: e.jti, expires_at: e.expiresAt, revoked_at: now })))
+    .onConflict((oc) => oc.column('jti').doNothing())
+    .execute()
+}
+
+/** The revocations that have not expired at `now`. */
+export function liveRevocations(db: Db, now: number) {
+  return db
+    .selectFrom('revoked_tokens')
+    .select(['jti', 'expires_at', 'revoked_at'])
+    .where('expires_at', '>', now)
+    .execute()
+}
+
+/** The newest `revoked_at` of every revocation, expired ones included (undefined when there is none). */
+export async function newestRevokedAt(db: Db): Promise<number | undefined> {
+  const r = await db
+    .selectFrom('revoked_tokens')
+    .select((eb) => eb.fn.max('revoked_at').as('newest'))
+    .executeTakeFirst()
+  return r?.newest == null ? undefined : Number(r.newest)
+}
+
+/** The revocations written at or after `from`. */
+export function revocationsSince(db: Db, from: number) {
+  return db
+    .selectFrom('revoked_tokens')
+    .select(['jti', 'expires_at', 'revoked_at'])
+    .where('revoked_at', '>=', from)
+    .execute()
+}
+
+export async function isRevokedInDb(db: Db, jti: string): Promise<boolean> {
+  const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()
+  return row !== undefined
+}
