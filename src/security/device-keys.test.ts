@@ -128,16 +128,18 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
   async function upload(token: string, scans: { transfer_uid: string; used_at: string }[]) {
     const res = await t.request({ method: 'POST', url: '/tickets/use-batch', token, payload: { scans } })
     assert.equal(res.statusCode, 200, res.body)
-    return (res.json().results as { status: string }[]).map((r) => r.status)
+    return res.json().results as { status: string; used_at?: string; clock_adjusted?: true }[]
   }
   const transferRow = (uid: string) =>
     t.db.db
       .selectFrom('transfers')
-      .select(['status', 'used_at', 'used_timestamp', 'used_gate'])
+      .select(['status', 'used_at', 'used_clock_adjusted'])
       .where('uid', '=', uid)
       .executeTakeFirstOrThrow()
 
-  test('an offline token cannot mark a ticket used in 2020, or in the future: FORBIDDEN, nothing changes', async () => {
+  test('an offline token cannot backdate a use to 2020 or date it ahead: recorded now, clock_adjusted, the claimed time audited', async (test) => {
+    t.clock.freeze()
+    test.after(() => t.clock.thaw())
     const now = t.clock.now()
     const hour = 3_600_000
     const outside = [
@@ -147,25 +149,48 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
       '2099-01-01T00:00:00Z',
     ]
     const victims = await Promise.all(outside.map(() => newTransfer(t, keys.write, ticketUid)))
-    const before = await Promise.all(victims.map((v) => transferRow(v.transfer_uid)))
     const scans = victims.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: outside[i]! }))
-    assert.deepEqual(await upload(offline, scans), ['FORBIDDEN', 'FORBIDDEN', 'FORBIDDEN', 'FORBIDDEN'])
-    // The same holds for a staff access token with ticket:scan.
+    const results = await upload(offline, scans)
+    for (const r of results) {
+      assert.equal(r.status, 'USED')
+      assert.equal(r.clock_adjusted, true)
+      assert.equal(r.used_at, new Date(now).toISOString())
+    }
+    for (const v of victims)
+      assert.deepEqual(await transferRow(v.transfer_uid), {
+        status: 'USED',
+        used_at: now,
+        used_clock_adjusted: 1,
+      })
+    const audit = await t.db.db
+      .selectFrom('audit_log')
+      .select(['detail'])
+      .where('kind', '=', 'ticket_use_clock_adjusted')
+      .execute()
+    const claimed = audit.map((a) => JSON.parse(a.detail!).claimed_used_at).sort()
+    assert.deepEqual(claimed, [...outside].sort())
+    // The same holds for a staff access token with ticket:scan; a later scan is ALREADY_USED, still flagged.
     const staff = (await login(t, 'op@example.com', 'operator')).access_token
-    assert.deepEqual(await upload(staff, scans.slice(0, 1)), ['FORBIDDEN'])
-    assert.deepEqual(await Promise.all(victims.map((v) => transferRow(v.transfer_uid))), before)
-    // Inside the window the same tickets are used as before.
+    const again = await upload(staff, scans.slice(0, 1))
+    assert.deepEqual(
+      again.map((r) => [r.status, r.clock_adjusted]),
+      [['ALREADY_USED', true]],
+    )
+    // Inside the window the device's time is kept.
     const inside = [
       new Date(now - (OFFLINE_HOURS - 1) * hour).toISOString(),
       new Date(now + 4 * 60_000).toISOString(),
-      new Date(now).toISOString(),
       new Date(now - 60_000).toISOString(),
     ]
-    const results = await upload(
+    const fresh = await Promise.all(inside.map(() => newTransfer(t, keys.write, ticketUid)))
+    const kept = await upload(
       offline,
-      victims.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: inside[i]! })),
+      fresh.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: inside[i]! })),
     )
-    assert.deepEqual(results, ['USED', 'USED', 'USED', 'USED'])
+    assert.deepEqual(
+      kept.map((r) => [r.status, r.used_at, r.clock_adjusted]),
+      inside.map((at) => ['USED', at, undefined]),
+    )
   })
 })
 

@@ -9,7 +9,7 @@ import { TicketsService, type TicketsServiceDeps } from './tickets.service.js'
 
 export interface TicketRoutesDeps extends TicketsServiceDeps {
   tokens: TokenService
-  /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie. */
+  /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie before it is clock_adjusted. */
   offlineHours: number
 }
 
@@ -20,7 +20,7 @@ export interface TicketRoutesDeps extends TicketsServiceDeps {
  */
 export const TICKET_USE_RATE_LIMIT = 3000
 export const MAX_BATCH = 500
-/** How far ahead of the service's clock a device's clock may run. */
+/** How far ahead of the service's clock a device's clock may run before its scans are clock_adjusted. */
 export const USED_AT_MAX_AHEAD_MS = 5 * 60_000
 
 const security = [{ OAuth2PasswordBearer: [] }]
@@ -39,27 +39,67 @@ const BatchRequest = Type.Object(
           transfer_uid: Type.String({ minLength: 1, maxLength: 64 }),
           used_at: Type.String({
             pattern: ISO_WITH_OFFSET,
-            description: 'When the device scanned the ticket, ISO 8601 with an offset',
+            description:
+              'When the device scanned the ticket, ISO 8601 with an offset. Outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] the scan is recorded at the time the service receives it, with `clock_adjusted`',
           }),
           access_gate: Type.Optional(Gate),
+          version: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: 2 ** 31 - 1,
+              description:
+                "The scanned code's version (its `n`); a version below the ticket's current one is a re-issued code: the scan still counts, flagged `revoked_code`",
+            }),
+          ),
         },
         { additionalProperties: false },
       ),
       { minItems: 1, maxItems: MAX_BATCH },
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        scans: [
+          {
+            transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
+            used_at: '2026-07-18T20:15:30.123Z',
+            access_gate: 'North',
+            version: 1,
+          },
+        ],
+      },
+    ],
+  },
 )
 
 const BatchResult = Type.Object({
   transfer_uid: Type.String(),
-  status: Type.Union([
-    Type.Literal('USED'),
-    Type.Literal('ALREADY_USED'),
-    Type.Literal('NOT_FOUND'),
-    Type.Literal('FORBIDDEN'),
-  ]),
+  status: Type.Union(
+    [
+      Type.Literal('USED'),
+      Type.Literal('ALREADY_USED'),
+      Type.Literal('NOT_FOUND'),
+      Type.Literal('FORBIDDEN'),
+    ],
+    { description: '`FORBIDDEN`: this token may not scan this ticket (and only that)' },
+  ),
   used_timestamp: Type.Optional(LocalTimestamp),
+  used_at: Type.Optional(
+    Type.String({ format: 'date-time', description: 'The counted use, UTC (ISO 8601 with Z)' }),
+  ),
+  clock_adjusted: Type.Optional(
+    Type.Literal(true, {
+      description:
+        "The scan's `used_at` lay outside the accepted window: recorded at the service's time (the claimed time is in the audit log)",
+    }),
+  ),
+  revoked_code: Type.Optional(
+    Type.Literal(true, {
+      description: 'The scanned code version had been re-issued; the scan counts all the same',
+    }),
+  ),
 })
 
 export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (app, deps) => {
@@ -100,7 +140,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       })
       switch (r.status) {
         case 'USED':
-          return r
+          return { status: r.status, used_timestamp: r.used_timestamp }
         case 'NOT_FOUND':
           throw new NotFoundError('Unknown ticket')
         case 'FORBIDDEN':
@@ -122,7 +162,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         tags: ['tickets'],
         summary: 'Upload scans a device recorded offline (at most 500), answered per scan in order',
         description:
-          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] is FORBIDDEN and changes nothing.",
+          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A person who got in is never lost: a scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] (a device clock far off, an upload days late) is recorded at the time the service receives it and answered with `clock_adjusted: true`. A scan carrying the `version` of a re-issued code counts too, answered with `revoked_code: true`. FORBIDDEN means only that this token may not scan this ticket.",
         security,
         body: BatchRequest,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses(401, 403) },
@@ -149,22 +189,25 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       if (!scopes.includes('sync:upload') && !scopes.includes('ticket:scan'))
         throw new ForbiddenError('This token lacks sync:upload and ticket:scan')
       const results = []
-      // A scan can only have happened while an offline token was valid: `used_at` before that (e.g. a
-      // holder's ticket marked used in 2020) or in the future is refused, and nothing changes.
+      // A person who got in is never lost: a device time outside the window (a wrong clock, an upload
+      // days later) is recorded at the service's time, flagged, rather than refused. Nothing is backdated
+      // before the window, so an offline token cannot rewrite history.
       const now = deps.clock.now()
       const earliest = now - deps.offlineHours * 3_600_000
       const latest = now + USED_AT_MAX_AHEAD_MS
       // In order, one at a time: a ticket scanned twice in one batch is USED, then ALREADY_USED.
       for (const s of scans) {
-        if (s.usedAt < earliest || s.usedAt > latest) {
-          results.push({ transfer_uid: s.transfer_uid, status: 'FORBIDDEN' as const })
-          continue
-        }
+        const outside = s.usedAt < earliest || s.usedAt > latest
         const r = await tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
-          usedAt: s.usedAt,
+          usedAt: outside ? now : s.usedAt,
           gate: s.access_gate ?? null,
+          ...(outside ? { clockAdjusted: { claimedAt: s.used_at } } : {}),
+          ...(s.version === undefined ? {} : { version: s.version }),
         })
-        results.push({ transfer_uid: s.transfer_uid, ...r })
+        if (r.status === 'USED' || r.status === 'ALREADY_USED') {
+          const { usedAt, ...answer } = r
+          results.push({ transfer_uid: s.transfer_uid, ...answer, used_at: new Date(usedAt).toISOString() })
+        } else results.push({ transfer_uid: s.transfer_uid, status: r.status })
       }
       return { results }
     },

@@ -1,10 +1,11 @@
+import { insertAuditEntry } from '../audit/audit.store.js'
 import { markChanged } from '../edge/scan-sync.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
-import { findTransferToUse, markUsed, usedTimestampOf } from './tickets.store.js'
+import { findTransferToUse, markUsed, revokedCodeUses, useOf } from './tickets.store.js'
 
 export interface TicketsServiceDeps {
   db: Db
@@ -13,11 +14,32 @@ export interface TicketsServiceDeps {
   runDueJobs: () => void
 }
 
+/** How a use was recorded, said in the answer only when true. */
+export interface ScanFlags {
+  /** The device's time lay outside the accepted window: recorded at the service's time instead. */
+  clock_adjusted?: true
+  /** The scanned code version had been re-issued (revoked); the scan still counts. */
+  revoked_code?: true
+}
+
 export type ScanOutcome =
-  | { status: 'USED'; used_timestamp: string }
-  | { status: 'ALREADY_USED'; used_timestamp: string }
+  | ({ status: 'USED'; used_timestamp: string; usedAt: number } & ScanFlags)
+  | ({ status: 'ALREADY_USED'; used_timestamp: string; usedAt: number } & ScanFlags)
   | { status: 'NOT_FOUND' }
   | { status: 'FORBIDDEN' }
+
+export interface Scan {
+  /** When the ticket was scanned (epoch ms), as recorded: the service's time when clockAdjusted. */
+  usedAt: number
+  gate: string | null
+  /** The device's claimed time was outside the window; `claimedAt` is what it said. */
+  clockAdjusted?: { claimedAt: string }
+  /** The version of the code the device scanned, when it said. */
+  version?: number
+}
+
+/** How many uses of re-issued codes the dashboard lists. */
+const REVOKED_CODE_USES_SHOWN = 50
 
 /**
  * Ticket use: the first use wins through a conditional UPDATE (… where status <> 'USED'), so of two
@@ -33,13 +55,18 @@ export class TicketsService {
     claims: Claims,
     scopes: readonly string[],
     transferUid: string,
-    scan: { usedAt: number; gate: string | null },
+    scan: Scan,
   ): Promise<ScanOutcome> {
     const { db } = this.deps
     const t = await findTransferToUse(db, transferUid)
     if (!t) return { status: 'NOT_FOUND' }
     if (!scopes.some((s) => hasScope(claims, t.event_id, s))) return { status: 'FORBIDDEN' }
-    if (t.used_timestamp !== null) return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp }
+    const flags: ScanFlags = {
+      ...(scan.clockAdjusted ? { clock_adjusted: true } : {}),
+      ...(scan.version !== undefined && scan.version < t.code_version ? { revoked_code: true } : {}),
+    }
+    if (t.used_timestamp !== null)
+      return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp, usedAt: Number(t.used_at), ...flags }
 
     const usedTimestamp = this.localTime.format(scan.usedAt, t.timezone)
     const now = this.deps.clock.now()
@@ -48,8 +75,23 @@ export class TicketsService {
         used_at: scan.usedAt,
         used_timestamp: usedTimestamp,
         used_gate: scan.gate,
+        clockAdjusted: scan.clockAdjusted !== undefined,
+        version: scan.version,
       })
-      if (!won) return { won: false, notified: false }
+      if (!won) return { won, notified: false }
+      // Nothing is backdated: the device's claimed time is kept in the audit log, with the use.
+      if (scan.clockAdjusted)
+        await insertAuditEntry(tx, now, {
+          kind: 'ticket_use_clock_adjusted',
+          actor: `${claims.role}:${claims.sub}`,
+          outcome: 'success',
+          detail: {
+            transfer_uid: transferUid,
+            device_id: claims.device_id ?? null,
+            claimed_used_at: scan.clockAdjusted.claimedAt,
+            recorded_used_at: new Date(scan.usedAt).toISOString(),
+          },
+        })
       // Scanners learn of the use through the sync feed.
       await markChanged(tx, t.id, t.event_id)
       const notified = await queueNotification(tx, now, t.event_id, t.id, {
@@ -60,10 +102,30 @@ export class TicketsService {
         status: 'USED',
         used_timestamp: usedTimestamp,
       })
-      return { won: true, notified }
+      return { won, notified }
     })
     if (outcome.notified) this.deps.runDueJobs()
-    if (outcome.won) return { status: 'USED', used_timestamp: usedTimestamp }
-    return { status: 'ALREADY_USED', used_timestamp: (await usedTimestampOf(db, t.id))! }
+    if (outcome.won) {
+      const { revoked_code: _readBefore, ...rest } = flags
+      return {
+        status: 'USED',
+        used_timestamp: usedTimestamp,
+        usedAt: scan.usedAt,
+        ...rest,
+        ...(outcome.won.revokedCode ? { revoked_code: true } : {}),
+      }
+    }
+    const first = await useOf(db, t.id)
+    return {
+      status: 'ALREADY_USED',
+      used_timestamp: first.used_timestamp!,
+      usedAt: Number(first.used_at),
+      ...flags,
+    }
+  }
+
+  /** The latest uses of an event that were scans of a re-issued code (dashboard). */
+  revokedCodeUses(eventId: number) {
+    return revokedCodeUses(this.deps.db, eventId, REVOKED_CODE_USES_SHOWN)
   }
 }

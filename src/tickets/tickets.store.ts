@@ -1,3 +1,4 @@
+import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 
 /** A ticket (transfer) by its uid, with its event's uid and time zone, for a scan. */
@@ -10,7 +11,9 @@ export function findTransferToUse(db: Db, transferUid: string) {
       't.event_id',
       't.email',
       't.company_ticket_id',
+      't.used_at',
       't.used_timestamp',
+      't.code_version',
       'e.uid',
       'e.timezone',
     ])
@@ -18,27 +21,60 @@ export function findTransferToUse(db: Db, transferUid: string) {
     .executeTakeFirst()
 }
 
-/** Marks a ticket used unless it already is; false when another scan used it first. */
+/**
+ * Marks a ticket used unless it already is; undefined when another scan used it first, else whether the
+ * scanned code version had been re-issued. That is decided in the UPDATE itself, against the row as it
+ * is then, so a re-issue committed a moment before the use is seen.
+ */
 export async function markUsed(
   db: Db,
   id: number,
-  use: { used_at: number; used_timestamp: string; used_gate: string | null },
-): Promise<boolean> {
+  use: {
+    used_at: number
+    used_timestamp: string
+    used_gate: string | null
+    clockAdjusted: boolean
+    /** The code version the device scanned, when it said. */
+    version: number | undefined
+  },
+): Promise<{ revokedCode: boolean } | undefined> {
+  const { clockAdjusted, version, ...columns } = use
   const r = await db
     .updateTable('transfers')
-    .set({ status: 'USED', ...use })
+    .set({
+      status: 'USED',
+      ...columns,
+      used_clock_adjusted: clockAdjusted ? 1 : null,
+      used_revoked_code:
+        version === undefined ? null : sql<number | null>`case when code_version > ${version} then 1 end`,
+    })
     .where('id', '=', id)
     .where('status', '<>', 'USED')
+    .returning('used_revoked_code')
     .executeTakeFirst()
-  return Number(r.numUpdatedRows) !== 0
+  return r && { revokedCode: r.used_revoked_code === 1 }
 }
 
-/** The local time a used ticket was used at. */
-export async function usedTimestampOf(db: Db, id: number): Promise<string | null> {
-  const r = await db
+/** When (epoch ms and local time) a used ticket was used. */
+export async function useOf(db: Db, id: number) {
+  return db
     .selectFrom('transfers')
-    .select('used_timestamp')
+    .select(['used_at', 'used_timestamp'])
     .where('id', '=', id)
     .executeTakeFirstOrThrow()
-  return r.used_timestamp
+}
+
+/**
+ * The latest uses of an event that were scans of a re-issued (revoked) code, newest first: a leaked
+ * old code reached a gate before the holder's new one. The dashboard lists them for follow-up.
+ */
+export function revokedCodeUses(db: Db, eventId: number, limit: number) {
+  return db
+    .selectFrom('transfers')
+    .select(['uid', 'company_ticket_id', 'used_timestamp', 'used_gate', 'code_version'])
+    .where('event_id', '=', eventId)
+    .where('used_revoked_code', '=', 1)
+    .orderBy('used_at', 'desc')
+    .limit(limit)
+    .execute()
 }

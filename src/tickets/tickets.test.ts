@@ -143,6 +143,57 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
     assert.equal(again.json().used_timestamp, '2026-07-18T22:15:30.123')
   })
 
+  test('use-batch: a scan of a re-issued code version counts, flagged revoked_code in the result and the use record', async () => {
+    const old = await newTransfer(t, keys.write, ticketUid)
+    const current = await newTransfer(t, keys.write, ticketUid)
+    for (const m of [old, current]) {
+      const res = await t.request({
+        method: 'POST',
+        url: `/companies/transfer/${m.company_ticket_id}/reissue`,
+        headers: { api_key: keys.write },
+      })
+      assert.equal(res.statusCode, 200, res.body)
+    }
+    const usedAt = new Date(t.clock.now()).toISOString()
+    const res = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token: deviceToken(t, 1, 1),
+      payload: {
+        scans: [
+          { transfer_uid: old.transfer_uid, used_at: usedAt, version: 1 },
+          { transfer_uid: current.transfer_uid, used_at: usedAt, version: 2 },
+          { transfer_uid: current.transfer_uid, used_at: usedAt, version: 1 },
+        ],
+      },
+    })
+    assert.equal(res.statusCode, 200, res.body)
+    assert.deepEqual(
+      res.json().results.map((r: { status: string; revoked_code?: true }) => [r.status, r.revoked_code]),
+      [
+        ['USED', true],
+        ['USED', undefined],
+        ['ALREADY_USED', true],
+      ],
+    )
+    const rows = await t.db.db
+      .selectFrom('transfers')
+      .select(['uid', 'status', 'used_revoked_code'])
+      .where('uid', 'in', [old.transfer_uid, current.transfer_uid])
+      .execute()
+    assert.deepEqual(Object.fromEntries(rows.map((r) => [r.uid, [r.status, r.used_revoked_code]])), {
+      [old.transfer_uid]: ['USED', 1],
+      [current.transfer_uid]: ['USED', null],
+    })
+    const bad = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token: deviceToken(t, 1, 1),
+      payload: { scans: [{ transfer_uid: old.transfer_uid, used_at: usedAt, version: 0 }] },
+    })
+    assert.equal(bad.statusCode, 422)
+  })
+
   test('use-batch: at most 500 scans, offsets required, a token is required', async () => {
     const scan = { transfer_uid: '0'.repeat(32), used_at: '2026-07-18T20:10:00Z' }
     const token = deviceToken(t, 1, 1)

@@ -76,6 +76,8 @@ export interface DevicesTable {
   created_at: number
   /** SHA-256 (hex) of the device key; null for a key-less device */
   key_hash: string | null
+  /** Generation of the offline tokens issued to the device; revoking them starts the next one */
+  token_generation: Generated<number>
 }
 
 export interface DashboardUsersTable {
@@ -270,6 +272,10 @@ export interface TransfersTable {
   code_digest: string | null
   /** Position of the transfer's latest change in its event's scanner sync feed */
   feed_seq: Generated<number>
+  /** 1: the use was recorded at the service's time, the device's clock being outside the window */
+  used_clock_adjusted: number | null
+  /** 1: the use was a scan of a code version that had been re-issued (revoked) */
+  used_revoked_code: number | null
 }
 
 export interface WalletsTable {
