@@ -261,6 +261,10 @@ async function assemble(
     timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
   })
   await app.register(idpRoutes, { db, clock, tokens, audit, verifier })
+  if (config.NODE_ENV === 'production' && !config.DEVICE_KEYS_REQUIRED)
+    app.log.warn(
+      'DEVICE_KEYS_REQUIRED=false in production: a device without a key signs in with its MAC and event id alone',
+    )
   await app.register(deviceRoutes, {
     db,
     clock,

@@ -1,8 +1,17 @@
-import type { Selectable, Updateable } from 'kysely'
+import { type ExpressionBuilder, type Selectable, sql, type Updateable } from 'kysely'
 import { type Db, upsertById } from '../platform/db/database.js'
 import type { DevicesTable } from '../platform/db/schema.js'
 
-const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived'] as const
+const columns = ['id', 'dev_mac', 'event_id', 'operator_id', 'archived', 'token_generation'] as const
+
+/**
+ * A MAC is written in either case (`aa:bb:…` by one tool, `AA:BB:…` by another): devices are found by
+ * it case-insensitively, through the index on lower(dev_mac). Stored values are kept as written.
+ */
+function macIs(devMac: string) {
+  return (eb: ExpressionBuilder<{ devices: DevicesTable }, 'devices'>) =>
+    eb(sql`lower(devices.dev_mac)`, '=', devMac.toLowerCase())
+}
 
 export type DeviceRecord = Pick<Selectable<DevicesTable>, (typeof columns)[number]>
 
@@ -17,11 +26,12 @@ export async function findActiveDevice(db: Db, devMac: string, eventId: number) 
       'devices.event_id',
       'devices.operator_id',
       'devices.key_hash',
+      'devices.token_generation',
       'events.uid as event_uid',
       'events.name as event_name',
       'events.timezone as event_timezone',
     ])
-    .where('devices.dev_mac', '=', devMac)
+    .where(macIs(devMac))
     .where('devices.event_id', '=', eventId)
     .where('devices.archived', '=', 0)
     .executeTakeFirst()
@@ -38,7 +48,7 @@ export async function setDeviceKeyHash(db: Db, id: number, keyHash: string | nul
 }
 
 export async function findDeviceByMac(db: Db, devMac: string): Promise<DeviceRecord | undefined> {
-  return db.selectFrom('devices').select(columns).where('dev_mac', '=', devMac).executeTakeFirst()
+  return db.selectFrom('devices').select(columns).where(macIs(devMac)).executeTakeFirst()
 }
 
 export async function insertDevice(
@@ -140,7 +150,7 @@ export async function upsertDevice(
   now: number,
 ): Promise<number> {
   return upsertById(
-    await db.selectFrom('devices').select('id').where('dev_mac', '=', devMac).executeTakeFirst(),
+    await db.selectFrom('devices').select('id').where(macIs(devMac)).executeTakeFirst(),
     () =>
       db
         .insertInto('devices')

@@ -242,8 +242,8 @@ export const settings = {
   REFRESH_TOKEN_EXPIRE_DAYS: setting('Refresh-token lifetime', '30', integer(1, 365)),
   OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, 24 * 30)),
   DEVICE_KEYS_REQUIRED: setting(
-    'Every device must present its device key at /devices/auth and /auth/login/device (`wristband device`); false: only devices that have one',
-    'false',
+    'Every device must present its device key at /devices/auth and /auth/login/device (`wristband device`); false: only devices that have one (warned at start in production); unset: true when NODE_ENV=production, else false',
+    undefined,
     bool,
   ),
   MFA_FRESHNESS_WINDOW_HOURS: setting(
@@ -359,7 +359,11 @@ export type Config = {
   readonly [K in keyof Settings]: Settings[K]['default'] extends string
     ? ReturnType<Settings[K]['parse']>
     : ReturnType<Settings[K]['parse']> | undefined
-} & { readonly databaseUrl: string }
+} & {
+  readonly databaseUrl: string
+  /** Resolved from NODE_ENV when unset. */
+  readonly DEVICE_KEYS_REQUIRED: boolean
+}
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -408,6 +412,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
     problems.push('DATABASE_URL: must start with sqlite: or postgres://')
   if (problems.length > 0) throw new ConfigError(problems)
+  // Key-less device sign-in (the specification's) stays the development default only.
+  out.DEVICE_KEYS_REQUIRED ??= out.NODE_ENV === 'production'
   return Object.freeze({ ...out, databaseUrl: dbUrl }) as Config
 }
 

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { after, before, test } from 'node:test'
 import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import { ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
+import { loadConfig } from '../platform/config.js'
 import type { SeedDocument } from '../seed/seed.js'
 
 /**
@@ -52,6 +54,20 @@ forEachBackend(httpBackends, 'device keys (DEVICE_KEYS_REQUIRED=false, the defau
       const ok = await deviceRequest(t, url, KEYED_MAC, KEY)
       assert.equal(ok.statusCode, 200, `${url}: ${ok.body}`)
     }
+  })
+
+  test('dev_mac is compared case-insensitively: the device signs in with its MAC in either case, and the seed and CLI find it so', async () => {
+    for (const url of ROUTES) {
+      assert.equal((await deviceRequest(t, url, KEYED_MAC.toLowerCase(), KEY)).statusCode, 200, url)
+      assert.equal((await deviceRequest(t, url, KEYLESS_MAC.toLowerCase())).statusCode, 200, url)
+      assert.equal((await deviceRequest(t, url, KEYED_MAC.toLowerCase())).statusCode, 401, url)
+    }
+    // The seed matches the existing device rather than adding a second one.
+    await t.seed({
+      devices: [{ dev_mac: KEYLESS_MAC.toLowerCase(), event_id: 1, operator_email: 'op@example.com' }],
+    })
+    const rows = await t.db.db.selectFrom('devices').select('dev_mac').execute()
+    assert.equal(rows.filter((r) => r.dev_mac.toLowerCase() === KEYLESS_MAC.toLowerCase()).length, 1)
   })
 
   test('the key is stored only as its SHA-256', async () => {
@@ -110,6 +126,67 @@ forEachBackend(
   },
   { DEVICE_KEYS_REQUIRED: 'true' },
 )
+
+/** What a production start needs besides the device setting (the edge key, mail in the outbox). */
+const PRODUCTION = {
+  NODE_ENV: 'production',
+  EDGE_SIGNING_KEY: generateKeyPairSync('ed25519')
+    .privateKey.export({ format: 'pem', type: 'pkcs8' })
+    .toString(),
+  MAIL_TRANSPORT: 'outbox',
+}
+
+forEachBackend(
+  httpBackends,
+  'device keys in production (DEVICE_KEYS_REQUIRED unset)',
+  (ctx) => {
+    let t: TestApp
+    before(async () => {
+      t = ctx()
+      await t.seed(STANDARD_SEED)
+      await t.seed(withKeyedDevice())
+    })
+
+    test('a key-less device cannot sign in in production', async () => {
+      assert.equal(t.config.DEVICE_KEYS_REQUIRED, true)
+      for (const url of ROUTES) {
+        const res = await deviceRequest(t, url, KEYLESS_MAC)
+        assert.equal(res.statusCode, 401, `${url}: ${res.body}`)
+        assert.equal(res.json().offline_token, undefined)
+        assert.equal((await deviceRequest(t, url, KEYED_MAC, KEY)).statusCode, 200, url)
+      }
+      assert.ok(!t.logs.some((l) => l.includes('DEVICE_KEYS_REQUIRED=false')))
+    })
+  },
+  PRODUCTION,
+)
+
+forEachBackend(
+  httpBackends,
+  'device keys in production, DEVICE_KEYS_REQUIRED=false',
+  (ctx) => {
+    test('a production instance told DEVICE_KEYS_REQUIRED=false warns at start, and key-less devices sign in', async () => {
+      const t = ctx()
+      await t.seed(STANDARD_SEED)
+      const warning = t.logs.find((l) => l.includes('DEVICE_KEYS_REQUIRED=false in production'))
+      assert.ok(warning, t.logs.join(''))
+      assert.equal(JSON.parse(warning).level, 'warn')
+      assert.equal((await deviceRequest(t, '/auth/login/device', KEYLESS_MAC)).statusCode, 200)
+    })
+  },
+  { ...PRODUCTION, DEVICE_KEYS_REQUIRED: 'false' },
+)
+
+test('DEVICE_KEYS_REQUIRED defaults to true in production only', () => {
+  const base = { JWT_SECRET: 'x'.repeat(32) }
+  assert.equal(loadConfig({ ...base, NODE_ENV: 'production' }).DEVICE_KEYS_REQUIRED, true)
+  assert.equal(loadConfig({ ...base, NODE_ENV: 'development' }).DEVICE_KEYS_REQUIRED, false)
+  assert.equal(
+    loadConfig({ ...base, NODE_ENV: 'production', DEVICE_KEYS_REQUIRED: 'false' }).DEVICE_KEYS_REQUIRED,
+    false,
+  )
+  assert.equal(loadConfig({ ...base, DEVICE_KEYS_REQUIRED: 'true' }).DEVICE_KEYS_REQUIRED, true)
+})
 
 forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
   let t: TestApp
