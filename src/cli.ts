@@ -12,10 +12,10 @@ import {
   runCommand,
   runGroup,
   type Subcommand,
+  withContext,
 } from './cli/command.js'
 import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
-import { systemClock } from './platform/clock.js'
 import { type Config, ConfigError, loadConfig, settingTypos } from './platform/config.js'
 import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { databaseUnavailable, listenFailure, StartupError } from './platform/startup.js'
@@ -184,7 +184,9 @@ An admin needs event_ids; a superadmin sees every event. Unknown fields are refu
       throw new SeedError(`seed document is not JSON: ${(err as Error).message}`)
     }
     const doc = parseSeed(parsed)
-    const out = await withDatabase(loadConfig(), ({ db }) => applySeed(db, systemClock, doc))
+    const out = await withContext(loadConfig(), (ctx) =>
+      applySeed(ctx.db, ctx.clock, doc, (revoked) => ctx.authority.revoke(revoked)),
+    )
     console.log(JSON.stringify(withoutSecrets(out), null, 2))
     return 0
   },

@@ -1,5 +1,6 @@
-import { DEVICE_KEY_PREFIX, newDeviceKey } from '../devices/devices.service.js'
+import { DEVICE_KEY_PREFIX, endDeviceTokens, newDeviceKey } from '../devices/devices.service.js'
 import {
+  archiveDevice,
   findDeviceByMac,
   findOperatorAtEvent,
   getDevice,
@@ -7,8 +8,11 @@ import {
   listDevices,
   setDeviceKeyHash,
 } from '../devices/devices.store.js'
+import type { Db } from '../platform/db/database.js'
+import type { Revocation } from '../tokens/revocations.js'
 import {
   audited,
+  type CliContext,
   CliError,
   type CommandGroup,
   integerOption,
@@ -69,36 +73,95 @@ Options:
   },
 }
 
+/** The device named by --id or --mac (exactly one of them). */
+function deviceSelector(values: Parameters<Subcommand['run']>[0], command: string) {
+  const idRaw = stringOption(values, 'id', command, true)
+  const mac = stringOption(values, 'mac', command, true)
+  if ((idRaw === undefined) === (mac === undefined))
+    throw new CliError(`wristband ${command}: give either --id or --mac`)
+  const id = idRaw === undefined ? undefined : integerOption(idRaw, 'id', command)
+  return async (tx: Db) => {
+    const device = id === undefined ? await findDeviceByMac(tx, mac!) : await getDevice(tx, id)
+    if (!device) throw new CliError(`wristband ${command}: no device ${id ?? mac}`, 1)
+    return device
+  }
+}
+
+/**
+ * Tells the running instances at once (Redis) that a device's tokens ended; without Redis they read it
+ * from the database within REVOCATION_POLL_MS.
+ */
+async function publish(ctx: CliContext, entry: Revocation | undefined): Promise<void> {
+  if (entry) await ctx.authority.revoke([entry])
+}
+
+const ENDS_TOKENS = `Every offline token issued to the device so far stops working at once on every instance (within
+REVOCATION_POLL_MS without Redis); the device signs in again for a new one.`
+
 const rotateKey: Subcommand = {
-  summary: 'Give a device a new key (the old one stops working at once)',
+  summary: 'Give a device a new key and end its offline tokens',
   usage: `Usage: wristband device rotate-key (--id ID | --mac MAC)
 
 Replaces the device's key with a new one, or gives a key-less device its first key; from then on
 the device must present it. ${KEY_NOTE}
-Offline tokens already issued stay valid until they expire. Recorded in the audit log.
+${ENDS_TOKENS} Recorded in the audit log.
 
 Options:
   --id ID              the device's id (see \`wristband device list\`)
-  --mac MAC            or its hardware address`,
+  --mac MAC            or its hardware address (in either case)`,
   options: { id: { type: 'string' }, mac: { type: 'string' } },
   async run(values, loadConfig) {
     const command = 'device rotate-key'
-    const idRaw = stringOption(values, 'id', command, true)
-    const mac = stringOption(values, 'mac', command, true)
-    if ((idRaw === undefined) === (mac === undefined))
-      throw new CliError(`wristband ${command}: give either --id or --mac`)
-    const id = idRaw === undefined ? undefined : integerOption(idRaw, 'id', command)
+    const select = deviceSelector(values, command)
     const { key, hash } = newDeviceKey()
-    const rotated = await withContext(loadConfig(), (ctx) =>
-      audited(ctx, 'cli_device_rotate_key', async (tx) => {
-        const device = id === undefined ? await findDeviceByMac(tx, mac!) : await getDevice(tx, id)
-        if (!device) throw new CliError(`wristband ${command}: no device ${id ?? mac}`, 1)
+    const rotated = await withContext(loadConfig(), async (ctx) => {
+      const done = await audited(ctx, 'cli_device_rotate_key', async (tx) => {
+        const device = await select(tx)
         await setDeviceKeyHash(tx, device.id, hash)
-        return { device, detail: { device_id: device.id, dev_mac: device.dev_mac } }
-      }),
+        const ended = await endDeviceTokens(tx, device.id, ctx.clock.now())
+        return { device, ended, detail: { device_id: device.id, dev_mac: device.dev_mac } }
+      })
+      await publish(ctx, done.ended)
+      return done
+    })
+    console.log(
+      `new key for device ${rotated.device.id} (${rotated.device.dev_mac}); its offline tokens are revoked`,
     )
-    console.log(`new key for device ${rotated.device.id} (${rotated.device.dev_mac})`)
     console.log(`device key (shown only now): ${key}`)
+    return 0
+  },
+}
+
+const revoke: Subcommand = {
+  summary: "End a device's offline tokens (a lost or stolen scanner), optionally archiving it",
+  usage: `Usage: wristband device revoke (--id ID | --mac MAC) [--archive]
+
+${ENDS_TOKENS} With --archive the device can no longer sign in at all (a stolen
+scanner); without it, it can, with its key when it has one (a key-less device needs only its MAC and
+event id: rotate-key gives it a key). Recorded in the audit log.
+
+Options:
+  --id ID              the device's id (see \`wristband device list\`)
+  --mac MAC            or its hardware address (in either case)
+  --archive            also archive the device`,
+  options: { id: { type: 'string' }, mac: { type: 'string' }, archive: { type: 'boolean' } },
+  async run(values, loadConfig) {
+    const command = 'device revoke'
+    const select = deviceSelector(values, command)
+    const archive = values.archive === true
+    const { device } = await withContext(loadConfig(), async (ctx) => {
+      const done = await audited(ctx, 'cli_device_revoke', async (tx) => {
+        const device = await select(tx)
+        const archived = archive ? await archiveDevice(tx, device.id) : false
+        const ended = await endDeviceTokens(tx, device.id, ctx.clock.now())
+        return { device, ended, detail: { device_id: device.id, dev_mac: device.dev_mac, archived } }
+      })
+      await publish(ctx, done.ended)
+      return done
+    })
+    console.log(
+      `offline tokens of device ${device.id} (${device.dev_mac}) revoked${archive ? '; the device is archived' : ''}`,
+    )
     return 0
   },
 }
@@ -156,5 +219,5 @@ Options:
 export const deviceCommands: CommandGroup = {
   name: 'device',
   summary: 'Devices and their device keys on the configured database.',
-  subcommands: { create, 'rotate-key': rotateKey, list },
+  subcommands: { create, 'rotate-key': rotateKey, revoke, list },
 }

@@ -3,13 +3,16 @@ import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants
 import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
+import { MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { checkPassword, hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import { type Claims, reachesEvent } from '../tokens/claims.js'
+import { type Claims, deviceTokensJti, reachesEvent } from '../tokens/claims.js'
+import type { Revocation } from '../tokens/revocations.js'
+import { insertRevocations } from '../tokens/revocations.store.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
   deleteSession,
@@ -20,6 +23,7 @@ import {
   findSessionOperator,
   getDevice,
   insertSession,
+  nextTokenGeneration,
   setDeviceOperator,
 } from './devices.store.js'
 
@@ -47,6 +51,29 @@ export const DEVICE_KEY_PREFIX = 'wbd_'
 export function newDeviceKey(): { key: string; hash: string } {
   const key = `${DEVICE_KEY_PREFIX}${randomToken(32)}`
   return { key, hash: sha256Hex(key) }
+}
+
+/**
+ * Ends every offline token issued to a device so far (archive, key rotation, `wristband device revoke`):
+ * starts its next token generation and writes the revocation of the one that ended, in the caller's
+ * transaction, so the device row and the revocation list change together. Every instance reads the list
+ * within REVOCATION_POLL_MS; the caller publishes the returned entry after the commit (Redis) so they
+ * hear of it at once. The entry outlives any offline token, whatever the lifetime setting of the process
+ * that issued it. Undefined when there is no such device.
+ */
+export async function endDeviceTokens(
+  tx: Db,
+  deviceId: number,
+  now: number,
+): Promise<Revocation | undefined> {
+  const ended = await nextTokenGeneration(tx, deviceId)
+  if (ended === undefined) return undefined
+  const entry = {
+    jti: deviceTokensJti(deviceId, ended),
+    expiresAt: now + MAX_OFFLINE_TOKEN_HOURS * 3_600_000,
+  }
+  await insertRevocations(tx, now, [entry])
+  return entry
 }
 
 /**
@@ -114,6 +141,7 @@ export class DeviceService {
     if (!operator) throw new ForbiddenError('No operator is associated with this device')
     const { token, claims } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
       device_id: d.id,
+      device_gen: d.token_generation,
       event_id: d.event_id,
     })
     await this.deps.audit.record({
@@ -146,6 +174,7 @@ export class DeviceService {
     await setDeviceOperator(db, d.id, operator.id)
     const { token } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
       device_id: d.id,
+      device_gen: d.token_generation,
       event_id: d.event_id,
     })
     await this.deps.audit.record({

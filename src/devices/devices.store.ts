@@ -80,6 +80,37 @@ export async function listDevices(db: Db, eventId?: number) {
   return rows.map(({ key_hash, ...d }) => ({ ...d, archived: d.archived === 1, has_key: key_hash !== null }))
 }
 
+/**
+ * Starts the next generation of a device's offline tokens; returns the generation that ended (undefined
+ * when there is no such device). The caller revokes that one in the same transaction.
+ */
+export async function nextTokenGeneration(db: Db, id: number): Promise<number | undefined> {
+  const r = await db
+    .updateTable('devices')
+    .set((eb) => ({ token_generation: eb('token_generation', '+', 1) }))
+    .where('id', '=', id)
+    .returning('token_generation')
+    .executeTakeFirst()
+  return r && r.token_generation - 1
+}
+
+/** The current token generation of the device with this id, or undefined when there is none. */
+export async function tokenGenerationOf(db: Db, id: number): Promise<number | undefined> {
+  const r = await db.selectFrom('devices').select('token_generation').where('id', '=', id).executeTakeFirst()
+  return r?.token_generation
+}
+
+/** Archives a device (it can no longer sign in); false when it was archived already or does not exist. */
+export async function archiveDevice(db: Db, id: number): Promise<boolean> {
+  const r = await db
+    .updateTable('devices')
+    .set({ archived: 1 })
+    .where('id', '=', id)
+    .where('archived', '=', 0)
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows) === 1
+}
+
 export async function setDeviceOperator(db: Db, id: number, operatorId: number): Promise<void> {
   await db.updateTable('devices').set({ operator_id: operatorId }).where('id', '=', id).execute()
 }
@@ -139,7 +170,10 @@ export async function findSessionOperator(db: Db, tokenHash: string) {
     .executeTakeFirst()
 }
 
-/** Seed files: updates the device with this hardware address, or creates it; returns its id. */
+/**
+ * Seed files: updates the device with this hardware address, or creates it; returns its id and, for an
+ * existing device, whether it was archived and its key hash before.
+ */
 export async function upsertDevice(
   db: Db,
   devMac: string,
@@ -148,9 +182,14 @@ export async function upsertDevice(
     archived: number
   },
   now: number,
-): Promise<number> {
-  return upsertById(
-    await db.selectFrom('devices').select('id').where(macIs(devMac)).executeTakeFirst(),
+): Promise<{ id: number; before?: { archived: number; key_hash: string | null } }> {
+  const found = await db
+    .selectFrom('devices')
+    .select(['id', 'archived', 'key_hash'])
+    .where(macIs(devMac))
+    .executeTakeFirst()
+  const id = await upsertById(
+    found,
     () =>
       db
         .insertInto('devices')
@@ -159,4 +198,5 @@ export async function upsertDevice(
         .executeTakeFirstOrThrow(),
     (id) => db.updateTable('devices').set(values).where('id', '=', id).execute(),
   )
+  return found ? { id, before: { archived: found.archived, key_hash: found.key_hash } } : { id }
 }

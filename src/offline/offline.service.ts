@@ -1,4 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
+import { tokenGenerationOf } from '../devices/devices.store.js'
 import { eventExists } from '../events/events.store.js'
 import type { Grant } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
@@ -35,7 +36,17 @@ export class OfflineService {
     // The token outlives the access token by days: take the grant from the record as it is now.
     const grant = await storedGrant(db, claims)
     if (!reachesEvent(grant, eventId)) throw new ForbiddenError()
-    const extra = { event_id: eventId, ...(deviceId == null ? {} : { device_id: deviceId }) }
+    // A token bound to a registered device is of the device's current token generation, so ending the
+    // device's tokens (archive, key rotation, revoke) ends this one too, and one issued after is good.
+    const generation =
+      deviceId != null && /^[1-9]\d{0,9}$/.test(deviceId) && Number(deviceId) <= 2 ** 31 - 1
+        ? await tokenGenerationOf(db, Number(deviceId))
+        : undefined
+    const extra = {
+      event_id: eventId,
+      ...(deviceId == null ? {} : { device_id: deviceId }),
+      ...(generation === undefined ? {} : { device_gen: generation }),
+    }
     const issued = tokens.issueOffline(forEvent(grant, eventId), extra)
     await audit.record({
       kind: 'offline_token_issued',

@@ -57,6 +57,9 @@ const url: Parser<string> = (raw) => {
   return raw
 }
 
+/** The longest OFFLINE_TOKEN_EXPIRE_HOURS: what outlives every offline token, whatever a process's setting. */
+export const MAX_OFFLINE_TOKEN_HOURS = 24 * 30
+
 /** `true`/`false`, a hop count, or a comma-separated list of addresses/CIDRs: Fastify's trustProxy forms. */
 export type TrustProxy = boolean | number | string[]
 /** proxy-addr's names for address ranges, usable in the list form. */
@@ -240,7 +243,7 @@ export const settings = {
   JWT_ISSUER: setting('`iss` claim issued and required', 'wristband', text),
   ACCESS_TOKEN_EXPIRE_MINUTES: setting('Access-token lifetime', '15', integer(1, 24 * 60)),
   REFRESH_TOKEN_EXPIRE_DAYS: setting('Refresh-token lifetime', '30', integer(1, 365)),
-  OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, 24 * 30)),
+  OFFLINE_TOKEN_EXPIRE_HOURS: setting('Offline-token lifetime', '72', integer(1, MAX_OFFLINE_TOKEN_HOURS)),
   DEVICE_KEYS_REQUIRED: setting(
     'Every device must present its device key at /devices/auth and /auth/login/device (`wristband device`); false: only devices that have one (warned at start in production); unset: true when NODE_ENV=production, else false',
     undefined,

@@ -2,6 +2,7 @@ import { Type } from 'typebox'
 import { Value } from 'typebox/value'
 import { upsertCustomerByPhone } from '../consumers/consumers.store.js'
 import { upsertDashboardUser } from '../dashboard/dashboard-users.store.js'
+import { endDeviceTokens } from '../devices/devices.service.js'
 import { upsertDevice } from '../devices/devices.store.js'
 import { upsertEvent } from '../events/events.store.js'
 import {
@@ -14,6 +15,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import { hashPassword } from '../platform/passwords.js'
+import type { Revocation } from '../tokens/revocations.js'
 
 const Email = Type.String({ minLength: 3, maxLength: 254, pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$' })
 const Password = Type.String({ minLength: 8, maxLength: 128 })
@@ -143,10 +145,18 @@ export function parseSeed(doc: unknown): SeedDocument {
 
 /**
  * Creates or updates the records of a seed document, matched by e-mail, phone, dev_mac, username or
- * event id/uid, in one transaction. Returns the document with every record's id filled in.
+ * event id/uid, in one transaction. Returns the document with every record's id filled in. A device
+ * archived or given another key has its offline tokens ended in that transaction; `publish` then tells
+ * the running instances at once (they read it from the database within REVOCATION_POLL_MS anyway).
  */
-export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promise<SeedDocument> {
+export async function applySeed(
+  db: Db,
+  clock: Clock,
+  doc: SeedDocument,
+  publish?: (revoked: Revocation[]) => Promise<void>,
+): Promise<SeedDocument> {
   const now = clock.now()
+  const revoked: Revocation[] = []
   // Hash outside the transaction: argon2 is slow and SQLite holds one writer at a time.
   const hashes = new Map<string, string>()
   const all = [
@@ -215,12 +225,21 @@ export async function applySeed(db: Db, clock: Clock, doc: SeedDocument): Promis
           ? {}
           : { key_hash: d.device_key === null ? null : sha256Hex(d.device_key) }),
       }
-      d.id = await upsertDevice(tx, d.dev_mac, values, now)
+      const { id, before } = await upsertDevice(tx, d.dev_mac, values, now)
+      d.id = id
+      // Archiving a device or changing its key ends the offline tokens it was issued.
+      const archived = before?.archived === 0 && values.archived === 1
+      const rekeyed = before !== undefined && 'key_hash' in values && values.key_hash !== before.key_hash
+      if (archived || rekeyed) {
+        const ended = await endDeviceTokens(tx, id, now)
+        if (ended) revoked.push(ended)
+      }
     }
     for (const u of out.dashboard_users ?? []) {
       const values = { password_hash: h(u.password), event_ids: (u.event_ids ?? []).join(',') }
       u.id = await upsertDashboardUser(tx, u.username, values, now)
     }
   })
+  if (publish && revoked.length > 0) await publish(revoked)
   return out
 }

@@ -15,6 +15,8 @@ export interface Claims {
   permissions?: Permissions
   mfa_verified_at?: number
   device_id?: string | number
+  /** The device's token generation when the offline token was issued (absent: 0). */
+  device_gen?: number
   event_id?: number
   [extra: string]: unknown
 }
@@ -38,4 +40,21 @@ export function reachesEvent(claims: Pick<Claims, 'permissions'>, eventId: numbe
 
 export function isSuperadmin(claims: Pick<Claims, 'role' | 'permissions'>): boolean {
   return claims.role === 'admin' && Boolean(claims.permissions?.['*'])
+}
+
+/**
+ * The revocation-list entry that ends one generation of the offline tokens issued to a device: archiving
+ * the device, rotating its key or `wristband device revoke` writes it and starts the next generation, so
+ * every token issued before dies at once, fleet-wide, through the revocation list every instance follows.
+ * Tokens issued before generations existed carry none: they are generation 0.
+ */
+export function deviceTokensJti(deviceId: string | number, generation: number): string {
+  return `device:${deviceId}:${generation}`
+}
+
+/** The device-generation entry that would revoke these claims, or undefined for a token bound to no device. */
+export function deviceGenerationOf(claims: Claims): string | undefined {
+  if (claims.type !== 'offline' || claims.device_id === undefined || claims.device_id === null)
+    return undefined
+  return deviceTokensJti(claims.device_id, typeof claims.device_gen === 'number' ? claims.device_gen : 0)
 }

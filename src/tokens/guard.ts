@@ -29,7 +29,9 @@ export interface GuardOptions {
 /**
  * Route hooks for a protected route. Authentication runs before the body is parsed (after the rate
  * limit, which is an onRequest hook) and the role check after validation, so the documented order
- * 429 → 401 → 422 → 403 holds. Spread the result into the route options.
+ * 429 → 401 → 422 → 403 holds. A revoked token (its jti on the revocation list, or a device's offline
+ * token whose device's tokens were ended) is 401 here as at /tokens/verify. Spread the result into the
+ * route options.
  */
 export function protect(
   tokens: TokenService,
@@ -40,7 +42,7 @@ export function protect(
     async preParsing(request, _reply, payload) {
       const token = bearerToken(request)
       if (!token) throw new UnauthorizedError('Not authenticated')
-      request.auth = tokens.verifyJwt(token, types)
+      request.auth = await tokens.authenticate(token, types)
       return payload
     },
     async preHandler(request) {
