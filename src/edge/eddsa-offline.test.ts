@@ -24,7 +24,11 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
   test('a device checks the offline token with the JWK Set alone; /tokens/verify and the guards accept it', async () => {
     const token = await offlineToken(t)
     const jwks = (await t.request({ method: 'GET', url: '/.well-known/jwks.json' })).json()
-    assert.deepEqual(decodeProtectedHeader(token), { alg: 'EdDSA', typ: 'JWT', kid: jwks.keys[0].kid })
+    assert.deepEqual(decodeProtectedHeader(token), {
+      alg: 'EdDSA',
+      typ: 'wb-offline+jwt',
+      kid: jwks.keys[0].kid,
+    })
     const { payload } = await jwtVerify(token, createLocalJWKSet(jwks), {
       algorithms: ['EdDSA'],
       audience: 'wristband',
@@ -56,7 +60,7 @@ describe('offline tokens signed with the edge key (OFFLINE_TOKEN_ALG=EdDSA)', ()
       permissions: { '*': ['events:manage'] },
       jti: 'edge-minted',
     })
-      .setProtectedHeader({ alg: 'EdDSA', kid: jwks.keys[0].kid })
+      .setProtectedHeader({ alg: 'EdDSA', kid: jwks.keys[0].kid, typ: 'wb-offline+jwt' })
       .setIssuedAt(now)
       .setExpirationTime(now + 600)
       .setAudience('wristband')
@@ -88,5 +92,22 @@ describe('offline tokens by default (HS256, as the specification fixes)', () => 
     const token = await offlineToken(t)
     assert.equal(decodeProtectedHeader(token).alg, 'HS256')
     assert.equal((await verifyToken(t, token)).valid, true)
+  })
+
+  test('with OFFLINE_TOKEN_ALG=HS256 an EdDSA offline token signed with the edge key is refused', async () => {
+    const key = createPrivateKey(fs.readFileSync(path.join(t.config.DATA_DIR, 'edge-key.pem'), 'utf8'))
+    const jwks = (await t.request({ method: 'GET', url: '/.well-known/jwks.json' })).json()
+    const hs = await offlineToken(t)
+    const claims = JSON.parse(Buffer.from(hs.split('.')[1]!, 'base64url').toString())
+    for (const typ of ['wb-offline+jwt', 'JWT']) {
+      const edgeSigned = await new SignJWT(claims)
+        .setProtectedHeader({ alg: 'EdDSA', kid: jwks.keys[0].kid, typ })
+        .sign(key)
+      assert.deepEqual(await verifyToken(t, edgeSigned), { valid: false, claims: null }, typ)
+      assert.equal(
+        (await t.request({ method: 'GET', url: '/events/1/scan-sync', token: edgeSigned })).statusCode,
+        401,
+      )
+    }
   })
 })

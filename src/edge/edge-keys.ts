@@ -5,12 +5,10 @@ import type { FastifyBaseLogger } from 'fastify'
 import { calculateJwkThumbprint, type JWK } from 'jose'
 import type { Config } from '../platform/config.js'
 
-/** One Ed25519 key of the edge key set: the current one signs, earlier ones only stay published. */
+/** One Ed25519 key of the edge key set: the current one signs, earlier ones only verify (published). */
 export interface EdgeKey {
   kid: string
   publicKey: KeyObject
-  /** Present for the signing key, and for earlier keys given as private keys (they re-render old codes). */
-  privateKey?: KeyObject
   /** The public JWK as published (kty, crv, x, kid, alg, use). */
   jwk: JWK
 }
@@ -32,16 +30,12 @@ export interface EdgeKeys {
  */
 const KID_LENGTH = 11
 
+/** The published part of a key; a private key given as a previous key keeps only its public half. */
 async function edgeKey(key: KeyObject): Promise<EdgeKey> {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key
   const raw = publicKey.export({ format: 'jwk' }) as JWK
   const kid = (await calculateJwkThumbprint(raw, 'sha256')).slice(0, KID_LENGTH)
-  return {
-    kid,
-    publicKey,
-    ...(key.type === 'private' ? { privateKey: key } : {}),
-    jwk: { kty: raw.kty, crv: raw.crv, x: raw.x, kid, alg: 'EdDSA', use: 'sig' },
-  }
+  return { kid, publicKey, jwk: { kty: raw.kty, crv: raw.crv, x: raw.x, kid, alg: 'EdDSA', use: 'sig' } }
 }
 
 /**

@@ -98,7 +98,9 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         response: { 200: FeedPage, ...errorResponses(401, 403, 404) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
+      // The service's time: scanners correct their clocks by it (the window of use-batch is its).
+      reply.header('date', new Date(deps.clock.now()).toUTCString())
       const claims = claimsOf(request)
       const eventId = request.params.event_id
       if (!hasScope(claims, eventId, 'ticket:scan') && !hasScope(claims, eventId, 'sync:download'))

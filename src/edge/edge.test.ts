@@ -250,7 +250,7 @@ forEachBackend(httpBackends, 'edge key rotation', (ctx) => {
       .toString()
       .replace(/-----[A-Z ]+-----|\s/g, '')
 
-  test('after a rotation, codes of the old key read back byte for byte while its private key is a previous key; new codes use the new key', async () => {
+  test('after a rotation only the current key signs: an old code comes back with the same claims under the new key, and still scans while the old key is published', async () => {
     const first = ctx()
     const keys = await seedPartner(first)
     const type = await newTicketType(first, keys.write)
@@ -259,25 +259,35 @@ forEachBackend(httpBackends, 'edge key rotation', (ctx) => {
       (await partnerGet(t, `/companies/transfer/${m.company_ticket_id}`, keys.read)).json()
         .ticket_code as string
     const before = await read(first)
+    assert.equal(await read(first), before, 'the same code on every read')
     const old = createPrivateKey(fs.readFileSync(path.join(first.config.DATA_DIR, 'edge-key.pem'), 'utf8'))
     const next = generateKeyPairSync('ed25519').privateKey
-    // A second instance on the same database with the rotated configuration.
+    const payloadOf = (code: string) => code.split('.')[1]
+    // A second instance on the same database with the rotated configuration; the old private key given
+    // as a previous key is used for its public half only.
     const env = { ...processEnvOf(first), EDGE_SIGNING_KEY: pkcs8(next), EDGE_PREVIOUS_KEYS: pkcs8(old) }
     // The backend object only provisions; with storage given it is not consulted.
     const second = await startApp(httpBackends[0]!, env, { env, dispose: async () => {} })
+    let shown: string
     try {
-      assert.equal(await read(second), before)
+      const newKid = (await jwksOf(second)).keys[0].kid
+      shown = await read(second)
+      assert.notEqual(shown, before)
+      assert.deepEqual(decodeProtectedHeader(shown), { alg: 'EdDSA', kid: newKid, typ: 'wb-ticket' })
+      assert.equal(payloadOf(shown), payloadOf(before), 'the same claims, version included')
+      assert.equal(await read(second), shown, 'deterministic under the new key')
+      await verifyCode(second, shown)
       await verifyCode(second, before)
       const fresh = await newTransfer(second, keys.write, type)
       const code = (
         await partnerGet(second, `/companies/transfer/${fresh.company_ticket_id}`, keys.read)
       ).json().ticket_code
-      assert.equal(decodeProtectedHeader(code).kid, (await jwksOf(second)).keys[0].kid)
-      assert.notEqual(decodeProtectedHeader(code).kid, decodeProtectedHeader(before).kid)
+      assert.equal(decodeProtectedHeader(code).kid, newKid)
     } finally {
       await second.close()
     }
-    // With only the old public key, old codes still verify at scanners but the service cannot show them.
+    // With the old key as a public key the service shows the same code; once the old key is gone, the
+    // old code no longer verifies and the shown one does.
     const publicOnly = {
       ...processEnvOf(first),
       EDGE_SIGNING_KEY: pkcs8(next),
@@ -286,9 +296,17 @@ forEachBackend(httpBackends, 'edge key rotation', (ctx) => {
     const third = await startApp(httpBackends[0]!, publicOnly, { env: publicOnly, dispose: async () => {} })
     try {
       await verifyCode(third, before)
-      assert.equal(await read(third), null)
+      assert.equal(await read(third), shown)
     } finally {
       await third.close()
+    }
+    const gone = { ...processEnvOf(first), EDGE_SIGNING_KEY: pkcs8(next) }
+    const fourth = await startApp(httpBackends[0]!, gone, { env: gone, dispose: async () => {} })
+    try {
+      await verifyCode(fourth, shown)
+      await assert.rejects(verifyCode(fourth, before))
+    } finally {
+      await fourth.close()
     }
   })
 })

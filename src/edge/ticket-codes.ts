@@ -22,6 +22,13 @@ export interface IssuedCode {
   digest: string
 }
 
+/**
+ * The JOSE `typ` of ticket codes. The edge key also signs offline tokens (`typ: "wb-offline+jwt"`,
+ * tokens/jwt.ts): the header tells them apart, so a code never verifies as a token nor a token as a
+ * code. Codes issued before this header existed have none; scanners accept that too.
+ */
+export const TICKET_CODE_TYP = 'wb-ticket'
+
 /** A code stays valid two days past the later of its ticket date and its issue. */
 const GRACE_SECONDS = 2 * 86_400
 
@@ -37,8 +44,8 @@ export function codeDigest(code: string): string {
  * Ticket codes are compact JWS (RFC 7515) signed with the edge key (EdDSA, Ed25519): any JOSE library
  * checks them, the key id travels in the header, and the code is about 300 characters, a QR code of
  * version 10 to 13. A transfer keeps only the signing input of its code; the signature is made again
- * on each read (Ed25519 signatures are deterministic, so it is the same code every time, also after a
- * rotation while the old private key is in EDGE_PREVIOUS_KEYS), and a copy of the database admits nobody.
+ * on each read (Ed25519 signatures are deterministic, so it is the same code every time until the key
+ * rotates), and a copy of the database admits nobody.
  */
 export class TicketCodes {
   constructor(private readonly deps: { keys: EdgeKeys }) {}
@@ -71,24 +78,32 @@ export class TicketCodes {
       exp: Math.max(Number.isFinite(date) ? date : nbf, nbf) + GRACE_SECONDS,
     }
     const code = await new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
-      .setProtectedHeader({ alg: 'EdDSA', kid: key.kid })
+      .setProtectedHeader({ alg: 'EdDSA', kid: key.kid, typ: TICKET_CODE_TYP })
       .sign(key.privateKey)
     return { code, body: code.slice(0, code.lastIndexOf('.')), digest: codeDigest(code) }
   }
 
   /**
-   * The code of a stored signing input: the same bytes `issue` gave. Null when the transfer has no code
-   * (made before ticket codes, or without an edge key) or the private key of its kid is gone.
+   * The code of a stored signing input. Signed by the current key only: a code made under it comes back
+   * byte for byte (Ed25519 is deterministic); one made under an earlier key (a rotation) comes back with
+   * the same claims under the current key, so earlier keys in EDGE_PREVIOUS_KEYS only verify (the old code
+   * itself still scans while its key is published). Null when the transfer has no code (made before ticket
+   * codes) or the service has no signing key.
    */
   render(body: string | null): string | null {
-    if (body === null) return null
+    const key = this.deps.keys.signing
+    if (body === null || !key) return null
+    const dot = body.indexOf('.')
     let kid: unknown
     try {
-      kid = JSON.parse(Buffer.from(body.slice(0, body.indexOf('.')), 'base64url').toString()).kid
+      kid = JSON.parse(Buffer.from(body.slice(0, dot), 'base64url').toString()).kid
     } catch {
       return null
     }
-    const key = typeof kid === 'string' ? this.deps.keys.byKid(kid)?.privateKey : undefined
-    return key ? `${body}.${sign(null, Buffer.from(body), key).toString('base64url')}` : null
+    const input =
+      kid === key.kid
+        ? body
+        : `${Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ: TICKET_CODE_TYP })).toString('base64url')}${body.slice(dot)}`
+    return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`
   }
 }

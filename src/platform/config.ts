@@ -230,7 +230,7 @@ export const settings = {
     edgeKey,
   ),
   EDGE_PREVIOUS_KEYS: setting(
-    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still in /.well-known/jwks.json (rotation)',
+    'Comma-separated earlier Ed25519 keys (base64 PKCS#8 or SPKI) still in /.well-known/jwks.json (rotation); they only verify, the current key alone signs',
     '',
     edgeKeyList,
   ),

@@ -109,6 +109,8 @@ export async function registerSecurityHeaders(app: FastifyInstance, corsOrigins:
       origin: corsOrigins,
       methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
       allowedHeaders: ['authorization', 'content-type', 'api_key', 'idempotency-key', 'x-request-id'],
+      // Browser scanners correct their clock from the service's Date header (packages/scanner).
+      exposedHeaders: ['date'],
       maxAge: 600,
     })
   }

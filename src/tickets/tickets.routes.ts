@@ -168,7 +168,9 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses(401, 403) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
+      // The service's time, which decides the window: scanners correct their clocks by it.
+      reply.header('date', new Date(deps.clock.now()).toUTCString())
       const claims = claimsOf(request)
       const scans = request.body.scans.map((s, i) => {
         const usedAt = Date.parse(s.used_at)

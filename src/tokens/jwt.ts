@@ -13,8 +13,9 @@ export interface JwtOptions {
   clock: Clock
   /**
    * The Ed25519 edge key (edge/edge-keys.ts): with `signOffline` (OFFLINE_TOKEN_ALG=EdDSA) offline
-   * tokens are signed with it so a device can check them with the JWK Set; its public keys verify
-   * EdDSA tokens, which are accepted as offline tokens only.
+   * tokens are signed with it (the current key only, `typ` EDGE_OFFLINE_TYP) so a device can check them
+   * with the JWK Set; its public keys then verify EdDSA tokens, which are accepted as offline tokens of
+   * that `typ` only. Without `signOffline` no EdDSA token verifies.
    */
   edge?: {
     signing?: { kid: string; privateKeyPem: string }
@@ -29,6 +30,18 @@ export function keyId(secret: string): string {
 }
 
 type VerifyFn = (token: string) => Claims
+
+/**
+ * The JOSE `typ` of offline tokens signed with the edge key. The edge key also signs ticket codes
+ * (`typ: "wb-ticket"`, edge/ticket-codes.ts); the header tells the two apart, so a code never verifies as
+ * a token and a token never as a code (RFC 8725, explicit typing).
+ */
+export const EDGE_OFFLINE_TYP = 'wb-offline+jwt'
+/**
+ * What EdDSA offline tokens of the release before carried (fast-jwt's default); accepted while such tokens
+ * can be alive (OFFLINE_TOKEN_EXPIRE_HOURS after the upgrade). TODO: drop in the next release.
+ */
+const LEGACY_OFFLINE_TYP = 'JWT'
 
 /** Tokens whose check is remembered; the oldest entry goes first. */
 const CHECKED_ENTRIES = 10_000
@@ -55,9 +68,16 @@ export class JwtCodec {
     const edge = opts.edge
     this.edgeSign =
       edge?.signOffline && edge.signing
-        ? createSigner({ key: edge.signing.privateKeyPem, algorithm: 'EdDSA', kid: edge.signing.kid })
+        ? createSigner({
+            key: edge.signing.privateKeyPem,
+            algorithm: 'EdDSA',
+            kid: edge.signing.kid,
+            header: { alg: 'EdDSA', typ: EDGE_OFFLINE_TYP },
+          })
         : undefined
-    for (const k of edge?.verifying ?? []) {
+    // EdDSA offline tokens are accepted only while OFFLINE_TOKEN_ALG=EdDSA: with HS256 the edge key signs
+    // ticket codes alone, and nothing it signed is a token.
+    for (const k of edge?.signOffline ? edge.verifying : []) {
       const verify = createVerifier({
         key: k.publicKeyPem,
         algorithms: ['EdDSA'],
@@ -149,7 +169,9 @@ export class JwtCodec {
 
   private checkEdge(token: string): Claims | null {
     try {
-      const verify = this.edgeVerifiers.get(headerKid(token) as string)
+      const header = headerOf(token)
+      if (header?.typ !== EDGE_OFFLINE_TYP && header?.typ !== LEGACY_OFFLINE_TYP) return null
+      const verify = this.edgeVerifiers.get(header.kid as string)
       return verify ? verify(token) : null
     } catch {
       return null
@@ -164,10 +186,17 @@ export class JwtCodec {
   }
 }
 
-function headerKid(token: string): unknown {
+function headerOf(token: string): Record<string, unknown> | undefined {
   try {
-    return JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString()).kid
+    const header: unknown = JSON.parse(
+      Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString(),
+    )
+    return typeof header === 'object' && header !== null ? (header as Record<string, unknown>) : undefined
   } catch {
     return undefined
   }
+}
+
+function headerKid(token: string): unknown {
+  return headerOf(token)?.kid
 }

@@ -27,9 +27,10 @@ export function deviceNetwork(t: TestApp): Network {
         headers: { ...(init?.headers as Record<string, string>), 'x-forwarded-for': address },
         ...(init?.body !== undefined ? { payload: String(init.body) } : {}),
       })
+      const date = res.headers.date
       return new Response(res.body, {
         status: res.statusCode,
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(typeof date === 'string' ? { date } : {}) },
       })
     }) as typeof fetch,
   }

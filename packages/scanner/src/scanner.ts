@@ -21,17 +21,20 @@ export type ScanResult =
 /** A scan recorded offline, waiting for upload through POST /tickets/use-batch. */
 export interface QueuedScan {
   transfer_uid: string
+  /** UTC, ISO 8601, on the corrected clock. */
   used_at: string
   access_gate?: string
+  /** The scanned code's version: the service flags a scan of a re-issued one (`revoked_code`). */
+  version?: number
 }
 
 /** A scan the service counted as a second use: another device's scan reached it first. */
 export interface Conflict {
   transfer_uid: string
-  /** When this device scanned it (ISO 8601). */
+  /** When this device scanned it (UTC, ISO 8601, on the clock corrected by the service's time). */
   scanned_at: string
-  /** The first use the service counted, event's local time. */
-  used_timestamp: string | null
+  /** The first use the service counted (UTC, ISO 8601), the same form as `scanned_at`. */
+  used_at: string | null
 }
 
 export interface SyncReport {
@@ -40,6 +43,13 @@ export interface SyncReport {
   conflicts: Conflict[]
   /** Scans the service refused (NOT_FOUND, FORBIDDEN): kept out of the queue, reported once. */
   rejected: { transfer_uid: string; status: string }[]
+  /**
+   * Uploads the service recorded with a flag: `clock_adjusted` (the scan time lay outside its window and
+   * the service's time was recorded instead) or `revoked_code` (a re-issued code was scanned; it counts).
+   */
+  flagged: { transfer_uid: string; clock_adjusted?: true; revoked_code?: true }[]
+  /** The device clock's offset from the service's (ms, added to the device's time), as estimated now. */
+  clockOffsetMs: number
   /** Tickets changed since the previous sync. */
   changes: number
   /** Whether the key set was fetched again. */
@@ -66,6 +76,8 @@ export interface ScannerState {
   keys: JWK[]
   tickets: Record<string, TicketState>
   queue: QueuedScan[]
+  /** The clock offset estimated at the last sync (ms), kept across restarts while offline. */
+  clock_offset_ms?: number
 }
 
 export interface ScannerOptions {
@@ -88,14 +100,28 @@ export interface ScannerOptions {
   digest?: (code: string) => string | Promise<string>
 }
 
+/**
+ * Why a call to the service failed: `network` (unreachable: offline, DNS, refused), `cors` (a browser
+ * page whose origin the service does not allow: set CORS_ORIGINS), `http` (the service answered an error
+ * status, in `status`).
+ */
+export type ScannerErrorKind = 'network' | 'cors' | 'http'
+
 export class ScannerError extends Error {
   constructor(
     message: string,
     readonly status?: number,
+    readonly kind: ScannerErrorKind = status === undefined ? 'network' : 'http',
   ) {
     super(message)
   }
 }
+
+/**
+ * The JOSE `typ` of ticket codes (codes issued before it existed have none). The service's edge key also
+ * signs offline tokens, with another `typ`: a token is never taken for a code.
+ */
+const TICKET_CODE_TYP = 'wb-ticket'
 
 const BATCH = 500
 const encoder = new TextEncoder()
@@ -140,9 +166,15 @@ function claimsOf(code: string): CodeClaims | null {
   }
 }
 
-function kidOf(code: string): string | null {
+/** The key id of a code's header, 'not a code' for another `typ` (an offline token), or null. */
+function kidOf(code: string): string | null | 'not a code' {
   try {
-    const header = decodeJson(code.slice(0, code.indexOf('.'))) as { alg?: unknown; kid?: unknown }
+    const header = decodeJson(code.slice(0, code.indexOf('.'))) as {
+      alg?: unknown
+      kid?: unknown
+      typ?: unknown
+    }
+    if (header.typ !== undefined && header.typ !== TICKET_CODE_TYP) return 'not a code'
     return header.alg === 'EdDSA' && typeof header.kid === 'string' ? header.kid : null
   } catch {
     return null
@@ -166,6 +198,8 @@ export class Scanner {
   private readonly keys = new Map<string, ReturnType<typeof importJWK>>()
   private readonly tickets: Map<string, TicketState>
   private queue: QueuedScan[]
+  /** Added to the device's time: the service's time as estimated from its Date header at each sync. */
+  private clockOffsetMs: number
 
   constructor(opts: ScannerOptions) {
     this.opts = opts
@@ -178,7 +212,13 @@ export class Scanner {
     this.jwks = s?.keys ?? []
     this.tickets = new Map(Object.entries(s?.tickets ?? {}))
     this.queue = [...(s?.queue ?? [])]
+    this.clockOffsetMs = s?.clock_offset_ms ?? 0
     this.importKeys()
+  }
+
+  /** The corrected time (ms): the device's clock plus the offset estimated at the last sync. */
+  private correctedNow(): number {
+    return this.now() + this.clockOffsetMs
   }
 
   /** Scans waiting for upload. */
@@ -198,6 +238,7 @@ export class Scanner {
       keys: this.jwks,
       tickets: Object.fromEntries(this.tickets),
       queue: [...this.queue],
+      clock_offset_ms: this.clockOffsetMs,
     }
   }
 
@@ -210,6 +251,7 @@ export class Scanner {
     const vouched = known?.d != null && known.d === (await this.digest(code))
     if (!vouched) {
       const kid = kidOf(code)
+      if (kid === 'not a code') return { status: 'FORGED', reason: 'not a ticket code' }
       const key = kid === null ? undefined : this.keys.get(kid)
       if (!key) return { status: 'FORGED', reason: 'unknown key' }
       try {
@@ -221,7 +263,8 @@ export class Scanner {
     if (claims.e !== this.opts.eventId)
       return { status: 'WRONG_EVENT', transfer_uid: claims.t, event_id: claims.e }
     if (known && claims.n < known.v) return { status: 'REVOKED', transfer_uid: claims.t }
-    if (claims.exp * 1000 < this.now()) return { status: 'EXPIRED', transfer_uid: claims.t }
+    const now = this.correctedNow()
+    if (claims.exp * 1000 < now) return { status: 'EXPIRED', transfer_uid: claims.t }
     if (known?.u != null)
       return {
         status: 'ALREADY_USED',
@@ -238,7 +281,7 @@ export class Scanner {
         used_at: known.lu,
         gate: known.lg ?? null,
       }
-    const usedAt = new Date(this.now()).toISOString()
+    const usedAt = new Date(now).toISOString()
     const state = known ?? { v: claims.n, d: null, u: null, g: null }
     state.lu = usedAt
     state.lg = this.opts.gate ?? null
@@ -247,6 +290,7 @@ export class Scanner {
       transfer_uid: claims.t,
       used_at: usedAt,
       ...(this.opts.gate !== undefined ? { access_gate: this.opts.gate } : {}),
+      version: claims.n,
     })
     return { status: 'VALID', transfer_uid: claims.t, ticket_uid: claims.k }
   }
@@ -257,11 +301,27 @@ export class Scanner {
    * Throws ScannerError when the service cannot be reached; nothing queued is lost then.
    */
   async sync(): Promise<SyncReport> {
-    const report: SyncReport = { used: [], conflicts: [], rejected: [], changes: 0, keysFetched: false }
+    const report: SyncReport = {
+      used: [],
+      conflicts: [],
+      rejected: [],
+      flagged: [],
+      changes: 0,
+      keysFetched: false,
+      clockOffsetMs: this.clockOffsetMs,
+    }
+    const clock = new OffsetEstimate()
     while (this.queue.length > 0) {
       const batch = this.queue.slice(0, BATCH)
-      const body = (await this.call('POST', '/tickets/use-batch', { scans: batch })) as {
-        results: { transfer_uid: string; status: string; used_timestamp?: string }[]
+      const body = (await this.call('POST', '/tickets/use-batch', { scans: batch }, clock)) as {
+        results: {
+          transfer_uid: string
+          status: string
+          used_timestamp?: string
+          used_at?: string
+          clock_adjusted?: true
+          revoked_code?: true
+        }[]
       }
       body.results.forEach((r, i) => {
         const scan = batch[i]!
@@ -276,7 +336,13 @@ export class Scanner {
             report.conflicts.push({
               transfer_uid: r.transfer_uid,
               scanned_at: scan.used_at,
-              used_timestamp: r.used_timestamp ?? null,
+              used_at: r.used_at ?? null,
+            })
+          if (r.status === 'USED' && (r.clock_adjusted || r.revoked_code))
+            report.flagged.push({
+              transfer_uid: r.transfer_uid,
+              ...(r.clock_adjusted ? { clock_adjusted: true } : {}),
+              ...(r.revoked_code ? { revoked_code: true } : {}),
             })
         } else report.rejected.push({ transfer_uid: r.transfer_uid, status: r.status })
       })
@@ -285,7 +351,12 @@ export class Scanner {
     let keyIds: string[] = []
     for (;;) {
       const q = this.cursor === null ? '' : `?cursor=${encodeURIComponent(this.cursor)}`
-      const page = (await this.call('GET', `/events/${this.opts.eventId}/scan-sync${q}`)) as {
+      const page = (await this.call(
+        'GET',
+        `/events/${this.opts.eventId}/scan-sync${q}`,
+        undefined,
+        clock,
+      )) as {
         key_ids: string[]
         tickets: {
           transfer_uid: string
@@ -314,10 +385,15 @@ export class Scanner {
     }
     const have = this.jwks.map((k) => k.kid).sort()
     if (keyIds.length !== have.length || [...keyIds].sort().some((k, i) => k !== have[i])) {
-      this.jwks = ((await this.call('GET', '/.well-known/jwks.json')) as { keys: JWK[] }).keys
+      this.jwks = (
+        (await this.call('GET', '/.well-known/jwks.json', undefined, clock)) as { keys: JWK[] }
+      ).keys
       this.importKeys()
       report.keysFetched = true
     }
+    const offset = clock.offset()
+    if (offset !== undefined) this.clockOffsetMs = offset
+    report.clockOffsetMs = this.clockOffsetMs
     return report
   }
 
@@ -332,11 +408,18 @@ export class Scanner {
     }
   }
 
-  private async call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+  private async call(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    clock: OffsetEstimate,
+  ): Promise<unknown> {
     const token = typeof this.opts.token === 'function' ? await this.opts.token() : this.opts.token
+    const url = `${this.opts.baseUrl.replace(/\/$/, '')}${path}`
     let res: Response
+    const sent = this.now()
     try {
-      res = await this.fetchFn(`${this.opts.baseUrl.replace(/\/$/, '')}${path}`, {
+      res = await this.fetchFn(url, {
         method,
         headers: {
           authorization: `Bearer ${token}`,
@@ -345,9 +428,69 @@ export class Scanner {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       })
     } catch (err) {
-      throw new ScannerError(`service unreachable: ${(err as Error).message}`)
+      throw await this.unreachable(err as Error)
     }
+    clock.sample(sent, this.now(), res.headers.get('date'))
     if (!res.ok) throw new ScannerError(`${method} ${path} answered ${res.status}`, res.status)
     return res.json()
+  }
+
+  /**
+   * Names why the service could not be reached. A browser reports a CORS refusal and a network failure
+   * alike (a TypeError); a no-cors request tells them apart: it goes through when the service is
+   * reachable and only CORS stood in the way.
+   */
+  private async unreachable(err: Error): Promise<ScannerError> {
+    const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause
+    const detail = cause?.code ?? cause?.message ?? err.message
+    const page = (globalThis as { location?: { origin?: string } }).location?.origin
+    const nav = (globalThis as { navigator?: { onLine?: boolean } }).navigator
+    const origin = new URL(this.opts.baseUrl).origin
+    if (page !== undefined && page !== origin && nav?.onLine !== false) {
+      try {
+        await this.fetchFn(`${origin}/health`, { mode: 'no-cors' })
+        return new ScannerError(
+          `blocked by CORS: set CORS_ORIGINS on the service to allow ${page} (the service is reachable)`,
+          undefined,
+          'cors',
+        )
+      } catch {
+        // Unreachable without CORS too: a network failure.
+      }
+    }
+    return new ScannerError(`network unreachable: ${this.opts.baseUrl} (${detail})`, undefined, 'network')
+  }
+}
+
+/**
+ * The device clock's offset from the service's, from the Date headers of one sync's answers. A Date
+ * header has whole seconds: the service's time at the answer lay in [date, date + 1 s), which, seen from
+ * the device between sending and receiving, bounds the offset. Bounds of several answers are intersected
+ * and the middle is taken (within half a second and half a round trip).
+ */
+const DATE_SLACK_MS = 1000
+
+class OffsetEstimate {
+  private low = Number.NEGATIVE_INFINITY
+  private high = Number.POSITIVE_INFINITY
+  private last: [number, number] | undefined
+
+  sample(sent: number, received: number, date: string | null): void {
+    const at = date === null ? Number.NaN : Date.parse(date)
+    if (Number.isNaN(at)) return
+    const low = at - received
+    const high = at + 1000 - sent
+    this.last = [low, high]
+    this.low = Math.max(this.low, low)
+    this.high = Math.min(this.high, high)
+  }
+
+  offset(): number | undefined {
+    if (!this.last) return undefined
+    // Bounds that do not meet: the device clock was set during the sync; the last answer decides.
+    const [low, high] = this.low <= this.high ? [this.low, this.high] : this.last
+    // A clock that agrees with the service's as far as a Date header can tell (give or take a second: a
+    // server may cache its Date text for a second) is left alone.
+    return low - DATE_SLACK_MS <= 0 && 0 <= high + DATE_SLACK_MS ? 0 : Math.round((low + high) / 2)
   }
 }
