@@ -13,6 +13,7 @@ import { AppError, ForbiddenError, UnauthorizedError } from '../platform/errors.
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
+import { latestRevokedCodeUses } from '../tickets/tickets.service.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
@@ -369,7 +370,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       const event = await findEvent(deps, event_id)
-      return reply.type('text/html; charset=utf-8').send(eventPage(session, event))
+      const revokedCodeUses = await latestRevokedCodeUses(deps, event_id)
+      return reply.type('text/html; charset=utf-8').send(eventPage(session, event, revokedCodeUses))
     },
   )
 

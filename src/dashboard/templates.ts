@@ -141,7 +141,20 @@ const RANGE_LABELS: Record<Range, string> = {
  * The event page is a frame: the page script fills every figure from the JSON endpoint and keeps
  * refreshing it, so the page and API users read one source.
  */
-export function eventPage(session: { viewer: Viewer; csrfToken: string }, event: EventSummary): string {
+/** A use of a re-issued (revoked) code, as the event page lists it. */
+export interface RevokedCodeUse {
+  uid: string
+  company_ticket_id: string
+  used_timestamp: string | null
+  used_gate: string | null
+  code_version: number
+}
+
+export function eventPage(
+  session: { viewer: Viewer; csrfToken: string },
+  event: EventSummary,
+  revokedCodeUses: RevokedCodeUse[] = [],
+): string {
   const tile = (key: string, label: string) =>
     html`<div class="tile"><span class="label">${label}</span><span class="value" data-figure="${key}">–</span></div>`
   return layout(
@@ -189,6 +202,21 @@ export function eventPage(session: { viewer: Viewer; csrfToken: string }, event:
         <p class="chart-note" data-gates-note></p>
       </section>
     </div>
+    <section class="panel" data-revoked-code-uses>
+      <h2>Uses of re-issued codes</h2>
+      <p class="meta">Entries made with a code that had been re-issued (a leaked screenshot, a lost phone), reached the service before the holder's new code: they count, and the holder's later scan met "already used". Latest first.</p>
+      ${
+        revokedCodeUses.length === 0
+          ? html`<p class="empty">None.</p>`
+          : html`<div class="scroll"><table>
+          <thead><tr><th>Used (event time)</th><th>Gate</th><th>Partner's ticket id</th><th>Transfer</th><th class="num">Current code version</th></tr></thead>
+          <tbody>${revokedCodeUses.map(
+            (u) =>
+              html`<tr><td>${u.used_timestamp ?? ''}</td><td>${u.used_gate ?? '–'}</td><td>${u.company_ticket_id}</td><td>${u.uid}</td><td class="num">${u.code_version}</td></tr>`,
+          )}</tbody>
+        </table></div>`
+      }
+    </section>
     <section class="panel">
       <h2>Webhook deliveries</h2>
       <p class="meta" data-webhook-url></p>

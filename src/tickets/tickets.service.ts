@@ -123,9 +123,12 @@ export class TicketsService {
       ...flags,
     }
   }
+}
 
-  /** The latest uses of an event that were scans of a re-issued code (dashboard). */
-  revokedCodeUses(eventId: number) {
-    return revokedCodeUses(this.deps.db, eventId, REVOKED_CODE_USES_SHOWN)
-  }
+/**
+ * The latest uses of an event that were scans of a re-issued (revoked) code, for the dashboard's event
+ * page: a leaked old code reached a gate before the holder's new one, which then met ALREADY_USED.
+ */
+export function latestRevokedCodeUses(deps: { db: Db }, eventId: number) {
+  return revokedCodeUses(deps.db, eventId, REVOKED_CODE_USES_SHOWN)
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { dashboardSession } from '../../test/helpers/dashboard.js'
 import {
   deviceToken,
   newTicketType,
@@ -192,6 +193,17 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
       payload: { scans: [{ transfer_uid: old.transfer_uid, used_at: usedAt, version: 0 }] },
     })
     assert.equal(bad.statusCode, 422)
+    // The dashboard's event page lists the use for follow-up.
+    const session = await dashboardSession(t, 'partner1')
+    const page = await t.request({
+      method: 'GET',
+      url: '/dashboard/events/1',
+      cookies: { wb_session: session },
+    })
+    assert.equal(page.statusCode, 200)
+    const section = page.body.slice(page.body.indexOf('data-revoked-code-uses'))
+    assert.ok(section.includes(old.company_ticket_id), 'the revoked-code use is listed')
+    assert.ok(!section.slice(0, section.indexOf('</section>')).includes(current.company_ticket_id))
   })
 
   test('use-batch: at most 500 scans, offsets required, a token is required', async () => {
