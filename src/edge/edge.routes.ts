@@ -70,6 +70,9 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
     },
     async (_request, reply) => {
       reply.header('cache-control', 'public, max-age=300')
+      // Public keys, meant to be read from anywhere; browser scanners also probe this address to tell a
+      // CORS refusal from a network failure (a no-cors request that same-origin would block).
+      reply.header('cross-origin-resource-policy', 'cross-origin')
       return keys.jwks as { keys: Static<typeof Jwk>[] }
     },
   )

@@ -448,7 +448,7 @@ export class Scanner {
     const origin = new URL(this.opts.baseUrl).origin
     if (page !== undefined && page !== origin && nav?.onLine !== false) {
       try {
-        await this.fetchFn(`${origin}/health`, { mode: 'no-cors' })
+        await this.fetchFn(`${origin}/.well-known/jwks.json`, { mode: 'no-cors' })
         return new ScannerError(
           `blocked by CORS: set CORS_ORIGINS on the service to allow ${page} (the service is reachable)`,
           undefined,
