@@ -1,5 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import path from 'node:path'
+import zlib from 'node:zlib'
+import compress from '@fastify/compress'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
@@ -205,6 +207,14 @@ async function assemble(
       void audit.record({ kind: 'rate_limit_hit', ip, outcome: 'denied', detail: { route } }),
   })
   await registerSecurityHeaders(app, config.CORS_ORIGINS)
+  // Large JSON answers (lists, the scanner feed) compressed as the client accepts; small ones (verify's,
+  // which its fast lane answers before Fastify anyway) are not worth it. Brotli at a quality that keeps
+  // a megabyte to milliseconds.
+  await app.register(compress, {
+    threshold: 1024,
+    encodings: ['br', 'gzip'],
+    brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
+  })
   await registerOpenApi(app, SERVICE_VERSION)
 
   // The features.

@@ -1,14 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { CompanyTicketIdParams, TicketCode } from '../partner/partner.schemas.js'
 import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
-import { ForbiddenError } from '../platform/errors.js'
+import { ForbiddenError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { EdgeService, type EdgeServiceDeps } from './edge.service.js'
+import { EdgeService, type EdgeServiceDeps, FEED_PAGE_SIZE, type SnapshotPage } from './edge.service.js'
 
 export interface EdgeRoutesDeps extends EdgeServiceDeps {
   tokens: TokenService
@@ -16,7 +17,19 @@ export interface EdgeRoutesDeps extends EdgeServiceDeps {
 
 /** A full sync of 100,000 tickets is 20 pages; scanners poll every few seconds to a minute. */
 const SCAN_SYNC_RATE_LIMIT = 600
-const FEED_PAGE = 5000
+const FEED_PAGE = FEED_PAGE_SIZE
+
+/** The encoding a client takes, of those a snapshot page is stored in (q=0 refuses one). */
+function acceptedEncoding(header: string | undefined): 'br' | 'gzip' | undefined {
+  const offered = new Set(
+    (header ?? '')
+      .split(',')
+      .map((part) => part.trim().toLowerCase())
+      .filter((part) => !/;\s*q=0(\.0*)?$/.test(part))
+      .map((part) => part.split(';')[0]!.trim()),
+  )
+  return offered.has('br') ? 'br' : offered.has('gzip') ? 'gzip' : undefined
+}
 
 const Jwk = Type.Object({
   kty: Type.Literal('OKP'),
@@ -42,6 +55,37 @@ const FeedEntry = Type.Object({
   used_gate: Type.Union([Type.String(), Type.Null()]),
 })
 
+const ColumnsPage = Type.Object(
+  {
+    format: Type.Literal('columns'),
+    event_id: Type.Integer(),
+    key_ids: Type.Array(Type.String()),
+    ticket_types: Type.Array(Type.String(), { description: 'Ticket type uids; `types` index into it' }),
+    gates: Type.Array(Type.String(), {
+      description: 'Gates of the uses; `used[k][2]` indexes into it (-1: none)',
+    }),
+    count: Type.Integer({ description: 'Tickets in the page' }),
+    ids: Type.String({
+      description: 'Per ticket, the first 16 hex characters of its transfer uid, concatenated',
+    }),
+    digests: Type.String({
+      description: 'Per ticket, its code digest (22 characters; 22 `~` without a code), concatenated',
+    }),
+    types: Type.Array(Type.Integer(), { description: "Per ticket, its ticket type's index" }),
+    versions: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()]), {
+      description: '`[ticket index, code version]` for versions above 1 (re-issued codes)',
+    }),
+    used: Type.Array(Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()]), {
+      description: '`[ticket index, used at (epoch ms, UTC), gate index or -1]` for used tickets',
+    }),
+    cursor: Type.String({
+      description: 'Pass as `cursor`: `position.id` inside a first sync, a plain feed position after it',
+    }),
+    has_more: Type.Boolean(),
+  },
+  { description: 'The compact encoding (`format=columns`)' },
+)
+
 const FeedPage = Type.Object({
   event_id: Type.Integer(),
   key_ids: Type.Array(Type.String(), {
@@ -51,6 +95,13 @@ const FeedPage = Type.Object({
   cursor: Type.String({ description: 'Pass as `cursor` for the changes after this page' }),
   has_more: Type.Boolean({ description: 'Another page follows at once' }),
 })
+
+function sendSnapshotPage(reply: FastifyReply, page: SnapshotPage, encoding: 'br' | 'gzip' | undefined) {
+  reply.header('content-type', 'application/json; charset=utf-8').header('vary', 'accept-encoding')
+  if (encoding) reply.header('content-encoding', encoding)
+  // Sent as it is (a Buffer is not serialised again); the schema above describes what it holds.
+  return reply.send(encoding ? page[encoding] : page.identity)
+}
 
 export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app, deps) => {
   const { keys } = deps
@@ -93,12 +144,18 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         params: Type.Object({ event_id: Type.Integer({ minimum: 1 }) }, { additionalProperties: false }),
         querystring: Type.Object(
           {
-            cursor: Type.Optional(Type.String({ pattern: '^\\d{1,15}$' })),
+            cursor: Type.Optional(Type.String({ pattern: '^\\d{1,15}(\\.\\d{1,15})?$' })),
             limit: Type.Optional(Type.Integer({ minimum: 1, maximum: FEED_PAGE, default: FEED_PAGE })),
+            format: Type.Optional(
+              Type.Literal('columns', {
+                description:
+                  'The compact encoding: about 40 bytes a ticket before compression, a first sync shared by every scanner (a snapshot of the event, compressed once)',
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
-        response: { 200: FeedPage, ...errorResponses(401, 403, 404) },
+        response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 422, 429) },
       },
     },
     async (request, reply) => {
@@ -108,7 +165,27 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
       const eventId = request.params.event_id
       if (!hasScope(claims, eventId, 'ticket:scan') && !hasScope(claims, eventId, 'sync:download'))
         throw new ForbiddenError('This token lacks ticket:scan and sync:download for the event')
-      return edge.feed(eventId, Number(request.query.cursor ?? 0), request.query.limit ?? FEED_PAGE)
+      const { cursor, limit = FEED_PAGE, format } = request.query
+      if (cursor === undefined)
+        edge.countFirstSync(
+          claims.device_id != null ? `device:${claims.device_id}` : `${claims.role}:${claims.sub}`,
+        )
+      if (format !== 'columns') {
+        if (cursor?.includes('.'))
+          throw new ValidationFailed([
+            {
+              loc: ['query', 'cursor'],
+              msg: 'Value error, a first-sync cursor belongs to format=columns',
+              type: 'value_error',
+              input: cursor,
+            },
+          ])
+        return edge.feed(eventId, Number(cursor ?? 0), limit)
+      }
+      const page = await edge.columns(eventId, cursor, limit)
+      if (!('identity' in page)) return page
+      // A snapshot page, encoded and compressed once for every scanner.
+      return sendSnapshotPage(reply, page, acceptedEncoding(request.headers['accept-encoding']))
     },
   )
 

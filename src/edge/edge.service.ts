@@ -1,11 +1,30 @@
+import { promisify } from 'node:util'
+import { brotliCompress, constants, gzip } from 'node:zlib'
+import { LRUCache } from 'lru-cache'
 import { eventExists } from '../events/events.store.js'
 import type { Partner } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { ConflictError, NotFoundError, ServiceUnavailableError } from '../platform/errors.js'
+import {
+  ConflictError,
+  NotFoundError,
+  ServiceUnavailableError,
+  TooManyRequestsError,
+} from '../platform/errors.js'
 import type { EdgeKeys } from './edge-keys.js'
-import { feedPage, findTransferForReissue, replaceCode } from './scan-sync.store.js'
+import { type ColumnsPage, columnsPage } from './feed-columns.js'
+import {
+  type FeedRow,
+  feedPage,
+  feedPosition,
+  findTransferForReissue,
+  replaceCode,
+  ticketsAfter,
+} from './scan-sync.store.js'
 import type { TicketCodes } from './ticket-codes.js'
+
+/** The most tickets one feed page holds (the default page). */
+export const FEED_PAGE_SIZE = 5000
 
 export interface EdgeServiceDeps {
   db: Db
@@ -14,9 +33,174 @@ export interface EdgeServiceDeps {
   codes: TicketCodes
 }
 
+/** A page of a first-sync snapshot, encoded once and compressed once for every scanner. */
+export interface SnapshotPage {
+  /** The transfer id the page starts after (the `.id` part of the cursor that asks for it). */
+  after: number
+  identity: Buffer
+  gzip: Buffer
+  br: Buffer
+}
+
+interface Snapshot {
+  /** The feed position the snapshot was taken at: a scanner's deltas continue from it. */
+  position: number
+  pages: SnapshotPage[]
+}
+
+/**
+ * A first sync is shared: the snapshot of an event taken at a feed position is reused by every scanner
+ * whose first sync starts while the feed has moved less than this many changes past it (the scanner
+ * then catches up with a delta of at most that size). A busier event gets a new snapshot.
+ */
+const SNAPSHOT_REUSE_CHANGES = 5000
+/** A device may start this many first syncs per window (a scanner restarting in a loop cannot hog the service). */
+export const FIRST_SYNCS_PER_DEVICE = 10
+const FIRST_SYNC_WINDOW_MS = 10 * 60_000
+
+const gzipAsync = promisify(gzip)
+const brotliAsync = promisify(brotliCompress)
+
+/** Compression off the event loop (zlib's thread pool); brotli at a quality that keeps building quick. */
+async function compressed(json: string): Promise<Omit<SnapshotPage, 'after'>> {
+  const identity = Buffer.from(json)
+  const [gz, br] = await Promise.all([
+    gzipAsync(identity, { level: 6 }),
+    brotliAsync(identity, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: 6,
+        [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
+      },
+    }),
+  ])
+  return { identity, gzip: gz, br }
+}
+
 /** Offline at the gate: the scanner sync feed and the re-issue of a ticket code. */
 export class EdgeService {
+  /** The latest first-sync snapshot of each event (single flight: scanners starting together share one build). */
+  private readonly snapshots = new Map<number, Promise<Snapshot>>()
+  /** First syncs started per device in the current window. */
+  private readonly firstSyncs = new LRUCache<string, { count: number; since: number }>({ max: 50_000 })
+
   constructor(private readonly deps: EdgeServiceDeps) {}
+
+  /**
+   * Counts a first sync of `device` (a device id, or the token's subject); 429 past the limit. Kept per
+   * instance: a fleet of n instances lets a device start at most n times as many.
+   */
+  countFirstSync(device: string): void {
+    const now = this.deps.clock.now()
+    const entry = this.firstSyncs.get(device)
+    if (!entry || now - entry.since >= FIRST_SYNC_WINDOW_MS) {
+      this.firstSyncs.set(device, { count: 1, since: now })
+      return
+    }
+    entry.count++
+    if (entry.count > FIRST_SYNCS_PER_DEVICE)
+      throw new TooManyRequestsError(
+        FIRST_SYNCS_PER_DEVICE,
+        Math.ceil((entry.since + FIRST_SYNC_WINDOW_MS - now) / 1000),
+        'Too many first syncs from this device: continue from the last cursor',
+      )
+  }
+
+  /**
+   * A page of the compact feed (`format=columns`). Without a cursor: the first page of the event's
+   * shared snapshot (pre-encoded and compressed); with a snapshot cursor `position.id`: the page after
+   * that transfer id, from the snapshot when it is still the one taken at `position`, else read now
+   * (still correct: the last page hands out `position`, and the deltas from there cover every change
+   * since); with a plain position: the changes after it.
+   */
+  async columns(
+    eventId: number,
+    cursor: string | undefined,
+    limit: number,
+  ): Promise<ColumnsPage | SnapshotPage> {
+    const { db, keys } = this.deps
+    const key_ids = keys.keys.map((k) => k.kid)
+    if (cursor === undefined || cursor.includes('.')) {
+      const [position, after] =
+        cursor === undefined ? [undefined, 0] : (cursor.split('.').map(Number) as [number, number])
+      if (limit === FEED_PAGE_SIZE) {
+        const snapshot = await this.snapshot(eventId, position)
+        const page = snapshot?.pages.find((p) => p.after === after)
+        if (page) return page
+      }
+      const now = position ?? (await feedPosition(db, eventId))
+      if (now === undefined) throw new NotFoundError('Event not found')
+      const rows = await ticketsAfter(db, eventId, after, limit + 1)
+      return this.snapshotPage(eventId, key_ids, now, rows, limit)
+    }
+    if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
+    const rows = await feedPage(db, eventId, Number(cursor), limit + 1)
+    const page = rows.slice(0, limit)
+    return columnsPage(
+      {
+        event_id: eventId,
+        key_ids,
+        cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),
+        has_more: rows.length > limit,
+      },
+      page,
+    )
+  }
+
+  private snapshotPage(eventId: number, key_ids: string[], position: number, rows: FeedRow[], limit: number) {
+    const page = rows.slice(0, limit)
+    const more = rows.length > limit
+    return columnsPage(
+      {
+        event_id: eventId,
+        key_ids,
+        cursor: more ? `${position}.${page[page.length - 1]!.id}` : String(position),
+        has_more: more,
+      },
+      page,
+    )
+  }
+
+  /**
+   * The snapshot to serve: for a first sync (no position) the latest one unless the feed moved too far
+   * past it (then a new one, built once however many scanners ask at the same moment); for a
+   * continuation the one taken at `position`, if it is still held.
+   */
+  private async snapshot(eventId: number, position: number | undefined): Promise<Snapshot | undefined> {
+    const held = this.snapshots.get(eventId)
+    const current = held ? await held.catch(() => undefined) : undefined
+    if (position !== undefined) return current?.position === position ? current : undefined
+    const now = await feedPosition(this.deps.db, eventId)
+    if (now === undefined) throw new NotFoundError('Event not found')
+    if (current && now - current.position <= SNAPSHOT_REUSE_CHANGES && this.snapshots.get(eventId) === held)
+      return current
+    // Another request may have started a newer build meanwhile: share it.
+    const building = this.snapshots.get(eventId)
+    if (building && building !== held) return building
+    const build = this.buildSnapshot(eventId, now)
+    this.snapshots.set(eventId, build)
+    build.catch(() => {
+      if (this.snapshots.get(eventId) === build) this.snapshots.delete(eventId)
+    })
+    return build
+  }
+
+  /**
+   * Every ticket of the event, read page by page in id order after the feed position was read: each
+   * change up to that position is visible (positions become visible in order), later ones may be too,
+   * and the deltas from the position bring them all.
+   */
+  private async buildSnapshot(eventId: number, position: number): Promise<Snapshot> {
+    const key_ids = this.deps.keys.keys.map((k) => k.kid)
+    const pages: SnapshotPage[] = []
+    let after = 0
+    for (;;) {
+      const rows = await ticketsAfter(this.deps.db, eventId, after, FEED_PAGE_SIZE + 1)
+      const page = this.snapshotPage(eventId, key_ids, position, rows, FEED_PAGE_SIZE)
+      pages.push({ after, ...(await compressed(JSON.stringify(page))) })
+      if (!page.has_more) return { position, pages }
+      after = rows[FEED_PAGE_SIZE - 1]!.id
+    }
+  }
 
   /** The event's tickets changed after `cursor`, at most `limit`, and the cursor of the next page. */
   async feed(eventId: number, cursor: number, limit: number) {

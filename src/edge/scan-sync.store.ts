@@ -1,24 +1,52 @@
 import type { Db } from '../platform/db/database.js'
 
+const FEED_COLUMNS = [
+  't.id',
+  't.uid as transfer_uid',
+  'tt.uid as ticket_uid',
+  't.code_version',
+  't.code_digest',
+  't.used_at',
+  't.used_timestamp',
+  't.used_gate',
+  't.feed_seq',
+] as const
+
 /** Changes of an event's tickets after `cursor`, oldest first: one row per ticket, its latest state. */
 export function feedPage(db: Db, eventId: number, cursor: number, limit: number) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
-    .select([
-      't.uid as transfer_uid',
-      'tt.uid as ticket_uid',
-      't.code_version',
-      't.code_digest',
-      't.used_timestamp',
-      't.used_gate',
-      't.feed_seq',
-    ])
+    .select(FEED_COLUMNS)
     .where('t.event_id', '=', eventId)
     .where('t.feed_seq', '>', cursor)
     .orderBy('t.feed_seq')
     .limit(limit)
     .execute()
+}
+
+export type FeedRow = Awaited<ReturnType<typeof feedPage>>[number]
+
+/**
+ * Every ticket of an event as it is now, in id order after `afterId`: the pages of a first sync (a
+ * snapshot). Served by the index on (event_id, id) of migration 014.
+ */
+export function ticketsAfter(db: Db, eventId: number, afterId: number, limit: number) {
+  return db
+    .selectFrom('transfers as t')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
+    .select(FEED_COLUMNS)
+    .where('t.event_id', '=', eventId)
+    .where('t.id', '>', afterId)
+    .orderBy('t.id')
+    .limit(limit)
+    .execute()
+}
+
+/** The event's current feed position, or undefined when there is no such event. */
+export async function feedPosition(db: Db, eventId: number): Promise<number | undefined> {
+  const r = await db.selectFrom('events').select('feed_seq').where('id', '=', eventId).executeTakeFirst()
+  return r === undefined ? undefined : Number(r.feed_seq)
 }
 
 export function findTransferForReissue(db: Db, eventId: number, companyTicketId: string) {

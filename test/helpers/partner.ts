@@ -59,13 +59,13 @@ export function consumerToken(t: TestApp, customerId: number): string {
 }
 
 /** An offline device token: the device baseline scopes for one event, as /auth/login/device issues. */
-export function deviceToken(t: TestApp, operatorId: number, eventId: number): string {
+export function deviceToken(t: TestApp, operatorId: number, eventId: number, deviceId = 1): string {
   return codec(t).issue(
     {
       type: 'offline',
       sub: String(operatorId),
       role: 'operator',
-      device_id: 1,
+      device_id: deviceId,
       event_ids: [eventId],
       permissions: { [String(eventId)]: [...BASELINE_SCOPES.device] },
     },

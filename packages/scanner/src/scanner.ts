@@ -8,7 +8,7 @@ export type ScanResult =
       transfer_uid: string
       /** Where the first use is known from: this device (not yet uploaded, or uploaded) or the service. */
       source: 'device' | 'service'
-      /** When: the service's `used_timestamp` (event's local time), or the device's ISO time of the scan. */
+      /** When (UTC, ISO 8601): the use the service counted, or this device's scan. */
       used_at: string | null
       /** Where: the gate of the first use, when known. */
       gate: string | null
@@ -61,7 +61,7 @@ interface TicketState {
   v: number
   /** Digest of the current code (see codeDigest), null when the ticket has none. */
   d: string | null
-  /** Service's used_timestamp and gate. */
+  /** When the service counted the use (UTC, ISO 8601), and at which gate. */
   u: string | null
   g: string | null
   /** This device's scan (ISO) and gate, until the service's use is known. */
@@ -130,6 +130,58 @@ const encoder = new TextEncoder()
 export async function codeDigest(code: string): Promise<string> {
   const hash = await globalThis.crypto.subtle.digest('SHA-256', encoder.encode(code))
   return base64url.encode(new Uint8Array(hash)).slice(0, 22)
+}
+
+/** How tickets are keyed: the first 16 hex characters (64 bits) of the transfer uid, as the feed gives them. */
+const KEY_CHARS = 16
+const DIGEST_CHARS = 22
+const keyOf = (transferUid: string) => transferUid.slice(0, KEY_CHARS)
+
+/** A page of the scan-sync feed: the compact encoding this scanner asks for, or the object form. */
+type FeedPage = { key_ids: string[]; cursor: string; has_more: boolean } & (
+  | {
+      format: 'columns'
+      count: number
+      ids: string
+      digests: string
+      gates: string[]
+      versions: [number, number][]
+      used: [number, number, number][]
+    }
+  | {
+      format?: undefined
+      tickets: {
+        transfer_uid: string
+        version: number
+        digest: string | null
+        used_timestamp: string | null
+        used_gate: string | null
+      }[]
+    }
+)
+
+/** The tickets of a feed page, keyed as the scanner keeps them. */
+function* ticketsOf(page: FeedPage): Generator<[string, TicketState]> {
+  if (page.format !== 'columns') {
+    for (const t of page.tickets)
+      yield [keyOf(t.transfer_uid), { v: t.version, d: t.digest, u: t.used_timestamp, g: t.used_gate }]
+    return
+  }
+  const versions = new Map(page.versions)
+  const used = new Map(page.used.map(([i, at, gate]) => [i, [at, gate] as const]))
+  for (let i = 0; i < page.count; i++) {
+    const digest = page.digests.slice(i * DIGEST_CHARS, (i + 1) * DIGEST_CHARS)
+    const use = used.get(i)
+    yield [
+      page.ids.slice(i * KEY_CHARS, (i + 1) * KEY_CHARS),
+      {
+        v: versions.get(i) ?? 1,
+        d: digest.startsWith('~') ? null : digest,
+        u: use ? new Date(use[0]).toISOString() : null,
+        g: use ? (page.gates[use[1]] ?? null) : null,
+      },
+    ]
+  }
 }
 
 interface CodeClaims {
@@ -210,7 +262,9 @@ export class Scanner {
     if (s && s.event_id !== opts.eventId) throw new ScannerError('The saved state is of another event')
     this.cursor = s?.cursor ?? null
     this.jwks = s?.keys ?? []
-    this.tickets = new Map(Object.entries(s?.tickets ?? {}))
+    // Keyed by the first 16 hex characters of the transfer uid (the feed's key); a state saved by an
+    // earlier version keyed by the whole uid is read the same way.
+    this.tickets = new Map(Object.entries(s?.tickets ?? {}).map(([uid, t]) => [keyOf(uid), t]))
     this.queue = [...(s?.queue ?? [])]
     this.clockOffsetMs = s?.clock_offset_ms ?? 0
     this.importKeys()
@@ -246,7 +300,7 @@ export class Scanner {
     const code = presented.trim()
     const claims = claimsOf(code)
     if (!claims) return { status: 'FORGED', reason: 'not a ticket code' }
-    const known = this.tickets.get(claims.t)
+    const known = this.tickets.get(keyOf(claims.t))
     // The digest the service synced vouches for the code; otherwise its signature must.
     const vouched = known?.d != null && known.d === (await this.digest(code))
     if (!vouched) {
@@ -285,7 +339,7 @@ export class Scanner {
     const state = known ?? { v: claims.n, d: null, u: null, g: null }
     state.lu = usedAt
     state.lg = this.opts.gate ?? null
-    this.tickets.set(claims.t, state)
+    this.tickets.set(keyOf(claims.t), state)
     this.queue.push({
       transfer_uid: claims.t,
       used_at: usedAt,
@@ -325,10 +379,10 @@ export class Scanner {
       }
       body.results.forEach((r, i) => {
         const scan = batch[i]!
-        const state = this.tickets.get(r.transfer_uid)
+        const state = this.tickets.get(keyOf(r.transfer_uid))
         if (r.status === 'USED' || r.status === 'ALREADY_USED') {
           if (state) {
-            state.u = r.used_timestamp ?? state.u
+            state.u = r.used_at ?? state.u
             state.g = r.status === 'USED' ? (scan.access_gate ?? null) : state.g
           }
           if (r.status === 'USED') report.used.push(r.transfer_uid)
@@ -350,38 +404,29 @@ export class Scanner {
     }
     let keyIds: string[] = []
     for (;;) {
-      const q = this.cursor === null ? '' : `?cursor=${encodeURIComponent(this.cursor)}`
+      // A first sync is a snapshot taken at some feed position, maybe shared with other scanners: its
+      // last page hands out that position, and a delta from there follows at once.
+      const inSnapshot = this.cursor === null || this.cursor.includes('.')
+      const q = `?format=columns${this.cursor === null ? '' : `&cursor=${encodeURIComponent(this.cursor)}`}`
       const page = (await this.call(
         'GET',
         `/events/${this.opts.eventId}/scan-sync${q}`,
         undefined,
         clock,
-      )) as {
-        key_ids: string[]
-        tickets: {
-          transfer_uid: string
-          version: number
-          digest: string | null
-          used_timestamp: string | null
-          used_gate: string | null
-        }[]
-        cursor: string
-        has_more: boolean
-      }
+      )) as FeedPage
       keyIds = page.key_ids
-      for (const t of page.tickets) {
-        const prev = this.tickets.get(t.transfer_uid)
-        const next: TicketState = { v: t.version, d: t.digest, u: t.used_timestamp, g: t.used_gate }
+      for (const [key, next] of ticketsOf(page)) {
+        const prev = this.tickets.get(key)
         // A scan not yet known to the service stays on record until it is.
-        if (prev?.lu !== undefined && t.used_timestamp === null) {
+        if (prev?.lu !== undefined && next.u === null) {
           next.lu = prev.lu
           next.lg = prev.lg ?? null
         }
-        this.tickets.set(t.transfer_uid, next)
+        this.tickets.set(key, next)
       }
-      report.changes += page.tickets.length
+      report.changes += page.format === 'columns' ? page.count : page.tickets.length
       this.cursor = page.cursor
-      if (!page.has_more) break
+      if (!page.has_more && !inSnapshot) break
     }
     const have = this.jwks.map((k) => k.kid).sort()
     if (keyIds.length !== have.length || [...keyIds].sort().some((k, i) => k !== have[i])) {

@@ -13,6 +13,7 @@ import type { MigrationContext } from './index.js'
  *   whose device time lay outside the accepted window was recorded at the service's time; a scan of a
  *   code version that had been re-issued still counted. The partial index serves the dashboard's list of
  *   such uses (few rows, so a small index).
+ * - An index on transfers (event_id, id): the pages of a scanner's first sync (issue 25).
  */
 export async function up(db: Kysely<unknown>, _ctx: MigrationContext): Promise<void> {
   await db.schema
@@ -28,4 +29,6 @@ export async function up(db: Kysely<unknown>, _ctx: MigrationContext): Promise<v
     .columns(['event_id', 'used_at'])
     .where(sql.ref('used_revoked_code'), '=', 1)
     .execute()
+  // A scanner's first sync reads an event's tickets in id order (a snapshot, page by page).
+  await db.schema.createIndex('transfers_event_id').on('transfers').columns(['event_id', 'id']).execute()
 }

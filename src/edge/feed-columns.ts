@@ -1,0 +1,85 @@
+import type { FeedRow } from './scan-sync.store.js'
+
+/**
+ * The compact encoding of a scan-sync page (`format=columns`), for a first sync of a festival's tickets
+ * over a festival network: no per-ticket objects and no repeated strings. Each ticket is the first 64
+ * bits of its transfer uid (16 hex characters; what a scanner keys its state by: the code it scans
+ * carries the whole uid) and its code digest (22 characters), concatenated into two strings; ticket types
+ * and gates are tables referred to by index; versions and uses are listed only for the tickets that have
+ * them (most tickets of a first sync are version 1 and unused). About 40 bytes a ticket before
+ * compression, and what compression cannot squeeze (random ids and digests) is all that is left.
+ */
+export interface ColumnsPage {
+  format: 'columns'
+  event_id: number
+  key_ids: string[]
+  /** Ticket type uids; `types[i]` is an index into this list. */
+  ticket_types: string[]
+  /** Gates of the uses; `used[k][2]` is an index into this list, or -1. */
+  gates: string[]
+  /** How many tickets the page holds. */
+  count: number
+  /** Per ticket, the first 16 hex characters of its transfer uid. */
+  ids: string
+  /** Per ticket, its code digest (22 characters), or 22 `~` when it has no code. */
+  digests: string
+  types: number[]
+  /** `[i, version]` for the tickets whose code version is above 1 (re-issued). */
+  versions: [number, number][]
+  /** `[i, used at (epoch ms), gate index or -1]` for the used tickets. */
+  used: [number, number, number][]
+  cursor: string
+  has_more: boolean
+}
+
+export const ID_CHARS = 16
+export const DIGEST_CHARS = 22
+const NO_DIGEST = '~'.repeat(DIGEST_CHARS)
+
+/** The index of `value` in a table of strings, added at the end when new. */
+function indexIn(table: Map<string, number>, value: string): number {
+  let i = table.get(value)
+  if (i === undefined) {
+    i = table.size
+    table.set(value, i)
+  }
+  return i
+}
+
+/** One page in the compact encoding. */
+export function columnsPage(
+  head: { event_id: number; key_ids: string[]; cursor: string; has_more: boolean },
+  rows: readonly FeedRow[],
+): ColumnsPage {
+  const typeIndex = new Map<string, number>()
+  const gateIndex = new Map<string, number>()
+  const ids: string[] = []
+  const digests: string[] = []
+  const types: number[] = []
+  const versions: [number, number][] = []
+  const used: [number, number, number][] = []
+  rows.forEach((r, i) => {
+    ids.push(r.transfer_uid.slice(0, ID_CHARS))
+    digests.push(r.code_digest?.length === DIGEST_CHARS ? r.code_digest : NO_DIGEST)
+    types.push(indexIn(typeIndex, r.ticket_uid))
+    if (r.code_version !== 1) versions.push([i, r.code_version])
+    if (r.used_at !== null) {
+      used.push([i, Number(r.used_at), r.used_gate === null ? -1 : indexIn(gateIndex, r.used_gate)])
+    }
+  })
+  return {
+    format: 'columns',
+    event_id: head.event_id,
+    key_ids: head.key_ids,
+    ticket_types: [...typeIndex.keys()],
+    gates: [...gateIndex.keys()],
+    count: rows.length,
+    ids: ids.join(''),
+    digests: digests.join(''),
+    types,
+    versions,
+    used,
+    cursor: head.cursor,
+    has_more: head.has_more,
+  }
+}

@@ -1,0 +1,175 @@
+import assert from 'node:assert/strict'
+import { before, test } from 'node:test'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
+import { forEachBackend, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { httpBackends } from '../../test/helpers/backends.js'
+import {
+  deviceToken,
+  newTicketType,
+  newTransfer,
+  type PartnerKeys,
+  partnerPost,
+  seedPartner,
+} from '../../test/helpers/partner.js'
+import { FIRST_SYNCS_PER_DEVICE } from './edge.service.js'
+
+/**
+ * Issue 25, part 3: a first sync a festival network can carry. The compact encoding (`format=columns`),
+ * one snapshot per feed position shared by every scanner and compressed once, gzip/brotli for large
+ * answers (not for the small ones), and a per-device limit on first syncs.
+ */
+forEachBackend(httpBackends, 'scan-sync: compact encoding, shared first sync, compression', (ctx) => {
+  let t: TestApp
+  let keys: PartnerKeys
+  let ticketUid: string
+  let device = 100
+  /** A device token of its own, so the per-device limit of one test does not touch another's. */
+  const freshDevice = () => deviceToken(t, 1, 1, ++device)
+
+  before(async () => {
+    t = ctx()
+    keys = await seedPartner(t)
+    ticketUid = await newTicketType(t, keys.write)
+    for (let i = 0; i < 12; i++) await newTransfer(t, keys.write, ticketUid)
+  })
+
+  const get = (url: string, token: string, encoding?: string) =>
+    t.request({
+      method: 'GET',
+      url,
+      token,
+      ...(encoding ? { headers: { 'accept-encoding': encoding } } : {}),
+    })
+  const body = (res: Awaited<ReturnType<typeof get>>) => {
+    const raw = res.rawPayload
+    const enc = res.headers['content-encoding']
+    return JSON.parse(
+      (enc === 'br' ? brotliDecompressSync(raw) : enc === 'gzip' ? gunzipSync(raw) : raw).toString(),
+    )
+  }
+
+  test('the compact first sync holds every ticket once, with its digest, version and use; it ends with the feed position', async () => {
+    const token = freshDevice()
+    const object = body(await get('/events/1/scan-sync', token))
+    const res = await get('/events/1/scan-sync?format=columns', token)
+    assert.equal(res.statusCode, 200, res.body)
+    const page = body(res)
+    assert.equal(page.format, 'columns')
+    assert.equal(page.count, object.tickets.length)
+    assert.equal(page.has_more, false)
+    assert.match(page.cursor, /^\d+$/)
+    const byKey = new Map<string, { digest: string; version: number }>()
+    for (let i = 0; i < page.count; i++)
+      byKey.set(page.ids.slice(i * 16, i * 16 + 16), {
+        digest: page.digests.slice(i * 22, i * 22 + 22),
+        version: 1,
+      })
+    for (const [i, v] of page.versions) byKey.get(page.ids.slice(i * 16, i * 16 + 16))!.version = v
+    for (const x of object.tickets)
+      assert.deepEqual(byKey.get(x.transfer_uid.slice(0, 16)), { digest: x.digest, version: x.version })
+    assert.deepEqual(page.ticket_types, [
+      ...new Set(object.tickets.map((x: { ticket_uid: string }) => x.ticket_uid)),
+    ])
+  })
+
+  test('first syncs share one snapshot, compressed once: the same bytes for every scanner; a delta from its position brings what changed since', async () => {
+    const [a, b] = [freshDevice(), freshDevice()]
+    const first = await get('/events/1/scan-sync?format=columns', a, 'gzip, deflate, br')
+    const second = await get('/events/1/scan-sync?format=columns', b, 'br')
+    assert.equal(first.headers['content-encoding'], 'br')
+    assert.ok(first.rawPayload.equals(second.rawPayload), 'the very same compressed page')
+    const gz = await get('/events/1/scan-sync?format=columns', freshDevice(), 'gzip')
+    assert.equal(gz.headers['content-encoding'], 'gzip')
+    const plain = await get('/events/1/scan-sync?format=columns', freshDevice())
+    assert.equal(plain.headers['content-encoding'], undefined)
+    assert.deepEqual(body(first), body(gz))
+    assert.deepEqual(body(first), body(plain))
+    // A ticket transferred and one used after the snapshot: a first sync still reuses it, and the delta
+    // from its position carries both.
+    const late = await newTransfer(t, keys.write, ticketUid)
+    const used = await t.request({
+      method: 'POST',
+      url: '/tickets/use-batch',
+      token: a,
+      payload: {
+        scans: [{ transfer_uid: late.transfer_uid, used_at: new Date(t.clock.now()).toISOString() }],
+      },
+    })
+    assert.equal(used.json().results[0].status, 'USED')
+    const again = await get('/events/1/scan-sync?format=columns', freshDevice(), 'br')
+    assert.ok(again.rawPayload.equals(first.rawPayload), 'reused while the feed moved less than a page')
+    const delta = body(await get(`/events/1/scan-sync?format=columns&cursor=${body(first).cursor}`, a))
+    assert.equal(delta.count, 1)
+    assert.equal(delta.ids, late.transfer_uid.slice(0, 16))
+    assert.equal(delta.used.length, 1)
+    assert.equal(delta.used[0][0], 0)
+  })
+
+  test('a first sync in several pages: snapshot cursors, then the position; pages read after the snapshot was replaced are still right', async () => {
+    const token = freshDevice()
+    const seen = new Set<string>()
+    let cursor: string | undefined
+    let pages = 0
+    for (;;) {
+      const page = body(
+        await get(`/events/1/scan-sync?format=columns&limit=5${cursor ? `&cursor=${cursor}` : ''}`, token),
+      )
+      pages++
+      for (let i = 0; i < page.count; i++) seen.add(page.ids.slice(i * 16, i * 16 + 16))
+      cursor = page.cursor
+      if (!page.has_more) break
+      assert.match(cursor!, /^\d+\.\d+$/)
+    }
+    assert.ok(pages >= 3)
+    assert.match(cursor!, /^\d+$/)
+    const all = body(await get('/events/1/scan-sync', token))
+    assert.equal(seen.size, all.tickets.length)
+    // A snapshot cursor is for the compact encoding only.
+    const wrong = await get('/events/1/scan-sync?cursor=1.2', token)
+    assert.equal(wrong.statusCode, 422)
+  })
+
+  test('a device may start only so many first syncs; deltas are not counted', async () => {
+    const token = freshDevice()
+    let cursor = ''
+    for (let i = 0; i < FIRST_SYNCS_PER_DEVICE; i++) {
+      const res = await get('/events/1/scan-sync?format=columns', token)
+      assert.equal(res.statusCode, 200)
+      cursor = body(res).cursor
+    }
+    const refused = await get('/events/1/scan-sync?format=columns', token)
+    assert.equal(refused.statusCode, 429)
+    assert.equal(refused.json().error, 'rate_limit_exceeded')
+    assert.ok(Number(refused.headers['retry-after']) > 0)
+    assert.equal((await get(`/events/1/scan-sync?format=columns&cursor=${cursor}`, token)).statusCode, 200)
+    assert.equal(
+      (await get('/events/1/scan-sync?format=columns', freshDevice())).statusCode,
+      200,
+      'another device',
+    )
+  })
+
+  test('large JSON answers are compressed as accepted; small ones, and verify, are not', async () => {
+    const token = freshDevice()
+    const big = await get('/events/1/scan-sync', token, 'gzip')
+    assert.equal(big.headers['content-encoding'], 'gzip')
+    assert.ok(big.rawPayload.length < Buffer.byteLength(JSON.stringify(body(big))))
+    const small = await t.request({
+      method: 'POST',
+      url: '/tokens/verify',
+      headers: { 'accept-encoding': 'gzip, br' },
+      payload: { token },
+    })
+    assert.equal(small.headers['content-encoding'], undefined)
+    assert.equal(small.json().valid, true)
+    assert.equal((await verifyToken(t, token)).valid, true)
+    const reissue = await partnerPost(t, '/companies/ticket', keys.write, {
+      event_uid: 'summer-fest-2026',
+      name: 'Small answer',
+      price: 1,
+      ticket_date: '2026-07-18T12:00:00.000',
+    })
+    assert.equal(reissue.statusCode, 201)
+    assert.equal(reissue.headers['content-encoding'], undefined)
+  })
+})
