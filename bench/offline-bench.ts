@@ -1,13 +1,17 @@
 // npm run bench:offline — the offline scanner and the scanner sync feed (docs/offline.md):
 //   1. scan() of codes the scanner synced (digest match) and of codes issued after its last sync
 //      (Ed25519 signature check), on one core;
-//   2. GET /events/{id}/scan-sync for 100,000 tickets: the first full sync and an empty delta.
+//   2. GET /events/{id}/scan-sync for 100,000 tickets: the first full sync (the object form, and the
+//      compact form `format=columns` on the wire with brotli and gzip, a snapshot built then reused) and
+//      an empty delta;
+//   3. ticket use (POST /tickets/{uid}/use) idle and while four scanners do a first sync at once.
 // Writes bench/results/offline.md and .json. BENCH_DATABASE_URL=postgres://… measures the feed on
 // PostgreSQL instead of SQLite (bench/results/offline-postgresql.md).
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import zlib from 'node:zlib'
 import { CompactSign, calculateJwkThumbprint, type JWK } from 'jose'
 import { Scanner, type ScannerState } from '../packages/scanner/src/index.js'
 import { nodeDigest } from '../packages/scanner/src/node.js'
@@ -118,9 +122,10 @@ async function feedBench() {
       .returning('id')
       .executeTakeFirstOrThrow()
     const fillStart = performance.now()
+    const uids = Array.from({ length: TICKETS }, () => randomBytes(16).toString('hex'))
     for (let i = 0; i < TICKETS; i += 1000) {
       const rows = Array.from({ length: Math.min(1000, TICKETS - i) }, (_, j) => ({
-        uid: randomBytes(16).toString('hex'),
+        uid: uids[i + j]!,
         event_id: 1,
         ticket_type_id: type.id,
         company_ticket_id: `b-${i + j}`,
@@ -140,7 +145,6 @@ async function feedBench() {
     }
     await db.updateTable('events').set({ feed_seq: TICKETS }).where('id', '=', 1).execute()
     const fillMs = performance.now() - fillStart
-    await database.close()
 
     const token = new JwtCodec({
       secret: SECRET,
@@ -158,15 +162,38 @@ async function feedBench() {
       },
       3600,
     ).token
+    const codec = new JwtCodec({
+      secret: SECRET,
+      previousSecrets: [],
+      audience: 'wristband',
+      issuer: 'wristband',
+      clock,
+    })
+    /** A device token of its own per scanner: first syncs are limited per device. */
+    let devices = 0
+    const scannerToken = () =>
+      codec.issue(
+        {
+          type: 'offline',
+          sub: '1',
+          role: 'operator',
+          device_id: ++devices,
+          event_ids: [1],
+          permissions: { '1': [...BASELINE_SCOPES.device] },
+        },
+        3600,
+      ).token
+    const staff = codec.issue(
+      { type: 'access', sub: '1', role: 'operator', event_ids: [1], permissions: { '1': ['ticket:scan'] } },
+      3600,
+    ).token
     let address = 0
-    const get = (url: string) =>
+    const nextAddress = () => `10.9.${(++address >> 8) & 255}.${address & 255}`
+    const get = (url: string, headers: Record<string, string> = {}, bearer = token) =>
       app.inject({
         method: 'GET',
         url,
-        headers: {
-          authorization: `Bearer ${token}`,
-          'x-forwarded-for': `10.9.${(++address >> 8) & 255}.${address & 255}`,
-        },
+        headers: { authorization: `Bearer ${bearer}`, 'x-forwarded-for': nextAddress(), ...headers },
       })
     const full = async () => {
       let cursor: string | undefined
@@ -197,6 +224,75 @@ async function feedBench() {
       if (res.json().tickets.length !== 0) throw new Error('the empty delta was not empty')
     }
     deltas.sort((a, b) => a - b)
+
+    // The compact first sync as a scanner takes it: snapshot pages, then the delta from its position.
+    const compact = async (encoding: string, bearer = scannerToken()) => {
+      let cursor: string | undefined
+      let bytes = 0
+      let count = 0
+      const start = performance.now()
+      for (;;) {
+        const q = `?format=columns${cursor ? `&cursor=${cursor}` : ''}`
+        const res = await get(`/events/1/scan-sync${q}`, { 'accept-encoding': encoding }, bearer)
+        if (res.statusCode !== 200) throw new Error(`compact feed answered ${res.statusCode}: ${res.body}`)
+        bytes += res.rawPayload.length
+        const enc = res.headers['content-encoding']
+        const page = JSON.parse(
+          (enc === 'br'
+            ? zlib.brotliDecompressSync(res.rawPayload)
+            : enc === 'gzip'
+              ? zlib.gunzipSync(res.rawPayload)
+              : res.rawPayload
+          ).toString(),
+        )
+        count += page.count
+        const first = cursor === undefined || cursor.includes('.')
+        cursor = page.cursor
+        if (!page.has_more && !first) break
+      }
+      return { ms: performance.now() - start, bytes, count }
+    }
+    const cold = await compact('br')
+    const warmBr = await compact('br')
+    const warmGzip = await compact('gzip')
+    const warmPlain = await compact('identity')
+    if (warmBr.count !== TICKETS) throw new Error(`compact sync gave ${warmBr.count} tickets`)
+
+    // Ticket use, idle and while four scanners do a first sync (a fresh snapshot, built once, shared).
+    let next = 0
+    const use = async () => {
+      const started = performance.now()
+      const res = await app.inject({
+        method: 'POST',
+        url: `/tickets/${uids[next++]}/use`,
+        headers: { authorization: `Bearer ${staff}`, 'x-forwarded-for': nextAddress() },
+      })
+      if (res.statusCode !== 200) throw new Error(`use answered ${res.statusCode}: ${res.body}`)
+      return performance.now() - started
+    }
+    const percentiles = (xs: number[]) => {
+      const sorted = [...xs].sort((a, b) => a - b)
+      const at = (q: number) =>
+        Number(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(2))
+      return { p50: at(0.5), p95: at(0.95), max: at(1) }
+    }
+    const USES = Math.min(300, Math.floor(TICKETS / 4))
+    const idle: number[] = []
+    for (let i = 0; i < USES; i++) idle.push(await use())
+    // Move the feed more than a page past the snapshot, so the four first syncs need a new one.
+    await db
+      .updateTable('events')
+      .set({ feed_seq: TICKETS + 5001 })
+      .where('id', '=', 1)
+      .execute()
+    const busy: number[] = []
+    let syncing = true
+    const scanners = Promise.all([1, 2, 3, 4].map(() => compact('br'))).finally(() => {
+      syncing = false
+    })
+    while (syncing && next < TICKETS) busy.push(await use())
+    const four = await scanners
+    await database.close()
     return {
       backend: dbUrl ? 'postgresql' : 'sqlite',
       fillMs: Math.round(fillMs),
@@ -205,6 +301,18 @@ async function feedBench() {
       fullSyncBytes: first.bytes,
       emptyDeltaMedianMs: Number(deltas[100]!.toFixed(2)),
       emptyDeltaP99Ms: Number(deltas[197]!.toFixed(2)),
+      compactFirstSync: {
+        coldBrMs: Math.round(cold.ms),
+        warmBrMs: Math.round(warmBr.ms),
+        brBytes: warmBr.bytes,
+        gzipBytes: warmGzip.bytes,
+        plainBytes: warmPlain.bytes,
+        fourScannersMs: Math.round(Math.max(...four.map((f) => f.ms))),
+      },
+      ticketUse: {
+        idle: percentiles(idle),
+        whileFourFirstSyncs: { ...percentiles(busy), uses: busy.length },
+      },
     }
   } finally {
     await app.close()
@@ -241,6 +349,11 @@ ${result.date}, Node ${result.node}, one core (taskset), ${TICKETS.toLocaleStrin
 | \`scan()\` of a code issued after the last sync (Ed25519 check) | ${scan.unsyncedPerSecond.toLocaleString('en')} per second |
 | full sync, ${feed.backend} | ${feed.fullSyncMs} ms, ${feed.fullSyncPages} pages, ${(feed.fullSyncBytes / 1e6).toFixed(1)} MB |
 | empty delta, ${feed.backend} | median ${feed.emptyDeltaMedianMs} ms, p99 ${feed.emptyDeltaP99Ms} ms |
+| compact first sync (\`format=columns\`), on the wire: brotli / gzip / uncompressed | ${(feed.compactFirstSync.brBytes / 1e6).toFixed(2)} MB / ${(feed.compactFirstSync.gzipBytes / 1e6).toFixed(2)} MB / ${(feed.compactFirstSync.plainBytes / 1e6).toFixed(2)} MB |
+| compact first sync, ${feed.backend}: snapshot built / shared | ${feed.compactFirstSync.coldBrMs} ms / ${feed.compactFirstSync.warmBrMs} ms |
+| four scanners' first syncs at once (a new snapshot) | ${feed.compactFirstSync.fourScannersMs} ms |
+| ticket use, idle: p50 / p95 | ${feed.ticketUse.idle.p50} / ${feed.ticketUse.idle.p95} ms |
+| ticket use while four scanners do a first sync: p50 / p95 (${feed.ticketUse.whileFourFirstSyncs.uses} uses) | ${feed.ticketUse.whileFourFirstSyncs.p50} / ${feed.ticketUse.whileFourFirstSyncs.p95} ms |
 `
 fs.mkdirSync('bench/results', { recursive: true })
 // One file per feed backend: offline.md (SQLite), offline-postgresql.md.
