@@ -72,10 +72,10 @@ const ColumnsPage = Type.Object(
       description: 'Per ticket, its code digest (22 characters; 22 `~` without a code), concatenated',
     }),
     types: Type.Array(Type.Integer(), { description: "Per ticket, its ticket type's index" }),
-    versions: Type.Array(Type.Tuple([Type.Integer(), Type.Integer()]), {
+    versions: Type.Array(Type.Array(Type.Integer(), { minItems: 2, maxItems: 2 }), {
       description: '`[ticket index, code version]` for versions above 1 (re-issued codes)',
     }),
-    used: Type.Array(Type.Tuple([Type.Integer(), Type.Integer(), Type.Integer()]), {
+    used: Type.Array(Type.Array(Type.Integer(), { minItems: 3, maxItems: 3 }), {
       description: '`[ticket index, used at (epoch ms, UTC), gate index or -1]` for used tickets',
     }),
     cursor: Type.String({
@@ -155,7 +155,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 422, 429) },
+        response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 429) },
       },
     },
     async (request, reply) => {
