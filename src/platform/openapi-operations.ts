@@ -208,7 +208,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
 
   // dashboard pages (HTML)
   'GET /dashboard/login': { operationId: 'getDashboardLoginPage', returns: 'The sign-in page' },
-  'POST /dashboard/login': { operationId: 'dashboardLogin', returns: 'Signed in' },
+  'POST /dashboard/login': {
+    operationId: 'dashboardLogin',
+    returns: 'Signed in (to the event list), or, for an administrator whose MFA is on, on to the code step',
+  },
+  'GET /dashboard/login/code': { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
+  'POST /dashboard/login/code': { operationId: 'dashboardLoginCode', returns: 'Signed in' },
   'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
   'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
   'GET /dashboard/events/{event_id}': {
