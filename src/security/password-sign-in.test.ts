@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { hash as bcryptHash } from '@node-rs/bcrypt'
+import { sql } from 'kysely'
 import { eventAdmin, forEachBackend, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { postSignIn } from '../../test/helpers/dashboard.js'
@@ -119,102 +120,57 @@ forEachBackend(httpBackends, 'one password sign-in (issue 26 item 1)', (ctx) => 
   })
 
   test('the dashboard upgrades an old bcrypt hash, as every sign-in does', async () => {
+    const form = (name: string) => async (password: string) =>
+      (await postSignIn(t, name, password)).statusCode
+    const api = (url: string, body: Record<string, string>) => async (password: string) =>
+      (await t.request({ method: 'POST', url, payload: { ...body, password } })).statusCode
+    // Each account: where its hash is stored, and its sign-in with the status of a success.
+    const accounts = [
+      ['dashboard_users', 'username', 'legacy-partner', form('legacy-partner'), 303],
+      ['administrators', 'email', 'legacy-admin@example.com', form('legacy-admin@example.com'), 303],
+      ['network_managers', 'email', 'legacy-nm@example.com', form('legacy-nm@example.com'), 303],
+      ['customers', 'phone', '+4915100000301', api('/auth/login/customer', { phone: '+4915100000301' }), 200],
+      [
+        'users',
+        'email',
+        'legacy-gate@example.com',
+        api('/devices/operator-token', {
+          email: 'legacy-gate@example.com',
+          dev_type: 'POS',
+          dev_mac: 'AA:BB:CC:DD:EE:32',
+        }),
+        200,
+      ],
+    ] as const
+    const row = (table: string, column: string, value: string) =>
+      sql`${sql.table(table)} where ${sql.ref(column)} = ${value}`
+    const stored = () =>
+      Promise.all(
+        accounts.map(async ([table, column, value]) => {
+          const r = await sql<{
+            password_hash: string
+          }>`select password_hash from ${row(table, column, value)}`.execute(t.db.db)
+          return r.rows[0]?.password_hash
+        }),
+      )
+    const signInAll = async (password: string) => {
+      const answers: number[] = []
+      for (const account of accounts) answers.push(await account[3](password))
+      return answers
+    }
     const legacy = await bcryptHash(LEGACY, 8)
-    const db = t.db.db
-    await db
-      .updateTable('dashboard_users')
-      .set({ password_hash: legacy })
-      .where('username', '=', 'legacy-partner')
-      .execute()
-    await db
-      .updateTable('administrators')
-      .set({ password_hash: legacy })
-      .where('email', '=', 'legacy-admin@example.com')
-      .execute()
-    await db
-      .updateTable('network_managers')
-      .set({ password_hash: legacy })
-      .where('email', '=', 'legacy-nm@example.com')
-      .execute()
-    await db
-      .updateTable('customers')
-      .set({ password_hash: legacy })
-      .where('phone', '=', '+4915100000301')
-      .execute()
-    await db
-      .updateTable('users')
-      .set({ password_hash: legacy })
-      .where('email', '=', 'legacy-gate@example.com')
-      .execute()
-
-    const stored = async () => [
-      (
-        await db
-          .selectFrom('dashboard_users')
-          .select('password_hash')
-          .where('username', '=', 'legacy-partner')
-          .executeTakeFirstOrThrow()
-      ).password_hash,
-      (
-        await db
-          .selectFrom('administrators')
-          .select('password_hash')
-          .where('email', '=', 'legacy-admin@example.com')
-          .executeTakeFirstOrThrow()
-      ).password_hash,
-      (
-        await db
-          .selectFrom('network_managers')
-          .select('password_hash')
-          .where('email', '=', 'legacy-nm@example.com')
-          .executeTakeFirstOrThrow()
-      ).password_hash,
-      (
-        await db
-          .selectFrom('customers')
-          .select('password_hash')
-          .where('phone', '=', '+4915100000301')
-          .executeTakeFirstOrThrow()
-      ).password_hash,
-      (
-        await db
-          .selectFrom('users')
-          .select('password_hash')
-          .where('email', '=', 'legacy-gate@example.com')
-          .executeTakeFirstOrThrow()
-      ).password_hash,
-    ]
-    const signInAll = async (password: string) => [
-      (await postSignIn(t, 'legacy-partner', password)).statusCode,
-      (await postSignIn(t, 'legacy-admin@example.com', password)).statusCode,
-      (await postSignIn(t, 'legacy-nm@example.com', password)).statusCode,
-      (
-        await t.request({
-          method: 'POST',
-          url: '/auth/login/customer',
-          payload: { phone: '+4915100000301', password },
-        })
-      ).statusCode,
-      (
-        await t.request({
-          method: 'POST',
-          url: '/devices/operator-token',
-          payload: {
-            email: 'legacy-gate@example.com',
-            password,
-            dev_type: 'POS',
-            dev_mac: 'AA:BB:CC:DD:EE:32',
-          },
-        })
-      ).statusCode,
-    ]
+    for (const [table, column, value] of accounts)
+      await sql`update ${sql.table(table)} set password_hash = ${legacy} where ${sql.ref(column)} = ${value}`.execute(
+        t.db.db,
+      )
+    const succeeded = accounts.map((a) => a[4])
 
     assert.deepEqual(await signInAll('wrong-password'), [401, 401, 401, 401, 401])
-    assert.deepEqual(await stored(), Array(5).fill(legacy), 'no re-hash after a failure')
-    assert.deepEqual(await signInAll(LEGACY), [303, 303, 303, 200, 200])
+    assert.deepEqual(await stored(), Array(accounts.length).fill(legacy), 'no re-hash after a failure')
+    assert.deepEqual(await signInAll(LEGACY), succeeded)
     const upgraded = await stored()
     for (const h of upgraded) assert.match(h ?? '', OWASP_ARGON2ID)
-    assert.deepEqual(await signInAll(LEGACY), [303, 303, 303, 200, 200], 'the new hashes verify')
+    assert.deepEqual(await signInAll(LEGACY), succeeded, 'the new hashes verify')
     assert.deepEqual(await stored(), upgraded, 're-hashed once')
   })
 
