@@ -40,19 +40,24 @@ export type SecondStep = 'totp'
  * administrators and network managers by e-mail, in that order. Usually one exists; when the same text
  * names accounts of several kinds the password decides which one signs in. Each slot spends its
  * account's own back-off budget, the one `/auth/login` spends for administrators and network managers.
+ * Administrators and network managers always have an e-mail address (the seed file and the command
+ * line refuse others), so a name without `@` has one slot: the slots, and so the work of an attempt,
+ * follow from the form of the name alone, never from which accounts exist.
  */
 export function accountSlots(db: Db, name: string): AccountSlot<DashboardAccount>[] {
   const username = name.trim()
   const email = username.toLowerCase()
-  return [
-    {
-      backoffKey: passwordBudget('dashboard_user', username),
-      find: async () => {
-        const r = await findDashboardUserSignIn(db, username)
-        return r && { viewer: dashboardUserViewer(r), password_hash: r.password_hash, secondStep: null }
-      },
-      storeHash: (a, hash) => updateDashboardUser(db, a.viewer.id, { password_hash: hash }),
+  const user: AccountSlot<DashboardAccount> = {
+    backoffKey: passwordBudget('dashboard_user', username),
+    find: async () => {
+      const r = await findDashboardUserSignIn(db, username)
+      return r && { viewer: dashboardUserViewer(r), password_hash: r.password_hash, secondStep: null }
     },
+    storeHash: (a, hash) => updateDashboardUser(db, a.viewer.id, { password_hash: hash }),
+  }
+  if (!email.includes('@')) return [user]
+  return [
+    user,
     {
       backoffKey: passwordBudget('admin', email),
       find: async () => {

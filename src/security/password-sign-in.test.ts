@@ -38,6 +38,7 @@ forEachBackend(httpBackends, 'one password sign-in (issue 26 item 1)', (ctx) => 
         dashboard_users: [
           { username: 'twin@example.com', password: 'partner-pass', event_ids: [1] },
           { username: 'solo-partner', password: PASSWORD, event_ids: [1] },
+          { username: 'solo-mail@example.com', password: PASSWORD, event_ids: [1] },
           { username: 'legacy-partner', password: PASSWORD, event_ids: [1] },
         ],
         operators: [
@@ -65,14 +66,24 @@ forEachBackend(httpBackends, 'one password sign-in (issue 26 item 1)', (ctx) => 
       .executeTakeFirstOrThrow()
 
   test("the dashboard's time does not depend on how many accounts match the name", async () => {
-    // One hash per kind of account (dashboard user, administrator, network manager), whichever exist.
-    for (const name of ['nobody@example.com', 'solo-partner', 'pair@example.com', 'twin@example.com']) {
+    // One hash per kind of account the name's form allows, whichever accounts exist: an e-mail address
+    // may name a dashboard user, an administrator and a network manager, a plain username only a
+    // dashboard user. Below, 0 to 3 accounts exist for each form.
+    const names = [
+      ['nobody@example.com', 3],
+      ['solo-mail@example.com', 3],
+      ['pair@example.com', 3],
+      ['twin@example.com', 3],
+      ['nobody-partner', 1],
+      ['solo-partner', 1],
+    ] as const
+    for (const [name, hashes] of names) {
       let status = 0
       const checked = await hashChecks(async () => {
         status = (await postSignIn(t, name, 'wrong-password')).statusCode
       })
       assert.equal(status, 401, name)
-      assert.equal(checked, 3, `a wrong password for ${name}`)
+      assert.equal(checked, hashes, `a wrong password for ${name}`)
     }
     // The right password of each of the three accounts one name belongs to: the same work, and the
     // password decides who signs in.
