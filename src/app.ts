@@ -22,6 +22,7 @@ import { idpRoutes } from './idp/idp.routes.js'
 import { IdpVerifier } from './idp/idp.verifier.js'
 import { countSends, createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
+import { credentialGuard } from './mfa/fresh-mfa.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { indexRoutes } from './ops/index.routes.js'
@@ -149,8 +150,13 @@ async function assemble(
   const answers = verifyAnswers()
   const apiKeyResolver = createApiKeyResolver(db, clock, authority.revocations)
   tokens.registerCredential(apiKeyResolver.prefix, apiKeyResolver.resolve)
-  const dummyHash = createDummyHash()
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
+  // The one password sign-in's shared parts (platform/password-sign-in.ts).
+  const passwords = { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() }
+  const mfaSealer = createSealer(secrets, 'mfa-secret')
+  const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
+  // Routes that create lasting credentials need fresh MFA while the administrator's MFA is on.
+  const protectCredentials = credentialGuard({ db, tokens, audit, freshness })
   const jobs = new JobRunner({
     db,
     dialect: database.dialect,
@@ -220,22 +226,33 @@ async function assemble(
   // The features.
   await app.register(healthRoutes)
   await app.register(indexRoutes, { version: SERVICE_VERSION })
-  await app.register(authRoutes, { db, tokens, audit, dummyHash, backoff })
+  await app.register(authRoutes, { db, tokens, audit, passwords })
   await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
-  await app.register(dashboardRoutes, { db, clock, tokens, audit, backoff, dummyHash, runDueJobs })
+  await app.register(dashboardRoutes, {
+    db,
+    clock,
+    tokens,
+    audit,
+    passwords,
+    totp: { db, clock, audit, sealer: mfaSealer, backoff },
+    signInSealer: createSealer(secrets, 'dashboard-sign-in'),
+    protectCredentials,
+    runDueJobs,
+  })
   await app.register(mfaRoutes, {
     db,
     clock,
     tokens,
     audit,
-    sealer: createSealer(secrets, 'mfa-secret'),
+    sealer: mfaSealer,
     backoff,
-    freshness: { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS },
+    freshness,
+    protectCredentials,
   })
   await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
-  await app.register(apiKeyRoutes, { db, clock, tokens, audit })
-  await app.register(offlineRoutes, { db, tokens, audit })
+  await app.register(apiKeyRoutes, { db, clock, tokens, audit, protectCredentials })
+  await app.register(offlineRoutes, { db, tokens, audit, protectCredentials })
   await app.register(auditRoutes, { db, tokens })
   // Owned by this app instance; the entry point calls beginDrain on SIGTERM.
   let draining = false
@@ -259,8 +276,7 @@ async function assemble(
     clock,
     tokens,
     audit,
-    dummyHash,
-    backoff,
+    passwords,
     sms: countSends(sms, metrics.smsSends),
     phoneCodeKey: deriveKey(secrets[0]!, 'phone-codes'),
   })
@@ -280,10 +296,10 @@ async function assemble(
     clock,
     tokens,
     audit,
-    dummyHash,
-    backoff,
+    passwords,
     sealer: createSealer(secrets, 'operator-session'),
     keysRequired: config.DEVICE_KEYS_REQUIRED,
+    protectCredentials,
   })
   await app.register(partnerRoutes, {
     db,

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -36,7 +37,11 @@ export const APIKeyListItem = Type.Object({
   revoked_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 })
 
-export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyServiceDeps> = async (app, deps) => {
+export interface ApiKeyRoutesDeps extends ApiKeyServiceDeps {
+  protectCredentials: ProtectCredentials
+}
+
+export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
   const apiKeys = new ApiKeyService(deps)
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 
@@ -44,13 +49,15 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyServiceDeps> = async 
     '/tokens/api-key',
     {
       config: perMinute(10),
-      ...adminOnly,
+      ...deps.protectCredentials({ roles: ['admin'] }),
       schema: {
         tags: ['api-keys'],
         summary: 'Create an API key for an event (role event_client); the plaintext is shown once',
         description:
           'For administrators of the event. `scopes` is a non-empty subset of api:read, api:write. Only the ' +
-          "key's SHA-256 is stored; the `wb_…` plaintext exists only in this answer.",
+          "key's SHA-256 is stored; the `wb_…` plaintext exists only in this answer. The key never expires: " +
+          "while the administrator's MFA is enabled, the access token needs a fresh `mfa_verified_at` " +
+          '(403 `{"detail", "error": "mfa_required"}` otherwise).',
         security: [{ OAuth2PasswordBearer: [] }],
         body: APIKeyRequest,
         response: { 200: APIKeyResponse, ...errorResponses(401, 403, 404) },

@@ -9,7 +9,8 @@ import {
   ServiceUnavailableError,
   UnauthorizedError,
 } from '../platform/errors.js'
-import { checkPassword, hashPassword, type PasswordSignInDeps } from '../platform/passwords.js'
+import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
+import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
 import type { SmsSender } from '../platform/sms.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
@@ -37,11 +38,12 @@ export function codeMessage(code: string): string {
   return `${code} is your ${PRODUCT} code`
 }
 
-export interface ConsumerDeps extends PasswordSignInDeps {
+export interface ConsumerDeps {
   db: Db
   clock: Clock
   tokens: TokenService
   audit: AuditLog
+  passwords: PasswordSignInDeps
   sms: SmsSender
   /** The key the one-time phone codes are kept under (derived from the signing secret). */
   phoneCodeKey: Buffer
@@ -73,17 +75,19 @@ export class ConsumerService {
 
   /** Phone and password sign-in; every failure is the same 401 after the same work. */
   async loginWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
-    const { db, audit, dummyHash, backoff } = this.deps
-    const backoffKey = `login:consumer:${phone}`
-    await backoff.countAttempt(backoffKey)
-    const found = await findCustomerCredentials(db, phone)
-    const check = await checkPassword(found?.password_hash ?? (await dummyHash), password)
-    if (!found?.password_hash || !check.ok) {
-      await audit.record({ kind: 'login', actor: `consumer:${phone}`, ip, outcome: 'failure' })
-      throw new UnauthorizedError(INVALID_LOGIN)
-    }
-    await backoff.recordSuccess(backoffKey)
-    if (check.needsRehash) await updateCustomer(db, found.id, { password_hash: await hashPassword(password) })
+    const { db, audit } = this.deps
+    const found = await signInWithPassword(this.deps.passwords, {
+      slots: [
+        {
+          backoffKey: passwordBudget('consumer', phone),
+          find: () => findCustomerCredentials(db, phone),
+          storeHash: (c, hash) => updateCustomer(db, c.id, { password_hash: hash }),
+        },
+      ],
+      password,
+      onFailure: () => audit.record({ kind: 'login', actor: `consumer:${phone}`, ip, outcome: 'failure' }),
+      failure: INVALID_LOGIN,
+    })
     await audit.record({ kind: 'login', actor: `consumer:${found.id}`, ip, outcome: 'success' })
     return this.deps.tokens.issuePair(consumerGrant(found))
   }

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -8,6 +9,7 @@ import { type DashboardUsersDeps, DashboardUsersService } from './dashboard-user
 
 export interface DashboardUsersRoutesDeps extends DashboardUsersDeps {
   tokens: TokenService
+  protectCredentials: ProtectCredentials
 }
 
 const Username = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0-9._@+-]+$' })
@@ -31,7 +33,12 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
 ) => {
   const users = new DashboardUsersService(deps)
   const guard = protect(deps.tokens, { roles: ['admin'] })
+  // Accounts and passwords outlive the session: fresh MFA while the superadmin's MFA is enabled.
+  const credentialGuard = deps.protectCredentials({ roles: ['admin'] })
   const common = { tags: ['dashboard'], security: [{ OAuth2PasswordBearer: [] }] }
+  const MFA_NOTE =
+    "While the superadmin's MFA is enabled, the access token needs a fresh `mfa_verified_at` " +
+    '(403 `{"detail", "error": "mfa_required"}` otherwise).'
 
   app.get(
     '/admin/dashboard-users',
@@ -51,10 +58,11 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
     '/admin/dashboard-users',
     {
       config: perMinute(30),
-      ...guard,
+      ...credentialGuard,
       schema: {
         ...common,
         summary: 'Create a dashboard user (superadmin)',
+        description: MFA_NOTE,
         body: Type.Object(
           { username: Username, password: Password, event_ids: EventIds },
           { additionalProperties: false },
@@ -70,10 +78,11 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
     '/admin/dashboard-users/:user_id',
     {
       config: perMinute(30),
-      ...guard,
+      ...credentialGuard,
       schema: {
         ...common,
         summary: 'Change the events or the password of a dashboard user (superadmin)',
+        description: MFA_NOTE,
         params: IdParams,
         body: Type.Object(
           { password: Type.Optional(Password), event_ids: Type.Optional(EventIds) },
@@ -89,10 +98,11 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
     '/admin/dashboard-users/:user_id',
     {
       config: perMinute(30),
-      ...guard,
+      ...credentialGuard,
       schema: {
         ...common,
         summary: 'Remove a dashboard user and end their sessions (superadmin)',
+        description: MFA_NOTE,
         params: IdParams,
         response: { 200: Message, ...errorResponses(401, 403, 404) },
       },

@@ -8,8 +8,9 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
+import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { safeEqual } from '../platform/digest.js'
-import { AppError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
+import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
@@ -23,25 +24,35 @@ import {
   csrfMatches,
   INVALID_SIGN_IN,
   resumeSession,
+  SECOND_STEP_MS,
   SESSION_MAX_MS,
   type Session,
   type SessionDeps,
+  type SignInResult,
   signIn,
+  signInWithTotp,
   signOut,
 } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
 import { eventStats, eventsWithFigures, findEvent } from './stats.service.js'
-import { eventListPage, eventPage, messagePage, signInPage } from './templates.js'
+import { eventListPage, eventPage, messagePage, signInPage, totpStepPage } from './templates.js'
 import { canSeeEvent } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
+  /** The guard of the dashboard-user routes, which create accounts (fresh MFA while it is on). */
+  protectCredentials: ProtectCredentials
   /** Runs due jobs now (a resend from the deliveries page goes out at once). */
   runDueJobs?: () => void
 }
 
 const SESSION_COOKIE = 'wb_session'
 const LOGIN_CSRF_COOKIE = 'wb_login_csrf'
+/** The sign-in waiting for its second step (sealed; see session.service.ts). */
+const PENDING_COOKIE = 'wb_login_pending'
+/** The form of the TOTP step. */
+const CODE_STEP = '/dashboard/login/code'
+const INVALID_CODE = 'Invalid code. Enter the current code from your authenticator app.'
 
 /**
  * Pages may load scripts, styles and data from the service itself and nothing else; no inline
@@ -168,6 +179,14 @@ const SignInForm = Type.Object(
   { additionalProperties: false },
 )
 
+const CodeForm = Type.Object(
+  {
+    code: Type.String({ pattern: '^[0-9]{6}$' }),
+    csrf_token: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+)
+
 const CsrfForm = Type.Object(
   { csrf_token: Type.Optional(Type.String({ maxLength: 100 })) },
   { additionalProperties: false },
@@ -197,21 +216,52 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
 
   const secure = (request: FastifyRequest) => request.protocol === 'https'
 
-  function renderSignIn(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
+  /** A fresh double-submit token for a sign-in form: the cookie now, the form field in the page. */
+  function loginCsrf(request: FastifyRequest, reply: FastifyReply): string {
     const csrfToken = randomToken(32)
-    reply.setCookie(LOGIN_CSRF_COOKIE, csrfToken, {
-      path: '/dashboard/login',
-      httpOnly: true,
-      sameSite: 'strict',
-      secure: secure(request),
-      maxAge: 60 * 60,
-    })
+    reply.setCookie(LOGIN_CSRF_COOKIE, csrfToken, { ...loginCookie(request), maxAge: 60 * 60 })
+    return csrfToken
+  }
+
+  const loginCookie = (request: FastifyRequest) =>
+    ({ path: '/dashboard/login', httpOnly: true, sameSite: 'strict', secure: secure(request) }) as const
+
+  function renderSignIn(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
+    const csrfToken = loginCsrf(request, reply)
     const body = request.body as { username?: unknown } | undefined
     const username = typeof body?.username === 'string' ? body.username : undefined
     return reply
       .code(status)
       .type('text/html; charset=utf-8')
       .send(signInPage({ csrfToken, ...(username ? { username } : {}), ...(error ? { error } : {}) }))
+  }
+
+  function renderCodeStep(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
+    const csrfToken = loginCsrf(request, reply)
+    return reply
+      .code(status)
+      .type('text/html; charset=utf-8')
+      .send(totpStepPage({ csrfToken, ...(error ? { error } : {}) }))
+  }
+
+  /** Double-submit check: a sign-in form posted from another site cannot know the cookie's value. */
+  function loginCsrfMatches(request: FastifyRequest, given: string | undefined): boolean {
+    const expected = request.cookies[LOGIN_CSRF_COOKIE]
+    return Boolean(expected && given && safeEqual(expected, given))
+  }
+
+  /** Signed in: the session cookie, the sign-in's cookies gone, on to the event list. */
+  function enterDashboard(request: FastifyRequest, reply: FastifyReply, token: string) {
+    reply.clearCookie(LOGIN_CSRF_COOKIE, { path: '/dashboard/login' })
+    reply.clearCookie(PENDING_COOKIE, { path: '/dashboard/login' })
+    reply.setCookie(SESSION_COOKIE, token, {
+      path: '/dashboard',
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: secure(request),
+      maxAge: SESSION_MAX_MS / 1000,
+    })
+    return reply.redirect('/dashboard', 303)
   }
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -222,13 +272,15 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         .type('text/html; charset=utf-8')
         .send(messagePage(title, message, session))
     const onSignIn = request.routeOptions.url === '/dashboard/login'
+    const onCodeStep = request.routeOptions.url === CODE_STEP
     // A domain error's status is the one its code fixes (platform/errors.ts); the page says it for a browser.
     if (err instanceof AppError)
       switch (err.statusCode) {
         case 429: {
           reply.headers(err.headers)
           const message = 'Too many attempts. Wait a minute and try again.'
-          return onSignIn ? renderSignIn(request, reply, 429, message) : page(429, 'Slow down', message)
+          if (onSignIn) return renderSignIn(request, reply, 429, message)
+          return onCodeStep ? renderCodeStep(request, reply, 429, message) : page(429, 'Slow down', message)
         }
         case 401:
           return reply.redirect('/dashboard/login', 303)
@@ -240,8 +292,9 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
           return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
       }
     if (err.validation) {
-      return onSignIn
-        ? renderSignIn(request, reply, 422, 'Enter your username and password.')
+      if (onSignIn) return renderSignIn(request, reply, 422, 'Enter your username and password.')
+      return onCodeStep
+        ? renderCodeStep(request, reply, 422, 'Enter the 6-digit code from your authenticator app.')
         : page(422, 'Invalid request', 'The request was not understood.')
     }
     // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
@@ -290,28 +343,73 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       },
     },
     async (request, reply) => {
-      // Double-submit token: a sign-in form posted from another site cannot know the cookie's value.
-      const expected = request.cookies[LOGIN_CSRF_COOKIE]
-      const given = request.body.csrf_token
-      if (!expected || !given || !safeEqual(expected, given)) {
+      if (!loginCsrfMatches(request, request.body.csrf_token))
         return renderSignIn(request, reply, 403, 'The sign-in form has expired. Please try again.')
-      }
-      let token: string
+      let result: SignInResult
       try {
-        ;({ token } = await signIn(deps, request.body, request.ip))
+        result = await signIn(deps, request.body, request.ip)
       } catch (err) {
         if (err instanceof UnauthorizedError) return renderSignIn(request, reply, 401, INVALID_SIGN_IN)
         throw err
       }
-      reply.clearCookie(LOGIN_CSRF_COOKIE, { path: '/dashboard/login' })
-      reply.setCookie(SESSION_COOKIE, token, {
-        path: '/dashboard',
-        httpOnly: true,
-        sameSite: 'strict',
-        secure: secure(request),
-        maxAge: SESSION_MAX_MS / 1000,
+      if (result.step === 'done') return enterDashboard(request, reply, result.token)
+      // The password was right and the account has a second step: its form, with the sealed sign-in.
+      reply.setCookie(PENDING_COOKIE, result.pending, {
+        ...loginCookie(request),
+        maxAge: SECOND_STEP_MS / 1000,
       })
-      return reply.redirect('/dashboard', 303)
+      return reply.redirect(CODE_STEP, 303)
+    },
+  )
+
+  app.get(
+    CODE_STEP,
+    {
+      config: perMinute(120),
+      schema: pageSchema('The TOTP step of a sign-in (to sign-in without one waiting)', 200, 303),
+    },
+    async (request, reply) => {
+      if (!request.cookies[PENDING_COOKIE]) return reply.redirect('/dashboard/login', 303)
+      return renderCodeStep(request, reply, 200)
+    },
+  )
+
+  app.post(
+    CODE_STEP,
+    {
+      config: perMinute(10),
+      schema: {
+        ...pageSchema(
+          "An administrator's TOTP code after the password: opens the session (the rules of /admin/mfa/verify)",
+          303,
+          401,
+          403,
+          422,
+        ),
+        consumes: ['application/x-www-form-urlencoded'],
+        body: CodeForm,
+      },
+    },
+    async (request, reply) => {
+      if (!loginCsrfMatches(request, request.body.csrf_token))
+        return renderCodeStep(request, reply, 403, 'The form has expired. Please try again.')
+      let token: string
+      try {
+        ;({ token } = await signInWithTotp(
+          deps,
+          request.cookies[PENDING_COOKIE],
+          request.body.code,
+          request.ip,
+        ))
+      } catch (err) {
+        if (err instanceof BadRequestError) return renderCodeStep(request, reply, 401, INVALID_CODE)
+        if (err instanceof UnauthorizedError) {
+          reply.clearCookie(PENDING_COOKIE, { path: '/dashboard/login' })
+          return renderSignIn(request, reply, 401, 'The sign-in has expired. Please sign in again.')
+        }
+        throw err
+      }
+      return enterDashboard(request, reply, token)
     },
   )
 

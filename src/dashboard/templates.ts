@@ -96,6 +96,26 @@ export function signInPage(opts: { csrfToken: string; username?: string; error?:
   )
 }
 
+/** The step after the password for an administrator whose MFA is on. */
+export function totpStepPage(opts: { csrfToken: string; error?: string }): string {
+  return layout(
+    { title: 'Authentication code' },
+    html`<main class="narrow">
+    <h1>Authentication code</h1>
+    <p class="hint">Your account uses two-factor authentication. Enter the 6-digit code your authenticator app shows now.</p>
+    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    <form method="post" action="/dashboard/login/code" class="stack">
+      <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
+      <label>Code
+        <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" minlength="6" maxlength="6" required autofocus>
+      </label>
+      <button type="submit">Verify</button>
+    </form>
+    <p class="hint"><a href="/dashboard/login">Start again</a></p>
+  </main>`,
+  )
+}
+
 export interface EventSummary {
   id: number
   uid: string

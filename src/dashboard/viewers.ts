@@ -5,9 +5,11 @@ import {
   findAdminSignIn,
   findNetworkManagerById,
   findNetworkManagerSignIn,
+  updatePasswordHash,
 } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
-import { findDashboardUser, findDashboardUserSignIn } from './dashboard-users.store.js'
+import { type AccountSlot, passwordBudget } from '../platform/password-sign-in.js'
+import { findDashboardUser, findDashboardUserSignIn, updateDashboardUser } from './dashboard-users.store.js'
 
 /** The kinds of account that may sign in to the dashboard. */
 export type ViewerKind = 'dashboard_user' | 'admin' | 'network_manager'
@@ -26,25 +28,59 @@ export interface Viewer {
 export interface DashboardAccount {
   viewer: Viewer
   password_hash: string
+  /** The step after the password, for an administrator whose MFA is on. */
+  secondStep: SecondStep | null
 }
 
+/** What a sign-in asks after the password: a TOTP code (passkeys would be another step here). */
+export type SecondStep = 'totp'
+
 /**
- * The accounts a sign-in name may belong to: dashboard users by username, administrators and
- * network managers by e-mail. Usually one; several only when the same text names accounts of
- * different kinds, and then the password decides which one signs in.
+ * The accounts a sign-in name may belong to, one slot per kind: dashboard users by username,
+ * administrators and network managers by e-mail, in that order. Usually one exists; when the same text
+ * names accounts of several kinds the password decides which one signs in. Each slot spends its
+ * account's own back-off budget, the one `/auth/login` spends for administrators and network managers.
+ * Administrators and network managers always have an e-mail address (the seed file and the command
+ * line refuse others), so a name without `@` has one slot: the slots, and so the work of an attempt,
+ * follow from the form of the name alone, never from which accounts exist.
  */
-export async function findAccounts(db: Db, name: string): Promise<DashboardAccount[]> {
-  const email = name.trim().toLowerCase()
-  const [user, admin, manager] = await Promise.all([
-    findDashboardUserSignIn(db, name.trim()),
-    findAdminSignIn(db, email),
-    findNetworkManagerSignIn(db, email),
-  ])
-  const out: DashboardAccount[] = []
-  if (user) out.push({ viewer: dashboardUserViewer(user), password_hash: user.password_hash })
-  if (admin) out.push({ viewer: adminViewer(admin), password_hash: admin.password_hash })
-  if (manager) out.push({ viewer: managerViewer(manager), password_hash: manager.password_hash })
-  return out
+export function accountSlots(db: Db, name: string): AccountSlot<DashboardAccount>[] {
+  const username = name.trim()
+  const email = username.toLowerCase()
+  const user: AccountSlot<DashboardAccount> = {
+    backoffKey: passwordBudget('dashboard_user', username),
+    find: async () => {
+      const r = await findDashboardUserSignIn(db, username)
+      return r && { viewer: dashboardUserViewer(r), password_hash: r.password_hash, secondStep: null }
+    },
+    storeHash: (a, hash) => updateDashboardUser(db, a.viewer.id, { password_hash: hash }),
+  }
+  if (!email.includes('@')) return [user]
+  return [
+    user,
+    {
+      backoffKey: passwordBudget('admin', email),
+      find: async () => {
+        const r = await findAdminSignIn(db, email)
+        return (
+          r && {
+            viewer: adminViewer(r),
+            password_hash: r.password_hash,
+            secondStep: r.mfa_enabled ? 'totp' : null,
+          }
+        )
+      },
+      storeHash: (a, hash) => updatePasswordHash(db, 'admin', a.viewer.id, hash),
+    },
+    {
+      backoffKey: passwordBudget('network_manager', email),
+      find: async () => {
+        const r = await findNetworkManagerSignIn(db, email)
+        return r && { viewer: managerViewer(r), password_hash: r.password_hash, secondStep: null }
+      },
+      storeHash: (a, hash) => updatePasswordHash(db, 'network_manager', a.viewer.id, hash),
+    },
+  ]
 }
 
 /**

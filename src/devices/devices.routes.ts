@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { claimsOf, protect } from '../tokens/guard.js'
+import { claimsOf } from '../tokens/guard.js'
 import {
   DeviceAuthRequest,
   DeviceInfo,
@@ -14,7 +15,11 @@ import {
 } from './devices.schemas.js'
 import { type DeviceDeps, DeviceService, SESSION_PREFIX } from './devices.service.js'
 
-export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceDeps> = async (app, deps) => {
+export interface DeviceRoutesDeps extends DeviceDeps {
+  protectCredentials: ProtectCredentials
+}
+
+export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, deps) => {
   const { tokens } = deps
   const devices = new DeviceService(deps)
   // Operator session tokens are credentials of the token guard, and end when the operator logs out.
@@ -76,13 +81,14 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceDeps> = async (app, d
     '/devices/:device_id/token',
     {
       config: perMinute(30),
-      ...protect(tokens, { roles: ['admin', 'operator'] }),
+      ...deps.protectCredentials({ roles: ['admin', 'operator'] }),
       schema: {
         tags: ['devices'],
         summary: 'Associate an operator with a device and issue the device token',
         description:
           "Administrators, or operators reaching the device's event. The operator must belong to the device's " +
-          'event (404 otherwise).',
+          "event (404 otherwise). While an administrator's MFA is enabled, the access token needs a fresh " +
+          '`mfa_verified_at` (403 `{"detail", "error": "mfa_required"}` otherwise).',
         security: [{ OAuth2PasswordBearer: [] }],
         params: DeviceTokenParams,
         body: DeviceTokenRequest,

@@ -1,14 +1,13 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
-import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import { MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { safeEqual, sha256Hex } from '../platform/digest.js'
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
-import { checkPassword, hashPassword } from '../platform/passwords.js'
+import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import { randomToken } from '../platform/random.js'
 import { type Claims, deviceTokensJti, reachesEvent } from '../tokens/claims.js'
 import type { Revocation } from '../tokens/revocations.js'
@@ -94,9 +93,8 @@ export interface DeviceDeps {
   clock: Clock
   tokens: TokenService
   audit: AuditLog
-  dummyHash: Promise<string>
-  /** Per-account back-off on failed passwords; shared with /auth/login for operators (one password). */
-  backoff: Backoff
+  /** The password sign-in; an operator's failures count with those at /auth/login (one password). */
+  passwords: PasswordSignInDeps
   /**
    * Seals operator session tokens at rest. The spec wants the same token handed out again until
    * logout, so a one-way hash alone cannot do; the plaintext in the database would turn a read-only
@@ -196,25 +194,28 @@ export class DeviceService {
     input: { email: string; password: string; dev_type: DevType; dev_mac: string },
     ip: string,
   ) {
-    const { db, audit, dummyHash, backoff } = this.deps
-    const backoffKey = `login:operator:${input.email.trim().toLowerCase()}`
-    await backoff.countAttempt(backoffKey)
-    const user = await findOperatorByEmail(db, input.email)
-    const check = await checkPassword(user?.password_hash ?? (await dummyHash), input.password)
-    // The right password forgets the count even when the device type is refused: that is no guess.
-    if (user && check.ok) await backoff.recordSuccess(backoffKey)
-    if (!user || !check.ok || !devTypeAllowed(input.dev_type, user.mode)) {
-      await audit.record({
-        kind: 'operator_token',
-        actor: `operator:${input.email.slice(0, 254)}`,
-        ip,
-        outcome: 'failure',
-        detail: { dev_type: input.dev_type, dev_mac: input.dev_mac },
-      })
-      throw new UnauthorizedError(INVALID_OPERATOR_LOGIN)
-    }
-    if (check.needsRehash)
-      await updatePasswordHash(db, 'operator', user.id, await hashPassword(input.password))
+    const { db, audit } = this.deps
+    const user = await signInWithPassword(this.deps.passwords, {
+      slots: [
+        {
+          backoffKey: passwordBudget('operator', input.email),
+          find: () => findOperatorByEmail(db, input.email),
+          storeHash: (u, hash) => updatePasswordHash(db, 'operator', u.id, hash),
+        },
+      ],
+      password: input.password,
+      // A device type the operator's mode does not allow is no sign-in: the count stays.
+      admit: (u) => devTypeAllowed(input.dev_type, u.mode),
+      onFailure: () =>
+        audit.record({
+          kind: 'operator_token',
+          actor: `operator:${input.email.slice(0, 254)}`,
+          ip,
+          outcome: 'failure',
+          detail: { dev_type: input.dev_type, dev_mac: input.dev_mac },
+        }),
+      failure: INVALID_OPERATOR_LOGIN,
+    })
     const token = await this.sessionToken(user.id)
     await audit.record({
       kind: 'operator_token',

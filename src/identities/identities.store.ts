@@ -122,6 +122,17 @@ export async function findMfaAdmin(db: Db, id: number): Promise<MfaAdmin | undef
     .executeTakeFirst()
 }
 
+/** Whether an (enabled) administrator's MFA is on: an enrolled secret, not only a pending one. */
+export async function adminMfaEnabled(db: Db, id: number): Promise<boolean> {
+  const r = await db
+    .selectFrom('administrators')
+    .select('id')
+    .where('id', '=', id)
+    .where('mfa_secret', 'is not', null)
+    .executeTakeFirst()
+  return r !== undefined
+}
+
 /** Stores a new pending secret, replacing any earlier pending one; the active secret is untouched. */
 export async function savePending(db: Db, adminId: number, sealed: string, now: number): Promise<void> {
   await db
@@ -260,13 +271,17 @@ export async function clearAdminMfa(db: Db, adminId: number, now: number): Promi
 
 // Dashboard sign-in: administrators and network managers by e-mail (lower-case), reloaded by id on each request.
 
+/** With `mfa_enabled`: such an administrator gives a TOTP code after the password. */
 export async function findAdminSignIn(db: Db, email: string) {
-  return db
+  const r = await db
     .selectFrom('administrators')
-    .select(['id', 'email', 'password_hash', 'role', 'event_ids'])
+    .select(['id', 'email', 'password_hash', 'role', 'event_ids', 'mfa_secret'])
     .where('email', '=', email)
     .where('disabled', '=', 0)
     .executeTakeFirst()
+  if (!r) return undefined
+  const { mfa_secret, ...admin } = r
+  return { ...admin, mfa_enabled: mfa_secret !== null }
 }
 
 export async function findNetworkManagerSignIn(db: Db, email: string) {

@@ -63,7 +63,7 @@ forEachBackend(
       assert.doesNotMatch(after, /no\/such\/path/, 'raw URLs must not become label values')
     })
 
-    test('tokens issued and verified, by type and outcome', async () => {
+    test('tokens issued and verified, by type and outcome; the password checked to sign in', async () => {
       const before = await scrape(t)
       const pair = await login(t, 'ev1@example.com')
       for (const token of [pair.access_token, pair.access_token, 'not-a-token']) {
@@ -76,6 +76,7 @@ forEachBackend(
       assert.equal(moved('wristband_tokens_issued_total', { type: 'refresh' }), 1)
       assert.equal(moved('wristband_tokens_verified_total', { type: 'access', outcome: 'valid' }), 2)
       assert.equal(moved('wristband_tokens_verified_total', { type: 'unknown', outcome: 'invalid' }), 1)
+      assert.equal(moved('wristband_password_checks_total', {}), 1, 'the sign-in checks one hash')
     })
 
     test('rate-limit rejections per route', async () => {

@@ -20,6 +20,7 @@ export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
  * How a feature reports:
  * - tokens: `tokenIssued(type)` per signed token, `tokenVerified(type, outcome)` per check;
  * - rate limit: `rateLimitRejections.inc({ route })` (wired in app.ts);
+ * - sign-ins: `passwordChecks.inc()` per password hash checked (wired in app.ts);
  * - mail and SMS: `mailSends.inc({ outcome: 'sent' | 'failed' })`, `smsSends.inc(...)` after each attempt;
  * - webhooks: `webhookDeliveries.inc({ outcome })` after each delivery attempt, and the outbox depth as
  *   a value read at scrape time: `onCollect(async () => metrics.outboxDepth.set(await countPending(db)))`;
@@ -37,6 +38,7 @@ export interface Metrics {
   readonly smsSends: Counter<'outcome'>
   readonly dbErrors: Counter
   readonly redisErrors: Counter
+  readonly passwordChecks: Counter
   /** Records one answered request; called from the onResponse hook on every request. */
   observeRequest(method: string, route: string, statusCode: number, seconds: number): void
   tokenIssued(type: string): void
@@ -177,6 +179,11 @@ export function createMetrics(): Metrics {
     help: 'Errors reported by the Redis client (connection lost or refused)',
     registers,
   })
+  const passwordChecks = new Counter({
+    name: 'wristband_password_checks_total',
+    help: 'Password hashes checked by sign-ins (argon2id, about 12 ms of CPU each; unknown names included)',
+    registers,
+  })
 
   // The label hashing of prom-client costs more than a Map look-up on a string; the hook runs on every
   // request, so each label combination is resolved once. Routes are templates, so the map stays small.
@@ -197,6 +204,7 @@ export function createMetrics(): Metrics {
     smsSends,
     dbErrors,
     redisErrors,
+    passwordChecks,
     observeRequest(method, route, statusCode, seconds) {
       const byMethod = inner(inner(requestSeries, route), statusCode)
       let series = byMethod.get(method)

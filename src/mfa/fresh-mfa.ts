@@ -1,5 +1,8 @@
 import type { preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
+import type { AuditLog } from '../audit/audit.store.js'
+import { adminMfaEnabled } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
 import { ForbiddenError } from '../platform/errors.js'
 import type { Claims } from '../tokens/claims.js'
 import { claimsOf, type GuardOptions, protect } from '../tokens/guard.js'
@@ -44,4 +47,45 @@ export function protectWithFreshMfa(
 ): { preParsing: preParsingAsyncHookHandler; preHandler: preHandlerAsyncHookHandler[] } {
   const guard = protect(tokens, opts)
   return { preParsing: guard.preParsing, preHandler: [guard.preHandler, requireFreshMfa(freshness)] }
+}
+
+/** Route hooks, to spread into the options of a route that creates lasting credentials or accounts. */
+export type ProtectCredentials = (opts?: GuardOptions) => {
+  preParsing: preParsingAsyncHookHandler
+  preHandler: preHandlerAsyncHookHandler[]
+}
+
+/**
+ * The guard of the routes that create lasting credentials or accounts, and of `POST /admin/mfa/setup`
+ * (decisions of 2026-11-25): `protect(...)`, then, while the calling administrator's MFA is enabled, a
+ * fresh `mfa_verified_at` is needed (403 `{"detail", "error": "mfa_required"}`, audited as denied), so
+ * a password alone never creates what outlives the session. Other roles, and administrators without
+ * MFA (whose first enrolment needs only the password), pass as `protect` lets them.
+ */
+export function credentialGuard(deps: {
+  db: Db
+  tokens: TokenService
+  audit: AuditLog
+  freshness: MfaFreshness
+}): ProtectCredentials {
+  const whileMfaEnabled: preHandlerAsyncHookHandler = async (request) => {
+    const claims = claimsOf(request)
+    if (claims.role !== 'admin' || mfaFreshness(claims, deps.freshness) === 'fresh') return
+    if (!(await adminMfaEnabled(deps.db, Number(claims.sub)))) return
+    await deps.audit.record({
+      kind: 'mfa_required',
+      actor: `admin:${claims.sub}`,
+      ip: request.ip,
+      outcome: 'denied',
+      detail: { route: `${request.method} ${request.routeOptions.url}` },
+    })
+    throw new ForbiddenError(
+      'While MFA is on this needs a fresh MFA verification: verify a code of your authenticator first',
+      'mfa_required',
+    )
+  }
+  return (opts = {}) => {
+    const guard = protect(deps.tokens, opts)
+    return { preParsing: guard.preParsing, preHandler: [guard.preHandler, whileMfaEnabled] }
+  }
 }

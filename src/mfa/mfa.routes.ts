@@ -4,7 +4,7 @@ import { TokenResponse } from '../auth/auth.schemas.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import { type MfaFreshness, mfaFreshness, protectWithFreshMfa } from './fresh-mfa.js'
+import { type MfaFreshness, mfaFreshness, type ProtectCredentials, protectWithFreshMfa } from './fresh-mfa.js'
 import { type MfaDeps, setupMfa, verifyMfa } from './mfa.service.js'
 
 export const MFASetupResponse = Type.Object({
@@ -21,6 +21,7 @@ export const StatusOk = Type.Object({ status: Type.String() })
 
 export interface MfaRoutesDeps extends MfaDeps {
   freshness: MfaFreshness
+  protectCredentials: ProtectCredentials
 }
 
 export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, deps) => {
@@ -30,7 +31,7 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
     '/admin/mfa/setup',
     {
       config: perMinute(30),
-      ...adminOnly,
+      ...deps.protectCredentials({ roles: ['admin'] }),
       schema: {
         tags: ['mfa'],
         summary: 'Start TOTP enrolment: a new secret, pending until a code from it is verified',
@@ -43,11 +44,7 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         response: { 200: MFASetupResponse, ...errorResponses(401, 403) },
       },
     },
-    async (request) => {
-      const claims = claimsOf(request)
-      const fresh = mfaFreshness(claims, deps.freshness) === 'fresh'
-      return setupMfa(deps, Number(claims.sub), request.ip, fresh)
-    },
+    async (request) => setupMfa(deps, Number(claimsOf(request).sub), request.ip),
   )
 
   app.post(

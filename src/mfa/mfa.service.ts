@@ -11,19 +11,24 @@ import {
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
+import { BadRequestError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { queueMail } from '../platform/mail.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 
-export interface MfaDeps {
+/** What checking a TOTP code needs: `/admin/mfa/verify` and the dashboard's sign-in. */
+export interface TotpDeps {
   db: Db
   clock: Clock
-  tokens: TokenService
   audit: AuditLog
+  /** Opens the stored secrets (`createSealer(secrets, 'mfa-secret')`). */
   sealer: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff
+}
+
+export interface MfaDeps extends TotpDeps {
+  tokens: TokenService
 }
 
 /** What authenticator apps expect: RFC 6238 with SHA-1, 6 digits, 30-second steps. */
@@ -45,31 +50,13 @@ export interface MfaSetup {
 
 /**
  * Starts enrolment: a fresh secret that stays pending until a code from it is verified. Any earlier
- * pending secret is dropped; the active one keeps working until then. While MFA is enabled only a
- * session with a fresh MFA verification (`freshMfa`) may start a re-enrolment: a password alone
- * must never be enough to replace the second factor (decisions.md, "Security decisions").
+ * pending secret is dropped; the active one keeps working until then. While MFA is enabled the route's
+ * guard (`credentialGuard`) lets only a session with a fresh MFA verification start a re-enrolment: a
+ * password alone must never be enough to replace the second factor (decisions.md, "Security decisions").
  */
-export async function setupMfa(
-  deps: MfaDeps,
-  adminId: number,
-  ip: string,
-  freshMfa: boolean,
-): Promise<MfaSetup> {
+export async function setupMfa(deps: MfaDeps, adminId: number, ip: string): Promise<MfaSetup> {
   const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
-  if (admin.mfa_secret !== null && !freshMfa) {
-    await deps.audit.record({
-      kind: 'mfa_setup',
-      actor: `admin:${admin.id}`,
-      ip,
-      outcome: 'failure',
-      detail: { reason: 'mfa_required' },
-    })
-    throw new ForbiddenError(
-      'Replacing the authenticator needs a fresh MFA verification: verify a code of the current one first',
-      'mfa_required',
-    )
-  }
   const secret = new Secret({ size: SECRET_BYTES })
   const totp = new TOTP({ ...TOTP_PARAMS, label: admin.email, secret })
   await savePending(deps.db, admin.id, deps.sealer.seal(secret.base32, context(admin.id)), deps.clock.now())
@@ -93,7 +80,7 @@ type CodeCheck = 'accepted' | 'wrong' | 'replayed'
 
 /** A code of the pending secret makes it the active one and switches MFA on, with a notice e-mail. */
 async function tryPending(
-  deps: MfaDeps,
+  deps: TotpDeps,
   admin: MfaAdmin,
   code: string,
   now: number,
@@ -122,7 +109,7 @@ async function tryPending(
 }
 
 /** A code of the active secret is accepted once: its step must be later than the last one used. */
-async function tryActive(deps: MfaDeps, admin: MfaAdmin, code: string, now: number): Promise<CodeCheck> {
+async function tryActive(deps: TotpDeps, admin: MfaAdmin, code: string, now: number): Promise<CodeCheck> {
   const sealed = admin.mfa_secret
   const active = sealed ? deps.sealer.open(sealed, context(admin.id)) : null
   const step = active === null ? null : matchStep(active, code, now)
@@ -146,14 +133,32 @@ export async function verifyMfa(
   ip: string,
   freshMfa: boolean,
 ): Promise<TokenResponse> {
-  // Counted first, before anything is read, so that simultaneous guesses meet the count in order.
+  const verifiedAt = await checkTotp(deps, adminId, code, ip, freshMfa)
+  const grant = await loadGrant(deps.db, 'admin', adminId)
+  if (!grant) throw new UnauthorizedError()
+  return deps.tokens.issuePair(grant, { mfa_verified_at: Math.floor(verifiedAt / 1000) })
+}
+
+/**
+ * The rules of a TOTP code, wherever one is given (`/admin/mfa/verify`, the dashboard's sign-in): the
+ * try is counted on the administrator's one back-off budget before anything is read, so simultaneous
+ * guesses meet the count in order; a code is accepted once (its step must be later than the last one
+ * used); the pending secret counts only as `verifyMfa` says. A wrong or replayed code is 400; an
+ * accepted one answers the time it was checked at.
+ */
+export async function checkTotp(
+  deps: TotpDeps,
+  adminId: number,
+  code: string,
+  ip: string,
+  freshMfa: boolean,
+): Promise<number> {
   const backoffKey = `mfa:admin:${adminId}`
-  await deps.backoff.countAttempt(backoffKey)
+  await deps.backoff.countAttempt([backoffKey])
   const admin = await findMfaAdmin(deps.db, adminId)
   if (!admin) throw new UnauthorizedError()
   const actor = `admin:${admin.id}`
   const now = deps.clock.now()
-
   const pendingCounts = admin.mfa_secret === null || freshMfa
   let check: CodeCheck = pendingCounts ? await tryPending(deps, admin, code, now, ip) : 'wrong'
   if (check === 'wrong') check = await tryActive(deps, admin, code, now)
@@ -163,9 +168,7 @@ export async function verifyMfa(
   }
   await deps.backoff.recordSuccess(backoffKey)
   await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'success' })
-  const grant = await loadGrant(deps.db, 'admin', admin.id)
-  if (!grant) throw new UnauthorizedError()
-  return deps.tokens.issuePair(grant, { mfa_verified_at: Math.floor(now / 1000) })
+  return now
 }
 
 function mfaNotice(to: string, replaced: boolean) {

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { claimsOf, protect } from '../tokens/guard.js'
+import { claimsOf } from '../tokens/guard.js'
 import { OfflineService, type OfflineServiceDeps } from './offline.service.js'
 
 export const OfflineTokenRequest = Type.Object(
@@ -19,19 +20,25 @@ export const OfflineTokenResponse = Type.Object({
   event_id: Type.Integer(),
 })
 
-export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineServiceDeps> = async (app, deps) => {
+export interface OfflineRoutesDeps extends OfflineServiceDeps {
+  protectCredentials: ProtectCredentials
+}
+
+export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async (app, deps) => {
   const offline = new OfflineService(deps)
   app.post(
     '/tokens/offline',
     {
       config: perMinute(30),
-      ...protect(deps.tokens, { roles: ['admin', 'operator'] }),
+      ...deps.protectCredentials({ roles: ['admin', 'operator'] }),
       schema: {
         tags: ['tokens'],
         summary: 'An offline token for a device working without a connection, bound to an event and device',
         description:
           'For administrators and operators with access to the event. Type `offline`, lifetime ' +
-          'OFFLINE_TOKEN_EXPIRE_HOURS, claims rebuilt from the stored record and narrowed to the event.',
+          'OFFLINE_TOKEN_EXPIRE_HOURS, claims rebuilt from the stored record and narrowed to the event. ' +
+          "While an administrator's MFA is enabled, the access token needs a fresh `mfa_verified_at` " +
+          '(403 `{"detail", "error": "mfa_required"}` otherwise).',
         security: [{ OAuth2PasswordBearer: [] }],
         body: OfflineTokenRequest,
         response: { 200: OfflineTokenResponse, ...errorResponses(401, 403, 404) },

@@ -30,8 +30,11 @@ function lockFor(attempts: number): number {
  * A failure keeps the count; a success forgets it.
  */
 export interface Backoff {
-  /** Counts an attempt on `key`; throws 429 (without counting) while the key is locked. */
-  countAttempt(key: string): Promise<void>
+  /**
+   * Counts an attempt on every one of `keys` (the budgets of each account the credential may belong
+   * to), in one step; throws 429 (without counting any) while one of them is locked.
+   */
+  countAttempt(keys: readonly string[]): Promise<void>
   /** The credential was right: the count and any lock are forgotten. */
   recordSuccess(key: string): Promise<void>
 }
@@ -41,9 +44,9 @@ interface State {
   lockedUntil: number
 }
 
-/** Both stores answer "admitted" (0) or the time the key's lock ends. */
+/** Both stores answer "admitted" (0) or the time the latest lock of the keys ends. */
 interface Store {
-  attempt(key: string, now: number): Promise<number>
+  attempt(keys: readonly string[], now: number): Promise<number>
   reset(key: string): Promise<void>
 }
 
@@ -55,11 +58,13 @@ function memoryStore(): Store {
   })
   return {
     // Synchronous from the read to the write, so concurrent requests of one process cannot interleave.
-    async attempt(key, now) {
-      const s = states.get(key)
-      if (s && s.lockedUntil > now) return s.lockedUntil
-      const attempts = (s?.attempts ?? 0) + 1
-      states.set(key, { attempts, lockedUntil: now + lockFor(attempts) })
+    async attempt(keys, now) {
+      const locked = Math.max(0, ...keys.map((key) => states.get(key)?.lockedUntil ?? 0))
+      if (locked > now) return locked
+      for (const key of keys) {
+        const attempts = (states.get(key)?.attempts ?? 0) + 1
+        states.set(key, { attempts, lockedUntil: now + lockFor(attempts) })
+      }
       return 0
     },
     async reset(key) {
@@ -68,19 +73,25 @@ function memoryStore(): Store {
   }
 }
 
-// KEYS[1] = hash {n, until}; ARGV = now, window, free, base, max. The lock is compared with the
-// caller's clock, and the whole hash lives WINDOW_MS after the last attempt.
+// KEYS = hashes {n, until}; ARGV = now, window, free, base, max. No key is counted while one is
+// locked; the locks are compared with the caller's clock, and each hash lives WINDOW_MS after the
+// last attempt.
 const ATTEMPT = `
 local now = tonumber(ARGV[1])
-local locked = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
-if locked > now then return locked end
-local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-local over = n - tonumber(ARGV[3])
-if over > 0 then
-  local ms = math.min(tonumber(ARGV[4]) * 2 ^ (over - 1), tonumber(ARGV[5]))
-  redis.call('HSET', KEYS[1], 'until', math.floor(now + ms))
+local locked = 0
+for _, key in ipairs(KEYS) do
+  locked = math.max(locked, tonumber(redis.call('HGET', key, 'until') or '0'))
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if locked > now then return locked end
+for _, key in ipairs(KEYS) do
+  local n = redis.call('HINCRBY', key, 'n', 1)
+  local over = n - tonumber(ARGV[3])
+  if over > 0 then
+    local ms = math.min(tonumber(ARGV[4]) * 2 ^ (over - 1), tonumber(ARGV[5]))
+    redis.call('HSET', key, 'until', math.floor(now + ms))
+  end
+  redis.call('PEXPIRE', key, ARGV[2])
+end
 return 0
 `
 
@@ -88,11 +99,11 @@ function redisStore(redis: Redis, prefix: string): Store {
   const k = (key: string) => `${prefix}bo:${key}`
   const p = BACKOFF_POLICY
   return {
-    async attempt(key, now) {
+    async attempt(keys, now) {
       const r = await redis.eval(
         ATTEMPT,
-        1,
-        k(key),
+        keys.length,
+        ...keys.map(k),
         now,
         p.WINDOW_MS,
         p.FREE_FAILURES,
@@ -125,9 +136,9 @@ export function createBackoff(clock: Clock, redis?: Redis, prefix = ''): Backoff
     return op(local)
   }
   return {
-    async countAttempt(key) {
+    async countAttempt(keys) {
       const now = clock.now()
-      const until = await use((s) => s.attempt(key, now))
+      const until = await use((s) => s.attempt(keys, now))
       if (until > now) {
         throw new TooManyRequestsError(
           BACKOFF_POLICY.FREE_FAILURES,

@@ -31,7 +31,7 @@ export const ERROR_CODES = {
   mfa_required: {
     status: 403,
     field: 'error',
-    when: 'replacing an active authenticator needs a fresh MFA verification',
+    when: "the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification",
   },
   username_taken: { status: 409, field: 'error', when: 'the dashboard username exists' },
   already_used: { status: 409, field: 'error', when: 'the ticket was used; `used_timestamp` tells when' },

@@ -28,6 +28,21 @@ export interface ErrorCase {
   extra?: Record<string, unknown>
 }
 
+/**
+ * While an administrator's MFA is on, the routes that create lasting credentials or accounts, and
+ * MFA setup, need a fresh verification (mfa/fresh-mfa.ts, `credentialGuard`).
+ */
+const MFA_REQUIRED: Record<number, ErrorCase[]> = {
+  403: [
+    {
+      code: 'mfa_required',
+      when: "the administrator's MFA is on and the token has no fresh `mfa_verified_at`: verify a TOTP code at /admin/mfa/verify first",
+      detail:
+        'While MFA is on this needs a fresh MFA verification: verify a code of your authenticator first',
+    },
+  ],
+}
+
 /** Example values reused across operations, so that one example request leads to the next's answer. */
 const EVENT = 'summer-festival-2026'
 const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
@@ -123,23 +138,18 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     request: { token: ACCESS },
     response: { valid: true, claims: { sub: '1', role: 'admin', exp: 1782901800 } },
   },
-  'POST /tokens/offline': { operationId: 'createOfflineToken', returns: 'The offline token' },
+  'POST /tokens/offline': {
+    operationId: 'createOfflineToken',
+    returns: 'The offline token',
+    errors: MFA_REQUIRED,
+  },
   'GET /admin/me': { operationId: 'getCurrentAdmin', returns: 'The signed-in account' },
 
   // MFA
   'POST /admin/mfa/setup': {
     operationId: 'startMfaEnrolment',
     returns: 'The new TOTP secret and its URI',
-    errors: {
-      403: [
-        {
-          code: 'mfa_required',
-          when: 'MFA is on and the token has no fresh `mfa_verified_at`: verify a code of the current authenticator first',
-          detail:
-            'Replacing the authenticator needs a fresh MFA verification: verify a code of the current one first',
-        },
-      ],
-    },
+    errors: MFA_REQUIRED,
   },
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
@@ -178,6 +188,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /tokens/api-key': {
     operationId: 'createApiKey',
     returns: 'The new key; its plaintext is shown only here',
+    errors: MFA_REQUIRED,
   },
   'DELETE /tokens/api-key/{key_id}': { operationId: 'revokeApiKey', returns: 'The key is revoked' },
   'GET /tokens/api-keys': { operationId: 'listApiKeys', returns: "The event's keys, without secrets" },
@@ -194,21 +205,29 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'createDashboardUser',
     returns: 'The dashboard user created',
     errors: {
+      ...MFA_REQUIRED,
       409: [{ code: 'username_taken', when: 'the username exists', detail: 'Username already taken' }],
     },
   },
   'PATCH /admin/dashboard-users/{user_id}': {
     operationId: 'updateDashboardUser',
     returns: 'The dashboard user as changed',
+    errors: MFA_REQUIRED,
   },
   'DELETE /admin/dashboard-users/{user_id}': {
     operationId: 'deleteDashboardUser',
     returns: 'The dashboard user is removed',
+    errors: MFA_REQUIRED,
   },
 
   // dashboard pages (HTML)
   'GET /dashboard/login': { operationId: 'getDashboardLoginPage', returns: 'The sign-in page' },
-  'POST /dashboard/login': { operationId: 'dashboardLogin', returns: 'Signed in' },
+  'POST /dashboard/login': {
+    operationId: 'dashboardLogin',
+    returns: 'Signed in (to the event list), or, for an administrator whose MFA is on, on to the code step',
+  },
+  'GET /dashboard/login/code': { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
+  'POST /dashboard/login/code': { operationId: 'dashboardLoginCode', returns: 'Signed in' },
   'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
   'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
   'GET /dashboard/events/{event_id}': {
@@ -262,6 +281,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /devices/{device_id}/token': {
     operationId: 'issueDeviceToken',
     returns: 'The device token, associated with the operator',
+    errors: MFA_REQUIRED,
   },
   'POST /devices/operator-token': { operationId: 'issueOperatorToken', returns: 'The operator token' },
   'POST /tickets/{transfer_uid}/use': {

@@ -1,6 +1,5 @@
 import { hash, verify } from '@node-rs/argon2'
 import { verify as bcryptVerify } from '@node-rs/bcrypt'
-import type { Backoff } from './backoff.js'
 
 // OWASP's argon2id parameters: 19 MiB, two passes, one lane. Hashing runs on libuv's thread pool.
 // `algorithm: 2` is Algorithm.Argon2id (a const enum, which verbatimModuleSyntax cannot import).
@@ -32,14 +31,4 @@ export async function checkPassword(stored: string, password: string): Promise<P
  */
 export function createDummyHash(): Promise<string> {
   return hashPassword(`dummy-${Math.random()}`)
-}
-
-/**
- * What every password sign-in (staff at /auth/login, consumers, the dashboard) needs so that all its
- * failures look alike: the per-account back-off the sign-ins share, and a hash checked when no account
- * matches, so an unknown name costs the same time as a wrong password.
- */
-export interface PasswordSignInDeps {
-  backoff: Backoff
-  dummyHash: Promise<string>
 }

@@ -56,6 +56,8 @@ const ADMIN_ONLY = ['200', '200', '403', '403', '403', '401', '401', '401']
 const CONSUMER_ONLY = ['403', '403', '403', '403', '200', '401', '401', '401']
 const EVENT_ADMIN = ['200|403', '200|200', '403|403', '403|403', '403|403', '401|401', '401|401', '401|401']
 const PARTNER = ['401', '401', '401', '401', '401', '401']
+/** The routes that create lasting credentials or accounts (src/security/mfa-credentials.test.ts). */
+const FRESH_MFA = "while the administrator's MFA is on, 403 mfa_required without a fresh verification"
 
 // biome-ignore format: the table is laid out in columns for reading
 export const ACCESS_MATRIX: readonly AccessRow[] = [
@@ -63,7 +65,7 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('POST /auth/logout',                          ['200',     '200',      '200',      '200',      '200',      '401',      '401',      '401'],
     'Any access token, with a refresh token of the same subject; offline tokens and API keys have no session'),
   row('GET /admin/me', ADMIN_ONLY),
-  row('POST /admin/mfa/setup', ADMIN_ONLY),
+  row('POST /admin/mfa/setup', ADMIN_ONLY, 'Re-enrolment while MFA is on: 403 mfa_required without a fresh verification'),
   row('POST /admin/mfa/verify', ADMIN_ONLY),
   row('GET /admin/sensitive/ping',                  ['403',     '403',      '403',      '403',      '403',      '401',      '401',      '401'],
     'Administrators need a fresh MFA verification; the plain sign-in tokens of this table have none'),
@@ -72,23 +74,24 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('GET /admin/dashboard-users',                 ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
     'Superadmins only'),
   row('POST /admin/dashboard-users',                ['403',     '201',      '403',      '403',      '403',      '401',      '401',      '401'],
-    'Superadmins only'),
+    `Superadmins only; ${FRESH_MFA}`),
   row('PATCH /admin/dashboard-users/{user_id}',     ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
-    'Superadmins only'),
+    `Superadmins only; ${FRESH_MFA}`),
   row('DELETE /admin/dashboard-users/{user_id}',    ['403',     '200',      '403',      '403',      '403',      '401',      '401',      '401'],
-    'Superadmins only'),
+    `Superadmins only; ${FRESH_MFA}`),
   row('GET /dashboard/api/events/{event_id}/stats', ['401|401', '401|401',  '401|401',  '401|401',  '401|401',  '401|401',  '401|401',  '401|401'],
     'The dashboard page reads it with its session cookie; bearer tokens and API keys are not accepted'),
   row('GET /events/{event_id}/stats',               ['200|403', '200|200',  '200|403',  '403|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     'Needs reports:read at the event; access tokens only. The dashboard pages use a session cookie instead'),
   row('GET /events/{event_id}/scan-sync',           ['403|403', '403|403',  '403|403',  '200|403',  '403|403',  '200|403',  '401|401',  '401|401'],
     'Needs ticket:scan or sync:download at the event; access and offline tokens'),
-  row('POST /tokens/api-key', EVENT_ADMIN),
+  row('POST /tokens/api-key', EVENT_ADMIN, `The key never expires: ${FRESH_MFA}`),
   row('DELETE /tokens/api-key/{key_id}', EVENT_ADMIN),
   row('GET /tokens/api-keys', EVENT_ADMIN),
-  row('POST /tokens/offline',                       ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401']),
+  row('POST /tokens/offline',                       ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
+    `The token lives for days: ${FRESH_MFA}`),
   row('POST /devices/{device_id}/token',            ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
-    "The device's event decides; an offline token is not an access token"),
+    `The device's event decides; an offline token is not an access token; ${FRESH_MFA}`),
   row('GET /consumers/me', CONSUMER_ONLY),
   row('PATCH /consumers/me', CONSUMER_ONLY),
   row('GET /consumers/me/tickets', CONSUMER_ONLY),

@@ -61,7 +61,11 @@ forEachBackend(
       t = ctx()
       await t.seed({
         ...withStandardSeed({
-          administrators: [eventAdmin('burst-staff@example.com'), eventAdmin('burst-mfa@example.com')],
+          administrators: [
+            eventAdmin('burst-staff@example.com'),
+            eventAdmin('burst-mfa@example.com'),
+            eventAdmin('burst-both@example.com'),
+          ],
           operators: [{ email: 'burst-gate@example.com', password: 's3cret-pass', event_id: 1, mode: 0 }],
         }),
         customers: [
@@ -115,31 +119,51 @@ forEachBackend(
       assert.equal((await send('s3cret-pass')).statusCode, 200)
     })
 
-    test('dashboard sign-in: a burst of wrong passwords checks at most the free budget', async () => {
-      // Every form is fetched first (its CSRF cookie and token), then all are posted at once.
+    /**
+     * Posts the dashboard's sign-in form for `username`: every form is fetched first (its CSRF cookie
+     * and token), so that all can then be posted at once.
+     */
+    async function dashboardSender(username: string) {
       const forms = await Promise.all(
         Array.from({ length: BURST + 2 }, async () => {
           const page = await t.request({ method: 'GET', url: '/dashboard/login' })
           return { cookie: cookieOf(page, 'wb_login_csrf')!.value, csrf: formToken(page.body) }
         }),
       )
-      const send = (password: string) => {
+      return (password: string) => {
         const form = forms.pop()!
         return t.request({
           method: 'POST',
           url: '/dashboard/login',
           headers: { 'content-type': 'application/x-www-form-urlencoded' },
           cookies: { wb_login_csrf: form.cookie },
-          payload: new URLSearchParams({
-            username: 'burst-partner',
-            password,
-            csrf_token: form.csrf,
-          }).toString(),
+          payload: new URLSearchParams({ username, password, csrf_token: form.csrf }).toString(),
         })
       }
+    }
+
+    test('dashboard sign-in: a burst of wrong passwords checks at most the free budget', async () => {
+      const send = await dashboardSender('burst-partner')
       await burst(t, send, 'wrong-password', 's3cret-pass')
       lapse()
       assert.equal((await send('s3cret-pass')).statusCode, 303)
+    })
+
+    test('one budget: a burst split between the dashboard and /auth/login checks at most the free budget', async () => {
+      // An e-mail address at the dashboard counts on three keys in one step, the administrator's among them.
+      const dashboard = await dashboardSender('burst-both@example.com')
+      let sent = 0
+      const send = (password: string) =>
+        sent++ % 2 === 0
+          ? dashboard(password)
+          : t.request({
+              method: 'POST',
+              url: '/auth/login',
+              payload: { email: 'burst-both@example.com', password, role: 'admin' },
+            })
+      await burst(t, send, 'wrong-password', 's3cret-pass')
+      lapse()
+      assert.equal((await dashboard('s3cret-pass')).statusCode, 303)
     })
 
     test('MFA verify: a burst of wrong codes checks at most the free budget', async () => {

@@ -150,18 +150,19 @@ forEachBackend(
       await post('refresh', '/auth/refresh', { refresh_token: pair.refresh_token })
       const { access_token } = await login(t, 'ev1@example.com')
       const setup = await post('mfa setup', '/admin/mfa/setup', {}, { token: access_token })
-      await post(
+      // With MFA on, credentials are created from the verified (fresh) token.
+      const verified = await post(
         'mfa verify',
         '/admin/mfa/verify',
         { code: generateSync({ secret: setup.secret, epoch: Math.floor(t.clock.now() / 1000) }) },
         { token: access_token },
       )
-      await post('offline token', '/tokens/offline', { event_id: 1 }, { token: access_token })
+      await post('offline token', '/tokens/offline', { event_id: 1 }, { token: verified.access_token })
       await post(
         'api key',
         '/tokens/api-key',
         { event_id: 1, name: 'k', scopes: ['api:read'] },
-        { token: access_token },
+        { token: verified.access_token },
       )
       await post('customer login', '/auth/login/customer', {
         phone: '+4915100000001',
@@ -198,7 +199,7 @@ forEachBackend(
         'device token',
         `/devices/${device.id}/token`,
         { operator_id: operator.id },
-        { token: access_token },
+        { token: verified.access_token },
       )
       await post('operator token', '/devices/operator-token', {
         email: 'pos@example.com',

@@ -42,3 +42,29 @@ export async function dashboardSession(
   if (res.statusCode !== 303 || !session) throw new Error(`sign-in of ${username} failed: ${res.statusCode}`)
   return session.value
 }
+
+/**
+ * Posts the TOTP step's form as a browser would after `postSignIn` answered with it: the step's page
+ * first (its CSRF cookie and token), with the cookie holding the sealed sign-in.
+ */
+export async function postSignInCode(
+  t: TestApp,
+  pending: string,
+  code: string,
+): Promise<LightMyRequestResponse> {
+  const page = await t.request({
+    method: 'GET',
+    url: '/dashboard/login/code',
+    cookies: { wb_login_pending: pending },
+  })
+  const loginCsrf = cookieOf(page, 'wb_login_csrf')
+  if (page.statusCode !== 200 || !loginCsrf)
+    throw new Error(`the code step's page answered ${page.statusCode}`)
+  return t.request({
+    method: 'POST',
+    url: '/dashboard/login/code',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    cookies: { wb_login_pending: pending, wb_login_csrf: loginCsrf.value },
+    payload: new URLSearchParams({ code, csrf_token: formToken(page.body) }).toString(),
+  })
+}

@@ -18,13 +18,22 @@ export function sample(text: string, name: string, labels: Record<string, string
   return total
 }
 
+/** The instance's current value of a metric (summed over the series whose labels include `labels`). */
+export async function metricValue(
+  t: TestApp,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  return sample((await t.app.metrics.scrape()).body, name, labels)
+}
+
 /**
  * Waits until the instance's Redis client has failed `n` more times than now: while Redis is down, each
  * failed reconnection attempt is one (wristband_redis_errors_total), so a test can let several attempts
  * pass without sleeping a fixed time.
  */
 export async function moreRedisErrors(t: TestApp, n: number): Promise<void> {
-  const errors = async () => sample((await t.app.metrics.scrape()).body, 'wristband_redis_errors_total')
+  const errors = () => metricValue(t, 'wristband_redis_errors_total')
   const from = await errors()
   await until(`${n} more failed Redis attempts`, async () => (await errors()) >= from + n)
 }
