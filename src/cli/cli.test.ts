@@ -470,30 +470,33 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
       cwd: env.DATA_DIR,
     })
     let stdout = ''
-    const seen = new Promise<void>((resolve) => {
-      child.stdout.on('data', (d) => {
-        stdout += d
-        if (stdout.includes('follow_probe')) resolve()
-      })
+    child.stdout.on('data', (d) => {
+      stdout += d
     })
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
-    // The follower records its own start; once that row exists it is polling.
-    await until('the follower to record its start', async () =>
-      (await auditRows('cli_audit_read')).some((r) => r.detail?.includes('"follow":true')),
-    )
-    await t.db.db
-      .insertInto('audit_log')
-      .values({
-        at: Date.now(),
-        kind: 'follow_probe',
-        actor: 'test',
-        ip: null,
-        outcome: 'success',
-        detail: null,
-      })
-      .execute()
-    await seen
-    child.kill('SIGTERM')
+    try {
+      // The follower records its own start; once that row exists it is polling. A process start on a
+      // loaded machine can take long: the wait is generous, and the child is killed whatever happens.
+      await until(
+        'the follower to record its start',
+        async () => (await auditRows('cli_audit_read')).some((r) => r.detail?.includes('"follow":true')),
+        60_000,
+      )
+      await t.db.db
+        .insertInto('audit_log')
+        .values({
+          at: Date.now(),
+          kind: 'follow_probe',
+          actor: 'test',
+          ip: null,
+          outcome: 'success',
+          detail: null,
+        })
+        .execute()
+      await until('the follower to print the probe', () => stdout.includes('follow_probe'), 60_000)
+    } finally {
+      child.kill('SIGTERM')
+    }
     assert.equal(await exited, 0)
     assert.match(stdout, /follow_probe {2}success {2}actor=test/)
   })
