@@ -19,6 +19,13 @@ cd "$work/wristband"
 
 echo "== the three documented commands"
 npm ci --no-audit --no-fund
+# The service requires Node >= 22. The development install brings its own Node 24 (devDependency
+# `node`); a production host has a supported Node of its own. Stand in for that host's Node with a
+# copy of the dev binary, taken before `npm prune` removes it, so the machine's Node (20 here) is not used.
+mkdir "$work/bin"
+cp -L node_modules/.bin/node "$work/bin/node"
+export PATH="$work/bin:$PATH"
+echo "serving with Node $(node --version)"
 # (the caller's package, built while the compiler is still there)
 npm pack ./packages/verifier --pack-destination "$work" >/dev/null
 npm prune --omit=dev --no-audit --no-fund
