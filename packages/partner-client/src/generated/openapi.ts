@@ -45,7 +45,7 @@ export interface paths {
         put?: never;
         /**
          * Send a ticket to a holder by e-mail
-         * @description A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.
+         * @description A company_ticket_id this partner already used answers 409 with `"error": "duplicate_company_ticket_id"`; another partner's identifiers are never compared (partners are isolated).
          */
         post: operations["createTransfer"];
         delete?: never;
