@@ -5,16 +5,43 @@ import { audited, integerOption, type Subcommand, stringOption, withContext } fr
 // How often --follow looks for new entries: quick enough to watch an incident, light on the database.
 const FOLLOW_INTERVAL_MS = 500
 
-function format(row: AuditRow, json: boolean): string {
+/**
+ * Characters a terminal may act on or that change how a line reads: C0 controls (newline, ESC…), DEL,
+ * C1 controls (U+009B is a one-character CSI on some terminals), the line and paragraph separators and
+ * the bidirectional overrides and isolates (text that reads in another order than it is stored).
+ */
+const UNSAFE_CHARACTERS = '\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069'
+const UNSAFE = new RegExp(`[${UNSAFE_CHARACTERS}]`, 'g')
+/** Plain: no space, quote, backslash or unsafe character. */
+const PLAIN = new RegExp(`^[^\\s"\\\\${UNSAFE_CHARACTERS}]+$`)
+const escapeUnsafe = (text: string) =>
+  text.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+
+/**
+ * An audited value as the plain output prints it: as it is when it is plain (no space, quote,
+ * backslash or unsafe character), else as a JSON string with every unsafe character escaped, so a
+ * typed e-mail can neither start a line of its own nor pass for another field (`actor=x  ip=…`).
+ */
+function printable(value: string): string {
+  if (PLAIN.test(value)) return value
+  return escapeUnsafe(JSON.stringify(value))
+}
+
+/**
+ * One entry, as text or as one JSON line. Actors, addresses and details hold what clients typed (a
+ * failed sign-in's e-mail): both forms escape every control character, ESC included, so the output
+ * of `wristband audit` in a terminal shows them and never runs them.
+ */
+function formatAuditRow(row: AuditRow, json: boolean): string {
   const detail = row.detail === null ? null : (JSON.parse(row.detail) as unknown)
-  if (json) return JSON.stringify({ ...row, at: new Date(row.at).toISOString(), detail })
+  if (json) return escapeUnsafe(JSON.stringify({ ...row, at: new Date(row.at).toISOString(), detail }))
   return [
     new Date(row.at).toISOString(),
-    row.kind,
-    row.outcome,
-    `actor=${row.actor ?? '-'}`,
-    `ip=${row.ip ?? '-'}`,
-    detail === null ? '' : JSON.stringify(detail),
+    printable(row.kind),
+    printable(row.outcome),
+    `actor=${row.actor === null ? '-' : printable(row.actor)}`,
+    `ip=${row.ip === null ? '-' : printable(row.ip)}`,
+    detail === null ? '' : escapeUnsafe(JSON.stringify(detail)),
   ]
     .join('  ')
     .trimEnd()
@@ -57,7 +84,7 @@ Options:
       let last = 0
       const print = (rows: AuditRow[]) => {
         for (const r of rows) {
-          console.log(format(r, json))
+          console.log(formatAuditRow(r, json))
           last = r.id
         }
       }

@@ -9,8 +9,8 @@ import {
 
 import { type DurationSeries, RequestDurations } from './request-durations.js'
 
-export type SendOutcome = 'sent' | 'failed'
-export type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
+type SendOutcome = 'sent' | 'failed'
+type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
 
 /**
  * The metrics of one app instance, in a registry of its own: two instances in one process (tests, a

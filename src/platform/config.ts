@@ -330,7 +330,7 @@ export const settings = {
     integer(0, 300),
   ),
   RATE_LIMIT_SYNC_MS: setting(
-    'With Redis: how often each instance adds its rate-limit counts to the shared ones, in milliseconds; a shared limit is exceeded by at most instances × this interval × the request rate. 0: every request is counted in Redis (exact, one round trip per request)',
+    'With Redis, for limits above 60 a minute (lower ones always count in Redis per request): how often each instance adds its counts to the shared ones (ms); a limit is exceeded by at most instances × this × the request rate. 0: every limit counts per request.',
     '100',
     integer(0, 60_000),
   ),

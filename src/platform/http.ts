@@ -13,6 +13,7 @@ import { registerErrorHandler, sendError } from './error-handler.js'
 import { BadRequestError, NotFoundError } from './errors.js'
 import { loggerOptions } from './logging.js'
 import {
+  countedExactly,
   memoryCounters,
   type RouteLimiter,
   redisCounters,
@@ -116,16 +117,18 @@ export interface RateLimitDeps {
 
 /**
  * Per-address, per-route limits (platform/rate-limit.ts) on the counters the deployment has: in
- * process, Redis, or Redis synced every RATE_LIMIT_SYNC_MS. Answers the limiters by route.
+ * process, Redis, or Redis synced every RATE_LIMIT_SYNC_MS (limits above 60 a minute only; lower ones
+ * count in Redis on every request). Answers the limiters by route.
  */
 export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): Map<string, RouteLimiter> {
   const { clock, redis, config } = deps
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
   return registerRateLimit(app, {
-    countersFor: (route) =>
+    // Low limits (60 a minute or less) always count in Redis per request: exact across the fleet.
+    countersFor: (route, limit) =>
       !redis
         ? memoryCounters(clock)
-        : config.RATE_LIMIT_SYNC_MS === 0
+        : config.RATE_LIMIT_SYNC_MS === 0 || countedExactly(limit)
           ? redisCounters(redis, `${config.REDIS_PREFIX}rl:${route}|`)
           : syncedRedisCounters(
               redis,

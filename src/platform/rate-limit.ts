@@ -17,6 +17,18 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Limits of this many requests a minute or fewer are counted in Redis on every request, exactly across
+ * a fleet: at such rates the round trip costs nothing, and a background sync's lag (instances × sync
+ * interval × rate) would be most of the limit, e.g. the eleventh failed login let through.
+ */
+export const EXACT_LIMIT_PER_MINUTE = 60
+
+/** Whether a limit is counted exactly (see EXACT_LIMIT_PER_MINUTE). */
+export function countedExactly(limit: RouteLimit): boolean {
+  return limit.max * (60_000 / limit.windowMs) <= EXACT_LIMIT_PER_MINUTE
+}
+
 /** Route config for a limit of `max` requests per address per minute. */
 export function perMinute(max: number): { rateLimit: RouteLimit } {
   return { rateLimit: { max, windowMs: 60_000 } }
@@ -313,7 +325,7 @@ export interface RateLimitOptions {
    * evicts another route's counts (an attacker could otherwise reset their login window by spraying
    * verify).
    */
-  countersFor: (route: string) => CounterStore
+  countersFor: (route: string, limit: RouteLimit) => CounterStore
   /** Called for every refused request. */
   onExceeded?: (ip: string, route: string) => void
 }
@@ -342,7 +354,7 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
     if (!limit) return
     const { max, windowMs } = limit
     const name = route.url
-    const store = countersFor(`${String(route.method)} ${name}`)
+    const store = countersFor(`${String(route.method)} ${name}`, limit)
     stores.push(store)
     const limiter: RouteLimiter = { max, windowMs, store, exceeded: (ip) => onExceeded?.(ip, name) }
     limiters.set(`${String(route.method)} ${name}`, limiter)

@@ -48,9 +48,6 @@ export const RateLimited = Type.Object(
   { $id: 'RateLimited' },
 )
 
-/** A JSON object whose values are strings (the spec's "object of string values"). */
-export const StringMap = Type.Record(Type.String(), Type.String())
-
 export const Message = Type.Object({ message: Type.String() })
 
 /** The error responses every JSON endpoint can give, to merge into a route's `response`. */

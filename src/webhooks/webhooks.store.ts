@@ -251,11 +251,14 @@ export async function recordAttempt(
   })
 }
 
-/** Notifications still waiting for delivery (their first attempt or a retry), over every event. */
+/**
+ * Notifications still waiting for delivery (their first attempt or a retry), over every event: a sum
+ * of the counters kept by migration 019's triggers, one row per event and state, not a scan.
+ */
 export async function countPendingDeliveries(db: Db): Promise<number> {
   const row = await db
-    .selectFrom('webhook_deliveries')
-    .select((eb) => eb.fn.countAll().as('n'))
+    .selectFrom('delivery_counts')
+    .select((eb) => eb.fn.sum<number>('n').as('n'))
     .where('status', '=', 'pending')
     .executeTakeFirstOrThrow()
   return Number(row.n)

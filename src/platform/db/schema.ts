@@ -278,6 +278,38 @@ export interface TransfersTable {
   used_revoked_code: number | null
 }
 
+/** Counters of a ticket type (migration 019, kept by triggers on transfers). */
+export interface TicketCountsTable {
+  ticket_type_id: number
+  /** issued, claimed, used, balance or promo_balance (minor units) */
+  measure: string
+  event_id: number
+  n: number
+}
+
+/** Uses of an event per gate: `-` for none, `+name` for a gate (migration 019). */
+export interface GateUseCountsTable {
+  event_id: number
+  gate: string
+  n: number
+}
+
+/** Uses of an event per 5-minute slot of `used_at` (floor(used_at / 300000), migration 019). */
+export interface UseSlotCountsTable {
+  event_id: number
+  slot: number
+  n: number
+}
+
+/** Webhook deliveries per event, status and whether tried (migration 019, kept by triggers). */
+export interface DeliveryCountsTable {
+  event_id: number
+  status: string
+  /** 0: no attempt yet, 1: tried */
+  tried: number
+  n: number
+}
+
 export interface WalletsTable {
   customer_id: number
   event_id: number
@@ -360,6 +392,10 @@ export interface Database {
   holder_links: HolderLinksTable
   holder_link_tokens: HolderLinkTokensTable
   transfers: TransfersTable
+  ticket_counts: TicketCountsTable
+  gate_use_counts: GateUseCountsTable
+  use_slot_counts: UseSlotCountsTable
+  delivery_counts: DeliveryCountsTable
   wallets: WalletsTable
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable
