@@ -27,6 +27,7 @@ import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
+import { assertDataDirWritable, StorageHealth } from './ops/storage-health.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
 import { passkeyRoutes } from './passkeys/passkeys.routes.js'
@@ -120,13 +121,26 @@ async function assemble(
   setLane: ((lane: Lane) => void) | undefined,
 ): Promise<void> {
   // Platform: database, Redis, keys, jobs, mail, the outbound HTTP client, SMS.
+  // DATA_DIR holds generated keys and the outbox: refused at once, in one line, when it takes no file.
+  await assertDataDirWritable(config.DATA_DIR)
+  // Failed writes (read-only, disk full) are told to the storage health, which readiness reads.
+  let storage: StorageHealth | undefined
   const database = await openDatabase(config.databaseUrl, {
     ...servicePoolOptions(config),
-    onError: () => metrics.dbErrors.inc(),
+    onError: (err) => {
+      metrics.dbErrors.inc()
+      storage?.reportDatabase(err)
+    },
   }).catch((err) => {
     throw databaseUnavailable(config.databaseUrl, err)
   })
   closers.push(() => database.close())
+  storage = new StorageHealth({
+    clock,
+    log: app.log,
+    databaseName: database.name,
+    dataDir: path.resolve(config.DATA_DIR),
+  })
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
   if (redis) {
@@ -194,7 +208,7 @@ async function assemble(
   })
   const mail = countSends(
     deps.mailTransport ??
-      (config.SMTP_URL
+      (config.SMTP_URL && config.MAIL_TRANSPORT !== 'outbox'
         ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
         : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
     metrics.mailSends,
@@ -289,7 +303,26 @@ async function assemble(
   app.decorate('beginDrain', () => {
     draining = true
   })
-  await app.register(opsRoutes, { database, draining: () => draining, ...(redis ? { redis } : {}) })
+  await app.register(opsRoutes, {
+    database,
+    storage,
+    draining: () => draining,
+    ...(redis ? { redis } : {}),
+  })
+  // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
+  const dependencyUp = metrics.gauge({
+    name: 'wristband_dependency_up',
+    help: 'Whether a dependency answers and takes writes (1) or not (0): database, data_dir, redis',
+    labelNames: ['dependency'] as const,
+    aggregator: 'min',
+  })
+  const storageHealth = storage
+  metrics.onCollect(() => {
+    const failed = storageHealth.recent()
+    dependencyUp.set({ dependency: 'database' }, failed?.path === database.name ? 0 : 1)
+    dependencyUp.set({ dependency: 'data_dir' }, failed?.path === storageHealth.dataDir ? 0 : 1)
+    if (redis) dependencyUp.set({ dependency: 'redis' }, redis.status === 'ready' ? 1 : 0)
+  })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
     await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })

@@ -198,7 +198,7 @@ export const settings = {
   HOST: setting('Address to listen on', '127.0.0.1', text),
   PORT: setting('Port to listen on', '8000', integer(0, 65535)),
   NODE_ENV: setting(
-    '`production` refuses to start without JWT_SECRET',
+    '`production` refuses to start without JWT_SECRET, EDGE_SIGNING_KEY and SMTP_URL / SMS_WEBHOOK_URL (or MAIL_TRANSPORT=outbox)',
     'development',
     oneOf('development', 'production', 'test'),
   ),
@@ -295,6 +295,11 @@ export const settings = {
     'SMTP server for mail (`smtp://user:pass@host:port`); unset: outbox folder',
     undefined,
     url,
+  ),
+  MAIL_TRANSPORT: setting(
+    '`outbox`: mail and SMS are written as files under DATA_DIR/outbox even when SMTP_URL / SMS_WEBHOOK_URL are set; `smtp`: needs SMTP_URL; unset: SMTP_URL when set, else the outbox (production refuses to start without SMTP_URL and SMS_WEBHOOK_URL unless this is `outbox`)',
+    undefined,
+    oneOf('smtp', 'outbox'),
   ),
   MAIL_FROM: setting('Sender address of outgoing mail', 'wristband <no-reply@wristband.local>', text),
   PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
@@ -442,12 +447,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
-  if (
-    out.OFFLINE_TOKEN_ALG === 'EdDSA' &&
-    out.NODE_ENV === 'production' &&
-    out.EDGE_SIGNING_KEY === undefined
-  )
-    problems.push('OFFLINE_TOKEN_ALG: EdDSA needs EDGE_SIGNING_KEY in production')
+  // Production mistakes that would otherwise go unnoticed: mails counted as sent while they pile up in
+  // a folder, ticket codes and the scanners' key set silently off.
+  if (out.NODE_ENV === 'production' && out.MAIL_TRANSPORT !== 'outbox') {
+    if (out.SMTP_URL === undefined)
+      problems.push(
+        'SMTP_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
+      )
+    if (out.SMS_WEBHOOK_URL === undefined)
+      problems.push(
+        'SMS_WEBHOOK_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
+      )
+  }
+  if (out.MAIL_TRANSPORT === 'smtp' && out.SMTP_URL === undefined)
+    problems.push('MAIL_TRANSPORT: smtp needs SMTP_URL')
+  if (out.NODE_ENV === 'production' && out.EDGE_SIGNING_KEY === undefined)
+    problems.push(
+      "EDGE_SIGNING_KEY: required when NODE_ENV=production (ticket codes and the scanners' key set; generate one with `openssl genpkey -algorithm ed25519`)",
+    )
   if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
     problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =
