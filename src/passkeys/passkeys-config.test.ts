@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { PRODUCTION_ENV } from '../../test/helpers/app.js'
 import { ConfigError, loadConfig } from '../platform/config.js'
 
 /** WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS and PASSKEYS_REQUIRED_FOR, checked at start (issue 27). */
 const SECRET = 'a-production-secret-of-at-least-32-bytes'
+/** What production needs besides (the edge key, mail and SMS as files), so only the passkey settings differ. */
+const PRODUCTION = { ...PRODUCTION_ENV, JWT_SECRET: SECRET }
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -27,7 +30,7 @@ describe('passkey settings', () => {
   })
 
   test('production: passkeys are off without an RP ID, and refused at start when asked for', () => {
-    const off = loadConfig({ NODE_ENV: 'production', JWT_SECRET: SECRET })
+    const off = loadConfig(PRODUCTION)
     assert.equal(off.WEBAUTHN_RP_ID, undefined)
     assert.deepEqual(off.WEBAUTHN_ORIGINS, [])
     const asks: Record<string, string>[] = [
@@ -35,13 +38,12 @@ describe('passkey settings', () => {
       { WEBAUTHN_ORIGINS: 'https://example.com' },
     ]
     for (const asked of asks) {
-      const problems = problemsOf({ NODE_ENV: 'production', JWT_SECRET: SECRET, ...asked })
+      const problems = problemsOf({ ...PRODUCTION, ...asked })
       assert.equal(problems.length, 1, problems.join('\n'))
       assert.match(problems[0]!, /^WEBAUTHN_RP_ID: required in production when passkeys are on/)
     }
     const on = loadConfig({
-      NODE_ENV: 'production',
-      JWT_SECRET: SECRET,
+      ...PRODUCTION,
       WEBAUTHN_RP_ID: 'example.com',
       PASSKEYS_REQUIRED_FOR: 'superadmin',
     })
