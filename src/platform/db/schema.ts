@@ -382,9 +382,49 @@ export interface DashboardSessionsTable {
   created_at: number
   last_seen_at: number
   expires_at: number
+  /** When the session's second factor (TOTP code or passkey) was given; null: password only (migration 020) */
+  mfa_verified_at?: number | null
+}
+
+/** WebAuthn credentials (migration 020). */
+export interface PasskeysTable {
+  id: Generated<number>
+  /** admin, dashboard_user or network_manager */
+  subject_kind: string
+  subject_id: number
+  /** base64url, as the authenticator gave it */
+  credential_id: string
+  /** COSE public key, base64url */
+  public_key: string
+  /** the signature counter last seen */
+  counter: number
+  /** comma-separated transports the browser reported (usb, internal, hybrid, ...) */
+  transports: string
+  name: string
+  aaguid: string
+  backed_up: number
+  created_at: number
+  last_used_at: number | null
+}
+
+/** Challenges waiting for their answer; hashes only (migration 020). */
+export interface WebauthnChallengesTable {
+  /** SHA-256 (hex) of the flow token the asking session holds */
+  flow_hash: string
+  /** SHA-256 (hex) of the challenge */
+  challenge_hash: string
+  /** registration or authentication */
+  purpose: string
+  /** the account the challenge is for; null for a first-factor sign-in */
+  subject_kind: string | null
+  subject_id: number | null
+  created_at: number
+  expires_at: number
 }
 
 export interface Database {
+  passkeys: PasskeysTable
+  webauthn_challenges: WebauthnChallengesTable
   dashboard_sessions: DashboardSessionsTable
   password_reset_tokens: PasswordResetTokensTable
   password_reset_requests: PasswordResetRequestsTable

@@ -14,6 +14,7 @@ import * as m012 from './012-ticket-codes.js'
 import * as m013 from './013-revocation-cursor.js'
 import * as m014 from './014-gate.js'
 import * as m019 from './019-scale.js'
+import * as m020 from './020-passkeys.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -43,6 +44,7 @@ const migrations: [string, MigrationModule][] = [
   ['013-revocation-cursor', m013],
   ['014-gate', m014],
   ['019-scale', m019],
+  ['020-passkeys', m020],
 ]
 
 export function migrationNames(): string[] {
