@@ -369,9 +369,11 @@ async function assemble(
     clock,
     mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
     codes,
+    partnerRateLimit: config.PARTNER_RATE_LIMIT,
   })
-  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer })
+  const partnerRateLimit = config.PARTNER_RATE_LIMIT
+  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes, partnerRateLimit })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer, partnerRateLimit })
   await app.register(ticketRoutes, {
     tokens,
     clock,

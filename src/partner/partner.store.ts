@@ -42,6 +42,31 @@ export async function openLink(db: Db, eventId: number, email: string, now: numb
   return r.id
 }
 
+/**
+ * The open links of many addresses of an event (each created when missing), by address, in one
+ * statement per 200 addresses; give the addresses sorted, so concurrent batches lock links in the
+ * same order.
+ */
+export async function openLinks(db: Db, eventId: number, emails: string[], now: number) {
+  const links = new Map<string, number>()
+  for (let i = 0; i < emails.length; i += 200) {
+    const rows = await db
+      .insertInto('holder_links')
+      .values(
+        emails
+          .slice(i, i + 200)
+          .map((email) => ({ event_id: eventId, email, created_at: now, updated_at: now })),
+      )
+      .onConflict((oc) =>
+        oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
+      )
+      .returning(['id', 'email'])
+      .execute()
+    for (const r of rows) links.set(r.email, r.id)
+  }
+  return links
+}
+
 export async function insertTransfer(
   db: Db,
   t: Pick<
@@ -65,6 +90,43 @@ export async function insertTransfer(
     .insertInto('transfers')
     .values({ ...t, status: 'TRANSFERRED' })
     .execute()
+}
+
+/** The ticket types of an event among `uids`, by uid. */
+export async function findTicketTypes(db: Db, eventId: number, uids: string[]) {
+  const rows = uids.length
+    ? await db
+        .selectFrom('ticket_types')
+        .select(['id', 'uid', 'ticket_date'])
+        .where('event_id', '=', eventId)
+        .where('uid', 'in', uids)
+        .execute()
+    : []
+  return new Map(rows.map((r) => [r.uid, r]))
+}
+
+/** Which of `ids` the partner has already used as company_ticket_id. */
+export async function usedCompanyTicketIds(db: Db, partnerId: number, ids: string[]): Promise<Set<string>> {
+  const used = new Set<string>()
+  for (let i = 0; i < ids.length; i += 500) {
+    const rows = await db
+      .selectFrom('transfers')
+      .select('company_ticket_id')
+      .where('partner_id', '=', partnerId)
+      .where('company_ticket_id', 'in', ids.slice(i, i + 500))
+      .execute()
+    for (const r of rows) used.add(r.company_ticket_id)
+  }
+  return used
+}
+
+/** Many transfers in one statement per 100 (the caller's transaction). */
+export async function insertTransfers(db: Db, rows: Parameters<typeof insertTransfer>[1][]) {
+  for (let i = 0; i < rows.length; i += 100)
+    await db
+      .insertInto('transfers')
+      .values(rows.slice(i, i + 100).map((t) => ({ ...t, status: 'TRANSFERRED' })))
+      .execute()
 }
 
 /** A partner's transfer with what its answers show, looked up by the partner's identifier. */
