@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq } from '../edge/scan-sync.store.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
