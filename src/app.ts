@@ -30,6 +30,13 @@ import { opsRoutes } from './ops/ops.routes.js'
 import { assertDataDirWritable, StorageHealth } from './ops/storage-health.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
+import { passkeyRoutes } from './passkeys/passkeys.routes.js'
+import {
+  hasPasskey,
+  type PasskeyDeps,
+  refuseTotpUnderPolicy,
+  staffAccounts,
+} from './passkeys/passkeys.service.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { RESET_MAIL_JOB, resetMailJob } from './password-reset/reset-mail.js'
 import { createBackoff } from './platform/backoff.js'
@@ -169,8 +176,29 @@ async function assemble(
   const passwords = { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() }
   const mfaSealer = createSealer(secrets, 'mfa-secret')
   const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
-  // Routes that create lasting credentials need fresh MFA while the administrator's MFA is on.
-  const protectCredentials = credentialGuard({ db, tokens, audit, freshness })
+  // Passkeys (WebAuthn), off while there is no RP ID (production without WEBAUTHN_RP_ID).
+  const passkeys: PasskeyDeps = {
+    db,
+    clock,
+    audit,
+    backoff,
+    relyingParty: config.WEBAUTHN_RP_ID
+      ? { rpId: config.WEBAUTHN_RP_ID, origins: config.WEBAUTHN_ORIGINS }
+      : undefined,
+    requiredFor: config.PASSKEYS_REQUIRED_FOR,
+    accounts: staffAccounts(db),
+  }
+  // Routes that create lasting credentials need fresh MFA while the administrator's MFA (TOTP or a
+  // passkey) is on.
+  const protectCredentials = credentialGuard({
+    db,
+    tokens,
+    audit,
+    freshness,
+    hasPasskey: (id) => hasPasskey(passkeys, { kind: 'admin', id }),
+  })
+  // PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it instead of a TOTP code.
+  const passkeyPolicy = (id: number, ip: string) => refuseTotpUnderPolicy(passkeys, id, ip)
   const jobs = new JobRunner({
     db,
     dialect: database.dialect,
@@ -249,7 +277,7 @@ async function assemble(
     tokens,
     audit,
     passwords,
-    totp: { db, clock, audit, sealer: mfaSealer, backoff },
+    totp: { db, clock, audit, sealer: mfaSealer, backoff, passkeyPolicy },
     signInSealer: createSealer(secrets, 'dashboard-sign-in'),
     protectCredentials,
     runDueJobs,
@@ -261,9 +289,11 @@ async function assemble(
     audit,
     sealer: mfaSealer,
     backoff,
+    passkeyPolicy,
     freshness,
     protectCredentials,
   })
+  await app.register(passkeyRoutes, { ...passkeys, tokens, protectCredentials })
   await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
   await app.register(apiKeyRoutes, { db, clock, tokens, audit, protectCredentials })
   await app.register(offlineRoutes, { db, tokens, audit, protectCredentials })

@@ -44,12 +44,12 @@ export function ticketsAfter(db: Db, eventId: number, afterId: number, limit: nu
     .execute()
 }
 
-export function findTransferForReissue(db: Db, eventId: number, companyTicketId: string) {
+export function findTransferForReissue(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
     .select(['t.id', 't.uid', 'tt.uid as ticket_uid', 'tt.ticket_date', 't.code_version', 't.used_timestamp'])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }
