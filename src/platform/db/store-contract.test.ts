@@ -5,13 +5,13 @@ import { eachBackend, httpBackends } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
 import { partnerNamed } from '../../api-keys/api-keys.store.js'
 import { nextFeedSeq, upsertEvent } from '../../events/events.store.js'
+import { openLink } from '../../holder/holder.store.js'
 import { upsertAdministrator } from '../../identities/identities.store.js'
 import { reserveKey, takeOverKey } from '../../partner/idempotency.store.js'
 import {
   findTicketType,
   insertTicketType,
   insertTransfer,
-  openLink,
   takeTransfersToMail,
 } from '../../partner/partner.store.js'
 import { consumeToken, findLiveToken, insertResetToken } from '../../password-reset/password-reset.store.js'
