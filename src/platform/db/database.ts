@@ -113,7 +113,12 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
     if (file !== ':memory:') name = path.resolve(file)
-    if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
+    if (file !== ':memory:') {
+      fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 })
+      // Created readable by its owner only: it holds password hashes and sealed secrets. SQLite gives
+      // its -wal and -shm files the mode of the database file.
+      fs.closeSync(fs.openSync(file, 'a', 0o600))
+    }
     const sqlite = new SqliteDatabase(file)
     sqlite.pragma('journal_mode = WAL')
     sqlite.pragma('busy_timeout = 5000')
