@@ -251,7 +251,6 @@ async function assemble(
     clock,
     redis,
     config,
-    onRefused: (route) => metrics.rateLimitRejections.inc({ route }),
     onLimited: (ip, route) =>
       void audit.record({ kind: 'rate_limit_hit', ip, outcome: 'denied', detail: { route } }),
   })

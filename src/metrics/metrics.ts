@@ -19,7 +19,7 @@ type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
  *
  * How a feature reports:
  * - tokens: `tokenIssued(type)` per signed token, `tokenVerified(type, outcome)` per check;
- * - rate limit: `rateLimitRejections.inc({ route })` (wired in app.ts);
+ * - rate limit: every 429 answered is counted by route in `instrumentRequests` (metrics.routes.ts);
  * - sign-ins: `passwordChecks.inc()` per password hash checked (wired in app.ts);
  * - mail and SMS: `mailSends.inc({ outcome: 'sent' | 'failed' })`, `smsSends.inc(...)` after each attempt;
  * - webhooks: `webhookDeliveries.inc({ outcome })` after each delivery attempt, and the outbox depth as
@@ -158,7 +158,7 @@ export function createMetrics(build: { version: string } = { version: 'unknown' 
   })
   const rateLimitRejections = new Counter({
     name: 'wristband_rate_limit_rejections_total',
-    help: 'Requests answered 429, by route template',
+    help: 'Requests answered 429 (rate limits, back-off, quotas), by route template',
     labelNames: ['route'] as const,
     registers,
   })
