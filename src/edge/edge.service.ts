@@ -233,8 +233,8 @@ export class EdgeService {
   /** A new code for a partner's transfer; the previous versions are revoked. A used ticket keeps its code. */
   async reissue(partner: Partner, companyTicketId: string) {
     const { db, codes, clock } = this.deps
-    const t = await findTransferForReissue(db, partner.eventId, companyTicketId)
-    if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
+    const t = await findTransferForReissue(db, partner.partnerId, companyTicketId)
+    if (!t) throw new NotFoundError('No transfer with this company_ticket_id')
     if (!codes.enabled) throw new ServiceUnavailableError('The service has no edge signing key')
     const used = () =>
       new ConflictError('A used ticket keeps its code', 'already_used', {

@@ -49,12 +49,12 @@ export async function feedPosition(db: Db, eventId: number): Promise<number | un
   return r === undefined ? undefined : Number(r.feed_seq)
 }
 
-export function findTransferForReissue(db: Db, eventId: number, companyTicketId: string) {
+export function findTransferForReissue(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
     .select(['t.id', 't.uid', 'tt.uid as ticket_uid', 'tt.ticket_date', 't.code_version', 't.used_timestamp'])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }

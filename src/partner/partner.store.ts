@@ -59,7 +59,7 @@ export async function insertTransfer(
     | 'created_at'
     | 'code_body'
     | 'code_digest'
-  > & { feed_seq: number },
+  > & { feed_seq: number; partner_id: number },
 ) {
   await db
     .insertInto('transfers')
@@ -67,8 +67,8 @@ export async function insertTransfer(
     .execute()
 }
 
-/** A transfer with what its answers show, looked up by the partner's identifier. */
-export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId: string) {
+/** A partner's transfer with what its answers show, looked up by the partner's identifier. */
+export function findTransferByCompanyId(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
@@ -88,7 +88,7 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
       't.created_at',
       't.code_body',
     ])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }

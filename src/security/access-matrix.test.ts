@@ -12,6 +12,7 @@ import {
   newTicketType,
   newTransfer,
   outboxMail,
+  ownerOf,
   type PartnerKeys,
   seedPartner,
 } from '../../test/helpers/partner.js'
@@ -185,8 +186,14 @@ forEachBackend(
       ).dashboard_users!
       return user!.id!
     }
-    const ensureWebhook = (event: Event) =>
-      upsertWebhook(t.db.db, event, 'http://127.0.0.1:9/hook', `whsec_${'a'.repeat(32)}`, t.clock.now())
+    const ensureWebhook = async (event: Event) =>
+      upsertWebhook(
+        t.db.db,
+        await ownerOf(t, partnerKey(event)),
+        'http://127.0.0.1:9/hook',
+        `whsec_${'a'.repeat(32)}`,
+        t.clock.now(),
+      )
     /** The claim link of a new transfer's e-mail (any unclaimed link will do). */
     async function claimToken(): Promise<string> {
       const sent = outboxMail(t).length
@@ -345,7 +352,11 @@ forEachBackend(
       'GET /companies/webhook/deliveries': () => ({}),
       'POST /companies/webhook/deliveries/{id}/retry': async (_r, event) => {
         await ensureWebhook(event)
-        assert.ok(await queueNotification(t.db.db, t.clock.now(), event, null, { matrix: true }))
+        assert.ok(
+          await queueNotification(t.db.db, t.clock.now(), await ownerOf(t, partnerKey(event)), null, {
+            matrix: true,
+          }),
+        )
         const d = await t.db.db
           .selectFrom('webhook_deliveries')
           .select('id')
