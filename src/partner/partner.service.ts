@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq } from '../edge/scan-sync.store.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq } from '../events/events.store.js'
+import { openLink } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -12,7 +13,6 @@ import {
   insertTicketType,
   insertTransfer,
   listTicketTypes,
-  openLink,
 } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
 import { TRANSFER_MAIL_JOB, type TransferMailPayload } from './transfer-mail.js'

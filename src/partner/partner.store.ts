@@ -1,3 +1,4 @@
+import { deleteLinkToken, holdLink, insertLinkToken } from '../holder/holder.store.js'
 import type { Db } from '../platform/db/database.js'
 import type { TransfersTable } from '../platform/db/schema.js'
 
@@ -24,22 +25,6 @@ export function findTicketType(db: Db, eventId: number, uid: string) {
     .where('event_id', '=', eventId)
     .where('uid', '=', uid)
     .executeTakeFirst()
-}
-
-/**
- * The open link of an address in an event, created when missing. The upsert also takes the link's row
- * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
- */
-export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
-  const r = await db
-    .insertInto('holder_links')
-    .values({ event_id: eventId, email, created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
-    )
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
 }
 
 export async function insertTransfer(
@@ -109,12 +94,7 @@ export async function takeTransfersToMail(
   onLinkHeld: (tx: Db) => Promise<void>,
 ) {
   return db.transaction().execute(async (tx) => {
-    const link = await tx
-      .updateTable('holder_links')
-      .set({ updated_at: now })
-      .where('id', '=', linkId)
-      .returning(['email', 'event_id'])
-      .executeTakeFirst()
+    const link = await holdLink(tx, linkId, now)
     if (!link) return null
     await onLinkHeld(tx)
     const ids = await tx
@@ -125,10 +105,7 @@ export async function takeTransfersToMail(
       .returning('id')
       .execute()
     if (ids.length === 0) return null
-    await tx
-      .insertInto('holder_link_tokens')
-      .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
-      .execute()
+    await insertLinkToken(tx, linkId, tokenHash, now)
     return { link, ids: ids.map((r) => r.id) }
   })
 }
@@ -162,6 +139,6 @@ export async function releaseTakenTransfers(db: Db, ids: number[], takenAt: numb
       .where('id', 'in', ids)
       .where('mailed_at', '=', takenAt)
       .execute()
-    await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+    await deleteLinkToken(tx, tokenHash)
   })
 }
