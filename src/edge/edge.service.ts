@@ -1,7 +1,7 @@
 import { promisify } from 'node:util'
 import { brotliCompress, constants, gzip } from 'node:zlib'
 import { LRUCache } from 'lru-cache'
-import { eventExists } from '../events/events.store.js'
+import { eventExists, feedPosition } from '../events/events.store.js'
 import type { Partner } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -16,7 +16,6 @@ import { type ColumnsPage, columnsPage } from './feed-columns.js'
 import {
   type FeedRow,
   feedPage,
-  feedPosition,
   findTransferForReissue,
   replaceCode,
   ticketsAfter,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq, reserveFeedSeqs } from '../edge/scan-sync.store.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq, reserveFeedSeqs } from '../events/events.store.js'
+import { openLink, openLinks } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import {
@@ -21,8 +22,6 @@ import {
   insertTransfer,
   insertTransfers,
   listTicketTypes,
-  openLink,
-  openLinks,
   usedCompanyTicketIds,
 } from './partner.store.js'
 import type { Partner } from './partner-auth.js'

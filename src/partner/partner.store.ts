@@ -1,3 +1,4 @@
+import { deleteLinkToken, holdLink, insertLinkToken } from '../holder/holder.store.js'
 import type { Db } from '../platform/db/database.js'
 import type { TransfersTable } from '../platform/db/schema.js'
 
@@ -24,47 +25,6 @@ export function findTicketType(db: Db, eventId: number, uid: string) {
     .where('event_id', '=', eventId)
     .where('uid', '=', uid)
     .executeTakeFirst()
-}
-
-/**
- * The open link of an address in an event, created when missing. The upsert also takes the link's row
- * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
- */
-export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
-  const r = await db
-    .insertInto('holder_links')
-    .values({ event_id: eventId, email, created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
-    )
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
-}
-
-/**
- * The open links of many addresses of an event (each created when missing), by address, in one
- * statement per 200 addresses; give the addresses sorted, so concurrent batches lock links in the
- * same order.
- */
-export async function openLinks(db: Db, eventId: number, emails: string[], now: number) {
-  const links = new Map<string, number>()
-  for (let i = 0; i < emails.length; i += 200) {
-    const rows = await db
-      .insertInto('holder_links')
-      .values(
-        emails
-          .slice(i, i + 200)
-          .map((email) => ({ event_id: eventId, email, created_at: now, updated_at: now })),
-      )
-      .onConflict((oc) =>
-        oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
-      )
-      .returning(['id', 'email'])
-      .execute()
-    for (const r of rows) links.set(r.email, r.id)
-  }
-  return links
 }
 
 export async function insertTransfer(
@@ -171,12 +131,7 @@ export async function takeTransfersToMail(
   onLinkHeld: (tx: Db) => Promise<void>,
 ) {
   return db.transaction().execute(async (tx) => {
-    const link = await tx
-      .updateTable('holder_links')
-      .set({ updated_at: now })
-      .where('id', '=', linkId)
-      .returning(['email', 'event_id'])
-      .executeTakeFirst()
+    const link = await holdLink(tx, linkId, now)
     if (!link) return null
     await onLinkHeld(tx)
     const ids = await tx
@@ -187,10 +142,7 @@ export async function takeTransfersToMail(
       .returning('id')
       .execute()
     if (ids.length === 0) return null
-    await tx
-      .insertInto('holder_link_tokens')
-      .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
-      .execute()
+    await insertLinkToken(tx, linkId, tokenHash, now)
     return { link, ids: ids.map((r) => r.id) }
   })
 }
@@ -224,6 +176,6 @@ export async function releaseTakenTransfers(db: Db, ids: number[], takenAt: numb
       .where('id', 'in', ids)
       .where('mailed_at', '=', takenAt)
       .execute()
-    await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+    await deleteLinkToken(tx, tokenHash)
   })
 }

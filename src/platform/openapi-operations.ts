@@ -334,6 +334,31 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /dashboard/login/code': { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
   'POST /dashboard/login/code': { operationId: 'dashboardLoginCode', returns: 'Signed in' },
+  'GET /dashboard/login/passkey': {
+    operationId: 'getDashboardPasskeyStepPage',
+    returns: 'The passkey step page',
+  },
+  'POST /dashboard/login/passkey/options': {
+    operationId: 'dashboardPasskeySignInOptions',
+    returns: 'WebAuthn request options; the flow is in a cookie',
+  },
+  'POST /dashboard/login/passkey': { operationId: 'dashboardLoginPasskey', returns: 'Signed in' },
+  'GET /dashboard/passkeys': {
+    operationId: 'getDashboardPasskeysPage',
+    returns: "The account's passkeys page",
+  },
+  'POST /dashboard/passkeys/options': {
+    operationId: 'dashboardPasskeyRegistrationOptions',
+    returns: 'WebAuthn creation options; the flow is in a cookie',
+  },
+  'POST /dashboard/passkeys': {
+    operationId: 'dashboardAddPasskey',
+    returns: 'Added: back to the passkeys page',
+  },
+  'POST /dashboard/passkeys/{id}/delete': {
+    operationId: 'dashboardRemovePasskey',
+    returns: 'Removed: back to the passkeys page',
+  },
   'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
   'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
   'GET /dashboard/events/{event_id}': {

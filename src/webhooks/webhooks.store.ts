@@ -2,7 +2,7 @@ import type { Insertable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
-import { enqueue } from '../platform/jobs/jobs.js'
+import { enqueue, runPendingNow } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
 import { randomToken } from '../platform/random.js'
 
@@ -167,12 +167,7 @@ export async function redeliver(db: Db, deliveryId: number, now: number): Promis
       payload: { deliveryId } satisfies WebhookJobPayload,
       dedupeKey: `webhook:${deliveryId}`,
     })
-    if (!queued)
-      await tx
-        .updateTable('jobs')
-        .set({ run_at: now })
-        .where('dedupe_key', '=', `webhook:${deliveryId}`)
-        .execute()
+    if (!queued) await runPendingNow(tx, `webhook:${deliveryId}`, now)
   })
 }
 
