@@ -391,7 +391,15 @@ async function assemble(
   })
   const partnerRateLimit = config.PARTNER_RATE_LIMIT
   await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes, partnerRateLimit })
-  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer, partnerRateLimit })
+  await app.register(webhookRoutes, {
+    db,
+    clock,
+    http,
+    runDueJobs,
+    sealer: webhookSealer,
+    partnerRateLimit,
+    audit,
+  })
   await app.register(ticketRoutes, {
     tokens,
     clock,
