@@ -12,6 +12,7 @@ import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
+import { viewerAccounts } from './dashboard/session.service.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
 import { resolveEdgeKeys } from './edge/edge-keys.js'
@@ -279,6 +280,8 @@ async function assemble(
     passwords,
     totp: { db, clock, audit, sealer: mfaSealer, backoff, passkeyPolicy },
     signInSealer: createSealer(secrets, 'dashboard-sign-in'),
+    passkeys: { ...passkeys, accounts: viewerAccounts(db) },
+    freshness,
     protectCredentials,
     runDueJobs,
   })
