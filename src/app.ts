@@ -28,8 +28,16 @@ import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
+import { assertDataDirWritable, StorageHealth } from './ops/storage-health.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { TRANSFER_MAIL_JOB, transferMailJob } from './partner/transfer-mail.js'
+import { passkeyRoutes } from './passkeys/passkeys.routes.js'
+import {
+  hasPasskey,
+  type PasskeyDeps,
+  refuseTotpUnderPolicy,
+  staffAccounts,
+} from './passkeys/passkeys.service.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { RESET_MAIL_JOB, resetMailJob } from './password-reset/reset-mail.js'
 import { createBackoff } from './platform/backoff.js'
@@ -115,13 +123,26 @@ async function assemble(
   setLane: ((lane: Lane) => void) | undefined,
 ): Promise<void> {
   // Platform: database, Redis, keys, jobs, mail, the outbound HTTP client, SMS.
+  // DATA_DIR holds generated keys and the outbox: refused at once, in one line, when it takes no file.
+  await assertDataDirWritable(config.DATA_DIR)
+  // Failed writes (read-only, disk full) are told to the storage health, which readiness reads.
+  let storage: StorageHealth | undefined
   const database = await openDatabase(config.databaseUrl, {
     ...servicePoolOptions(config),
-    onError: () => metrics.dbErrors.inc(),
+    onError: (err) => {
+      metrics.dbErrors.inc()
+      storage?.reportDatabase(err)
+    },
   }).catch((err) => {
     throw databaseUnavailable(config.databaseUrl, err)
   })
   closers.push(() => database.close())
+  storage = new StorageHealth({
+    clock,
+    log: app.log,
+    databaseName: database.name,
+    dataDir: path.resolve(config.DATA_DIR),
+  })
   const { db } = database
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, app.log) : undefined
   if (redis) {
@@ -164,8 +185,29 @@ async function assemble(
   const passwords = { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() }
   const mfaSealer = createSealer(secrets, 'mfa-secret')
   const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
-  // Routes that create lasting credentials need fresh MFA while the administrator's MFA is on.
-  const protectCredentials = credentialGuard({ db, tokens, audit, freshness })
+  // Passkeys (WebAuthn), off while there is no RP ID (production without WEBAUTHN_RP_ID).
+  const passkeys: PasskeyDeps = {
+    db,
+    clock,
+    audit,
+    backoff,
+    relyingParty: config.WEBAUTHN_RP_ID
+      ? { rpId: config.WEBAUTHN_RP_ID, origins: config.WEBAUTHN_ORIGINS }
+      : undefined,
+    requiredFor: config.PASSKEYS_REQUIRED_FOR,
+    accounts: staffAccounts(db),
+  }
+  // Routes that create lasting credentials need fresh MFA while the administrator's MFA (TOTP or a
+  // passkey) is on.
+  const protectCredentials = credentialGuard({
+    db,
+    tokens,
+    audit,
+    freshness,
+    hasPasskey: (id) => hasPasskey(passkeys, { kind: 'admin', id }),
+  })
+  // PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it instead of a TOTP code.
+  const passkeyPolicy = (id: number, ip: string) => refuseTotpUnderPolicy(passkeys, id, ip)
   const jobs = new JobRunner({
     db,
     dialect: database.dialect,
@@ -175,7 +217,7 @@ async function assemble(
   })
   const mail = countSends(
     deps.mailTransport ??
-      (config.SMTP_URL
+      (config.SMTP_URL && config.MAIL_TRANSPORT !== 'outbox'
         ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
         : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
     metrics.mailSends,
@@ -246,7 +288,7 @@ async function assemble(
     tokens,
     audit,
     passwords,
-    totp: { db, clock, audit, sealer: mfaSealer, backoff },
+    totp: { db, clock, audit, sealer: mfaSealer, backoff, passkeyPolicy },
     signInSealer: createSealer(secrets, 'dashboard-sign-in'),
     protectCredentials,
     runDueJobs,
@@ -259,9 +301,11 @@ async function assemble(
     audit,
     sealer: mfaSealer,
     backoff,
+    passkeyPolicy,
     freshness,
     protectCredentials,
   })
+  await app.register(passkeyRoutes, { ...passkeys, tokens, protectCredentials })
   await app.register(passwordResetRoutes, { db, clock, endSessions: authority.endSessions, audit, config })
   await app.register(apiKeyRoutes, { db, clock, tokens, audit, protectCredentials })
   await app.register(offlineRoutes, { db, tokens, audit, protectCredentials })
@@ -271,7 +315,26 @@ async function assemble(
   app.decorate('beginDrain', () => {
     draining = true
   })
-  await app.register(opsRoutes, { database, draining: () => draining, ...(redis ? { redis } : {}) })
+  await app.register(opsRoutes, {
+    database,
+    storage,
+    draining: () => draining,
+    ...(redis ? { redis } : {}),
+  })
+  // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
+  const dependencyUp = metrics.gauge({
+    name: 'wristband_dependency_up',
+    help: 'Whether a dependency answers and takes writes (1) or not (0): database, data_dir, redis',
+    labelNames: ['dependency'] as const,
+    aggregator: 'min',
+  })
+  const storageHealth = storage
+  metrics.onCollect(() => {
+    const failed = storageHealth.recent()
+    dependencyUp.set({ dependency: 'database' }, failed?.path === database.name ? 0 : 1)
+    dependencyUp.set({ dependency: 'data_dir' }, failed?.path === storageHealth.dataDir ? 0 : 1)
+    if (redis) dependencyUp.set({ dependency: 'redis' }, redis.status === 'ready' ? 1 : 0)
+  })
   // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
   if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
     await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })

@@ -13,6 +13,15 @@ export const APIKeyRequest = Type.Object(
     event_id: Type.Integer(),
     name: Type.String({ minLength: 1, maxLength: 100 }),
     scopes: Type.Array(ApiScope, { minItems: 1, uniqueItems: true }),
+    partner: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description:
+          "The ticket partner the key belongs to. A partner's keys share its transfers, receiver and deliveries " +
+          '(name the same partner to rotate a key); partners never see each other. Default: a partner of its own.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )
@@ -22,6 +31,7 @@ export const APIKeyResponse = Type.Object({
   api_key: Type.String({ description: 'wb_… plaintext, shown only in this answer' }),
   name: Type.String(),
   event_id: Type.Integer(),
+  partner: Type.String({ description: 'The partner the key belongs to' }),
   scopes: Type.Array(Type.String()),
   created_at: Type.String({ format: 'date-time' }),
 })
@@ -31,6 +41,7 @@ export const APIKeyListItem = Type.Object({
   name: Type.String(),
   prefix: Type.String({ description: 'First characters of the key, to tell keys apart' }),
   event_id: Type.Integer(),
+  partner: Type.String({ description: 'The partner the key belongs to' }),
   scopes: Type.Array(Type.String()),
   created_at: Type.String({ format: 'date-time' }),
   last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),

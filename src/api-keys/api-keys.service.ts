@@ -8,7 +8,14 @@ import { type Claims, hasScope } from '../tokens/claims.js'
 import type { Revocation } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
-import { type ApiKeyRecord, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './api-keys.store.js'
+import {
+  type ApiKeyRecord,
+  createApiKey,
+  getApiKey,
+  listApiKeys,
+  partnerNames,
+  revokeApiKey,
+} from './api-keys.store.js'
 
 export interface ApiKeyServiceDeps {
   db: Db
@@ -37,11 +44,12 @@ export async function revokeKey(db: Db, id: number, now: number): Promise<Revoca
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-const listItem = (k: ApiKeyRecord) => ({
+const listItem = (k: ApiKeyRecord, partners: Map<number, string>) => ({
   id: k.id,
   name: k.name,
   prefix: k.key_prefix,
   event_id: k.event_id,
+  partner: (k.partner_id !== null ? partners.get(k.partner_id) : undefined) ?? '',
   scopes: k.scopes,
   created_at: new Date(k.created_at).toISOString(),
   last_used_at: iso(k.last_used_at),
@@ -57,32 +65,38 @@ export class ApiKeyService {
   }
 
   /** A new key; its plaintext exists only in this answer. */
-  async create(claims: Claims, input: { event_id: number; name: string; scopes: string[] }, ip: string) {
+  async create(
+    claims: Claims,
+    input: { event_id: number; name: string; scopes: string[]; partner?: string | undefined },
+    ip: string,
+  ) {
     const { db, clock, audit } = this.deps
     const { event_id, name, scopes } = input
     // The key never expires: the account and its grant as stored now decide, not the token's claims.
     requireEventAccess(await storedGrant(db, claims), event_id)
     await this.requireEvent(event_id)
     const actor = `admin:${claims.sub}`
-    const { record, plaintext } = await createApiKey(db, {
+    const { record, plaintext, partner } = await createApiKey(db, {
       event_id,
       name,
       scopes,
       created_by: actor,
       now: clock.now(),
+      partner: input.partner,
     })
     await audit.record({
       kind: 'api_key_created',
       actor,
       ip,
       outcome: 'success',
-      detail: { key_id: record.id, event_id, name, scopes },
+      detail: { key_id: record.id, event_id, name, scopes, partner },
     })
     return {
       id: record.id,
       api_key: plaintext,
       name: record.name,
       event_id: record.event_id,
+      partner,
       scopes: record.scopes,
       created_at: new Date(record.created_at).toISOString(),
     }
@@ -111,6 +125,10 @@ export class ApiKeyService {
   async list(claims: Claims, eventId: number) {
     requireEventAccess(claims, eventId)
     await this.requireEvent(eventId)
-    return (await listApiKeys(this.deps.db, eventId)).map(listItem)
+    const keys = await listApiKeys(this.deps.db, eventId)
+    const partners = await partnerNames(this.deps.db, [
+      ...new Set(keys.flatMap((k) => (k.partner_id !== null ? [k.partner_id] : []))),
+    ])
+    return keys.map((k) => listItem(k, partners))
   }
 }

@@ -9,6 +9,7 @@ import {
   setAdminDisabled,
   setAdminPassword,
 } from '../identities/identities.store.js'
+import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
@@ -205,6 +206,33 @@ ${SELECT_HELP}`,
   },
 }
 
+const resetPasskeys: Subcommand = {
+  summary: 'Remove every passkey of an administrator who lost them, and end their sessions',
+  usage: `Usage: wristband admin reset-passkeys (--email EMAIL | --id ID)
+
+For an administrator who lost their passkeys (a lost phone or security key, a wiped password
+manager): removes every passkey of the account and revokes every refresh token and dashboard session,
+so the administrator signs in with their password (and TOTP code, when MFA is on) and registers a
+passkey again. Under PASSKEYS_REQUIRED_FOR the account is then asked to register one at its next
+sign-in. No HTTP route removes the last passkey without a fresh second factor. Recorded in the audit log.
+
+Options:
+${SELECT_HELP}`,
+  options: selectOptions,
+  async run(values, loadConfig) {
+    const command = 'admin reset-passkeys'
+    const selector = parseSelector(values, command)
+    await withContext(loadConfig(), async (ctx) => {
+      const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
+      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
+        passkeys_removed: await deletePasskeysOf(tx, { kind: 'admin', id: a.id }),
+      }))
+      console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+    })
+    return 0
+  },
+}
+
 const resetPassword: Subcommand = {
   summary: 'Set a new password for an administrator and end their sessions',
   usage: `Usage: wristband admin reset-password (--email EMAIL | --id ID) [--password-stdin]
@@ -243,6 +271,7 @@ export const adminCommands: CommandGroup = {
     disable: setDisabled(1),
     enable: setDisabled(0),
     'reset-mfa': resetMfa,
+    'reset-passkeys': resetPasskeys,
     'reset-password': resetPassword,
   },
 }

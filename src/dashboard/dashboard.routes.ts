@@ -10,6 +10,7 @@ import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHan
 import { Type } from 'typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { safeEqual } from '../platform/digest.js'
+import { isDependencyFailure } from '../platform/error-handler.js'
 import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
@@ -300,6 +301,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         ? renderCodeStep(request, reply, 422, 'Enter the 6-digit code from your authenticator app.')
         : page(422, 'Invalid request', 'The request was not understood.')
     }
+    if (isDependencyFailure(err))
+      return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
     // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
     // media type, too large.
     const status = err instanceof SyntaxError ? 400 : (err.statusCode ?? 500)

@@ -69,6 +69,8 @@ export interface MetricConfig<L extends string> {
   name: `wristband_${string}`
   help: string
   labelNames?: readonly L[]
+  /** How a cluster's workers' values add up (prom-client's; default sum). */
+  aggregator?: 'sum' | 'min' | 'max' | 'average' | 'first' | 'omit'
 }
 
 /** Wraps a mail or SMS transport so that each attempt moves `counter` by its outcome. */

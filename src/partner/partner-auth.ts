@@ -1,15 +1,19 @@
 import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import { apiKeyClaims } from '../api-keys/api-key.credential.js'
-import { findLiveApiKey, touchApiKey } from '../api-keys/api-keys.store.js'
+import { assignOwnPartner, findLiveApiKey, touchApiKey } from '../api-keys/api-keys.store.js'
 import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { hasScope } from '../tokens/claims.js'
 
-/** The partner behind a request: its API key and the one event the key belongs to. */
+/**
+ * The partner behind a request: its API key, the partner the key belongs to (whose transfers,
+ * receiver and deliveries it reaches, and no other partner's) and the one event of the key.
+ */
 export interface Partner {
   keyId: number
+  partnerId: number
   eventId: number
   eventUid: string
 }
@@ -49,7 +53,8 @@ export function partnerAuth(
       const now = deps.clock.now()
       if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
         await touchApiKey(deps.db, key.id, now)
-      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid }
+      const partnerId = key.partner_id ?? (await assignOwnPartner(deps.db, key, now))
+      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid, partner_id: partnerId }
       return payload
     },
     async preHandler(request) {
@@ -74,6 +79,7 @@ export function partnerOf(request: FastifyRequest): Partner {
   if (c?.type !== 'api_key') throw new UnauthorizedError('Missing api_key header')
   return {
     keyId: Number(c.sub),
+    partnerId: Number(c.partner_id),
     eventId: c.event_ids![0]!,
     eventUid: String(c.event_uid),
   }

@@ -113,7 +113,8 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
         tags: ['partner'],
         summary: 'Send a ticket to a holder by e-mail',
         description:
-          'A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.',
+          'A company_ticket_id this partner already used answers 409 with `"error": "duplicate_company_ticket_id"`; ' +
+          "another partner's identifiers are never compared (partners are isolated).",
         security,
         headers: IdempotencyHeaders,
         body: TransferRequest,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq } from '../edge/scan-sync.store.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq } from '../events/events.store.js'
+import { openLink } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -12,7 +13,6 @@ import {
   insertTicketType,
   insertTransfer,
   listTicketTypes,
-  openLink,
 } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
 import { TRANSFER_MAIL_JOB, type TransferMailPayload } from './transfer-mail.js'
@@ -103,6 +103,7 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
       await insertTransfer(tx, {
         uid,
         event_id: partner.eventId,
+        partner_id: partner.partnerId,
         ticket_type_id: type.id,
         company_ticket_id: input.company_ticket_id,
         email,
@@ -127,7 +128,7 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   } catch (err) {
     if (isUniqueViolation(err))
       throw new ConflictError(
-        'company_ticket_id has already been used in this event',
+        'company_ticket_id has already been used by this partner',
         'duplicate_company_ticket_id',
       )
     throw err
@@ -144,8 +145,8 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
 }
 
 export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, partner: Partner, id: string) {
-  const t = await findTransferByCompanyId(db, partner.eventId, id)
-  if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
+  const t = await findTransferByCompanyId(db, partner.partnerId, id)
+  if (!t) throw new NotFoundError('No transfer with this company_ticket_id')
   return {
     transfer_uid: t.uid,
     event_uid: partner.eventUid,

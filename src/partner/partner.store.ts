@@ -1,3 +1,4 @@
+import { deleteLinkToken, holdLink, insertLinkToken } from '../holder/holder.store.js'
 import type { Db } from '../platform/db/database.js'
 import type { TransfersTable } from '../platform/db/schema.js'
 
@@ -26,22 +27,6 @@ export function findTicketType(db: Db, eventId: number, uid: string) {
     .executeTakeFirst()
 }
 
-/**
- * The open link of an address in an event, created when missing. The upsert also takes the link's row
- * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
- */
-export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
-  const r = await db
-    .insertInto('holder_links')
-    .values({ event_id: eventId, email, created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
-    )
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
-}
-
 export async function insertTransfer(
   db: Db,
   t: Pick<
@@ -59,7 +44,7 @@ export async function insertTransfer(
     | 'created_at'
     | 'code_body'
     | 'code_digest'
-  > & { feed_seq: number },
+  > & { feed_seq: number; partner_id: number },
 ) {
   await db
     .insertInto('transfers')
@@ -67,8 +52,8 @@ export async function insertTransfer(
     .execute()
 }
 
-/** A transfer with what its answers show, looked up by the partner's identifier. */
-export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId: string) {
+/** A partner's transfer with what its answers show, looked up by the partner's identifier. */
+export function findTransferByCompanyId(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
@@ -88,7 +73,7 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
       't.created_at',
       't.code_body',
     ])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }
@@ -109,12 +94,7 @@ export async function takeTransfersToMail(
   onLinkHeld: (tx: Db) => Promise<void>,
 ) {
   return db.transaction().execute(async (tx) => {
-    const link = await tx
-      .updateTable('holder_links')
-      .set({ updated_at: now })
-      .where('id', '=', linkId)
-      .returning(['email', 'event_id'])
-      .executeTakeFirst()
+    const link = await holdLink(tx, linkId, now)
     if (!link) return null
     await onLinkHeld(tx)
     const ids = await tx
@@ -125,10 +105,7 @@ export async function takeTransfersToMail(
       .returning('id')
       .execute()
     if (ids.length === 0) return null
-    await tx
-      .insertInto('holder_link_tokens')
-      .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
-      .execute()
+    await insertLinkToken(tx, linkId, tokenHash, now)
     return { link, ids: ids.map((r) => r.id) }
   })
 }
@@ -162,28 +139,6 @@ export async function releaseTakenTransfers(db: Db, ids: number[], takenAt: numb
       .where('id', 'in', ids)
       .where('mailed_at', '=', takenAt)
       .execute()
-    await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+    await deleteLinkToken(tx, tokenHash)
   })
-}
-
-/**
- * Deletes up to `limit` claim-link tokens made before `before` whose link was claimed (the tickets are
- * in the claimer's account); the token of a link nobody claimed yet stays, however old. Returns how many.
- */
-export async function pruneClaimedLinkTokens(db: Db, before: number, limit: number): Promise<number> {
-  const r = await db
-    .deleteFrom('holder_link_tokens')
-    .where(
-      'token_hash',
-      'in',
-      db
-        .selectFrom('holder_link_tokens as k')
-        .innerJoin('holder_links as l', 'l.id', 'k.link_id')
-        .select('k.token_hash')
-        .where('k.created_at', '<', before)
-        .where('l.claimed_at', 'is not', null)
-        .limit(limit),
-    )
-    .executeTakeFirst()
-  return Number(r.numDeletedRows)
 }

@@ -1,5 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { findAdminByEmail, setAdminPassword } from '../identities/identities.store.js'
+import { findAdminByEmail, findAdminById, setAdminPassword } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -12,7 +12,7 @@ import type { EndSessions } from '../tokens/authority.js'
 import {
   consumeToken,
   countRequest,
-  findUsableToken,
+  findLiveToken,
   pruneRequests,
   retireTokens,
 } from './password-reset.store.js'
@@ -94,8 +94,11 @@ export async function confirmReset(
     await audit.record({ kind: 'password_reset_completed', ip, outcome: 'failure' })
     return new GoneError(INVALID_LINK)
   }
-  const found = await findUsableToken(db, sha256Hex(token), clock.now())
-  if (!found) throw await invalid()
+  const live = await findLiveToken(db, sha256Hex(token), clock.now())
+  // A link of an administrator removed or disabled since it was sent changes nothing.
+  const admin = live && (await findAdminById(db, live.admin_id))
+  if (!live || !admin) throw await invalid()
+  const found = { id: live.id, admin_id: live.admin_id, email: admin.email }
   const hash = await hashPassword(newPassword)
   const done = await db.transaction().execute(async (tx) => {
     const now = clock.now()

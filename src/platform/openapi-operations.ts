@@ -43,6 +43,76 @@ const MFA_REQUIRED: Record<number, ErrorCase[]> = {
   ],
 }
 
+/** PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it, never a TOTP code. */
+const PASSKEY_REQUIRED: ErrorCase = {
+  code: 'passkey_required',
+  when: 'PASSKEYS_REQUIRED_FOR covers the administrator, who has a passkey: sign in with it at /auth/passkey',
+  detail: 'PASSKEYS_REQUIRED_FOR: this account signs in with its passkey, not with a TOTP code',
+}
+
+// WebAuthn examples (shortened values; a browser or @simplewebauthn/browser produces the real ones).
+const PASSKEY_FLOW = 'v3yJ0H8k2M1qQ7bL9xW4tZr6uA5sD0fG1hJ2kL3mN4o'
+const CHALLENGE = 'q8Yc2m1Kx0v9bN3rT6wE5uI4oP7aS1dF2gH3jK4lZ5x'
+const CREDENTIAL_ID = 'AX1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v'
+const creationOptions = {
+  rp: { name: 'wristband', id: 'wristband.example.com' },
+  user: { id: 'YWRtaW46MQ', name: 'admin@example.com', displayName: '' },
+  challenge: CHALLENGE,
+  pubKeyCredParams: [
+    { alg: -8, type: 'public-key' },
+    { alg: -7, type: 'public-key' },
+    { alg: -257, type: 'public-key' },
+  ],
+  timeout: 300000,
+  attestation: 'none',
+  excludeCredentials: [],
+  authenticatorSelection: {
+    residentKey: 'preferred',
+    userVerification: 'required',
+    requireResidentKey: false,
+  },
+  extensions: { credProps: true },
+}
+const requestOptions = {
+  rpId: 'wristband.example.com',
+  challenge: CHALLENGE,
+  timeout: 300000,
+  userVerification: 'required',
+}
+const registrationCredential = {
+  id: CREDENTIAL_ID,
+  rawId: CREDENTIAL_ID,
+  type: 'public-key',
+  response: {
+    clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoi...',
+    attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF...',
+    transports: ['internal', 'hybrid'],
+  },
+  clientExtensionResults: { credProps: { rk: true } },
+  authenticatorAttachment: 'platform',
+}
+const authenticationCredential = {
+  id: CREDENTIAL_ID,
+  rawId: CREDENTIAL_ID,
+  type: 'public-key',
+  response: {
+    clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoi...',
+    authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ',
+    signature: 'MEUCIQDx...',
+    userHandle: 'YWRtaW46MQ',
+  },
+  clientExtensionResults: {},
+  authenticatorAttachment: 'platform',
+}
+const passkeyExample = {
+  id: 1,
+  name: 'Work laptop',
+  created_at: 1782900000000,
+  last_used_at: null,
+  backed_up: true,
+  transports: ['internal', 'hybrid'],
+}
+
 /** Example values reused across operations, so that one example request leads to the next's answer. */
 const EVENT = 'summer-festival-2026'
 const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
@@ -154,6 +224,42 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
     returns: 'MFA is on; tokens carrying mfa_verified_at',
+    errors: { 403: [PASSKEY_REQUIRED] },
+  },
+  'POST /admin/passkeys/registration/options': {
+    operationId: 'startPasskeyRegistration',
+    returns: 'WebAuthn creation options, and the flow the challenge is bound to',
+    response: { flow: PASSKEY_FLOW, options: creationOptions },
+    errors: MFA_REQUIRED,
+  },
+  'POST /admin/passkeys/registration': {
+    operationId: 'registerPasskey',
+    returns: 'The passkey, stored',
+    request: { flow: PASSKEY_FLOW, name: 'Work laptop', response: registrationCredential },
+    response: passkeyExample,
+    errors: MFA_REQUIRED,
+  },
+  'GET /admin/passkeys': {
+    operationId: 'listPasskeys',
+    returns: "The calling administrator's passkeys",
+    response: [{ ...passkeyExample, last_used_at: 1782901800000 }],
+  },
+  'DELETE /admin/passkeys/{id}': {
+    operationId: 'removePasskey',
+    returns: 'The passkey is removed',
+    response: { message: 'Passkey removed' },
+    errors: MFA_REQUIRED,
+  },
+  'POST /auth/passkey/options': {
+    operationId: 'startPasskeySignIn',
+    returns: 'WebAuthn request options, and the flow the challenge is bound to',
+    response: { flow: PASSKEY_FLOW, options: requestOptions },
+  },
+  'POST /auth/passkey': {
+    operationId: 'signInWithPasskey',
+    returns: 'An access token with a fresh mfa_verified_at and a refresh token',
+    request: { flow: PASSKEY_FLOW, response: authenticationCredential },
+    response: tokenPair,
   },
   'GET /admin/sensitive/ping': {
     operationId: 'pingSensitive',
@@ -516,7 +622,7 @@ export const EXAMPLE_PARAMS: Record<string, string> = {
 }
 
 /** Tags whose operations must carry request (when they take a body) and response examples. */
-export const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth']
+export const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth', 'passkeys']
 
 export const TAG_DESCRIPTIONS: Record<string, string> = {
   partner: 'Ticket partners (API key in the `api_key` header): the ticket catalogue and transfers',
@@ -531,6 +637,7 @@ export const TAG_DESCRIPTIONS: Record<string, string> = {
   'api-keys': 'API keys of ticket partners',
   admin: 'The signed-in administrator',
   mfa: 'Multi-factor authentication (TOTP)',
+  passkeys: "The administrator's passkeys (WebAuthn); sign-in with a passkey is under auth",
   'password-reset': 'Administrator password reset',
   audit: 'Security events',
   dashboard: 'Dashboard users and event figures (JSON)',

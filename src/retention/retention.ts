@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { pruneAudit } from '../audit/audit.store.js'
-import { pruneClaimedLinkTokens } from '../partner/partner.store.js'
+import { pruneClaimedLinkTokens } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'

@@ -109,7 +109,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      const { hook, secret } = await webhooks.register(partnerOf(request).eventId, request.body.url)
+      const { hook, secret } = await webhooks.register(partnerOf(request), request.body.url)
       return { ...view(hook), secret }
     },
   )
@@ -127,7 +127,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      const hook = await webhooks.receiverOf(partnerOf(request).eventId)
+      const hook = await webhooks.receiverOf(partnerOf(request).partnerId)
       if (!hook) throw new NotFoundError('No webhook is registered')
       return view(hook)
     },
@@ -146,7 +146,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request) => {
-      if (!(await webhooks.remove(partnerOf(request).eventId)))
+      if (!(await webhooks.remove(partnerOf(request).partnerId)))
         throw new NotFoundError('No webhook is registered')
       return { message: 'Webhook removed' }
     },
@@ -167,7 +167,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
     },
     async (request) => {
       const { limit = 50, before, status } = request.query
-      const rows = await webhooks.deliveries(partnerOf(request).eventId, {
+      const rows = await webhooks.deliveries(partnerOf(request).partnerId, {
         limit,
         ...(before !== undefined ? { before } : {}),
         ...(status !== undefined ? { status } : {}),
@@ -209,7 +209,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      await webhooks.resend(partnerOf(request).eventId, request.params.id)
+      await webhooks.resend(partnerOf(request).partnerId, request.params.id)
       deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
@@ -10,6 +11,18 @@ import { type Backend, eachBackend, type ProvisionedBackend } from './backends.j
 import { TestClock } from './clock.js'
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
+
+/**
+ * What a production start needs besides JWT_SECRET: an edge key, and mail and SMS as files (explicitly,
+ * since production refuses the outbox otherwise).
+ */
+export const PRODUCTION_ENV: Readonly<Record<string, string>> = {
+  NODE_ENV: 'production',
+  EDGE_SIGNING_KEY: generateKeyPairSync('ed25519')
+    .privateKey.export({ format: 'pem', type: 'pkcs8' })
+    .toString(),
+  MAIL_TRANSPORT: 'outbox',
+}
 
 /** One running instance of the service on a provisioned backend, plus what tests need around it. */
 export interface TestApp {

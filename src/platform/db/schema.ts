@@ -131,6 +131,16 @@ export interface EventClientsTable {
   created_at: number
   last_used_at: number | null
   revoked_at: number | null
+  /** The partner the key belongs to (migration 015); null only for a key written by an older release */
+  partner_id: number | null
+}
+
+/** A ticket partner of one event (migration 015): its keys, transfers, receiver and deliveries. */
+export interface PartnersTable {
+  id: Generated<number>
+  event_id: number
+  name: string
+  created_at: number
 }
 
 export interface JobsTable {
@@ -276,6 +286,8 @@ export interface TransfersTable {
   used_clock_adjusted: number | null
   /** 1: the use was a scan of a code version that had been re-issued (revoked) */
   used_revoked_code: number | null
+  /** The partner that transferred the ticket (migration 015) */
+  partner_id: number | null
 }
 
 /** Counters of a ticket type (migration 019, kept by triggers on transfers). */
@@ -334,6 +346,8 @@ export interface IdempotencyKeysTable {
 export interface WebhooksTable {
   id: Generated<number>
   event_id: number
+  /** The partner whose receiver this is (one per partner, migration 015) */
+  partner_id: number | null
   url: string
   /** Signing secret, sealed (platform/keys.ts); plain `whsec_…` in rows from before sealing */
   secret: string
@@ -348,6 +362,8 @@ export interface WebhookDeliveriesTable {
   /** the webhook-id header, the same on every attempt */
   uid: string
   event_id: number
+  /** The partner notified (migration 015) */
+  partner_id: number | null
   transfer_id: number | null
   /** the exact body that is signed and sent */
   payload: string
@@ -382,9 +398,49 @@ export interface DashboardSessionsTable {
   created_at: number
   last_seen_at: number
   expires_at: number
+  /** When the session's second factor (TOTP code or passkey) was given; null: password only (migration 020) */
+  mfa_verified_at?: number | null
+}
+
+/** WebAuthn credentials (migration 020). */
+export interface PasskeysTable {
+  id: Generated<number>
+  /** admin, dashboard_user or network_manager */
+  subject_kind: string
+  subject_id: number
+  /** base64url, as the authenticator gave it */
+  credential_id: string
+  /** COSE public key, base64url */
+  public_key: string
+  /** the signature counter last seen */
+  counter: number
+  /** comma-separated transports the browser reported (usb, internal, hybrid, ...) */
+  transports: string
+  name: string
+  aaguid: string
+  backed_up: number
+  created_at: number
+  last_used_at: number | null
+}
+
+/** Challenges waiting for their answer; hashes only (migration 020). */
+export interface WebauthnChallengesTable {
+  /** SHA-256 (hex) of the flow token the asking session holds */
+  flow_hash: string
+  /** SHA-256 (hex) of the challenge */
+  challenge_hash: string
+  /** registration or authentication */
+  purpose: string
+  /** the account the challenge is for; null for a first-factor sign-in */
+  subject_kind: string | null
+  subject_id: number | null
+  created_at: number
+  expires_at: number
 }
 
 export interface Database {
+  passkeys: PasskeysTable
+  webauthn_challenges: WebauthnChallengesTable
   dashboard_sessions: DashboardSessionsTable
   password_reset_tokens: PasswordResetTokensTable
   password_reset_requests: PasswordResetRequestsTable
@@ -403,6 +459,7 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable
   jobs: JobsTable
   event_clients: EventClientsTable
+  partners: PartnersTable
   events: EventsTable
   administrators: AdministratorsTable
   network_managers: NetworkManagersTable

@@ -48,6 +48,11 @@ export async function enqueue(db: Db, now: number, job: NewJob): Promise<boolean
   return Number(r.numInsertedOrUpdatedRows ?? 0) > 0
 }
 
+/** Moves the pending job with this dedupe key forward to `now` (a no-op when there is none). */
+export async function runPendingNow(db: Db, dedupeKey: string, now: number): Promise<void> {
+  await db.updateTable('jobs').set({ run_at: now }).where('dedupe_key', '=', dedupeKey).execute()
+}
+
 /**
  * Frees a running job's dedupe key, so that a change committed from now on enqueues a new job instead
  * of relying on this one (which has already read what it works on).

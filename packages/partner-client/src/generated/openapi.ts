@@ -45,7 +45,7 @@ export interface paths {
         put?: never;
         /**
          * Send a ticket to a holder by e-mail
-         * @description A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.
+         * @description A company_ticket_id this partner already used answers 409 with `"error": "duplicate_company_ticket_id"`; another partner's identifiers are never compared (partners are isolated).
          */
         post: operations["createTransfer"];
         delete?: never;
@@ -155,10 +155,10 @@ export interface components {
         ErrorBody: {
             detail: string;
             /**
-             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
+             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
              * @enum {string}
              */
-            error?: "rate_limit_exceeded" | "mfa_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
+            error?: "rate_limit_exceeded" | "mfa_required" | "passkey_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
         } & {
             [key: string]: unknown;
         };
