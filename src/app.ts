@@ -12,6 +12,7 @@ import { createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
+import { viewerAccounts } from './dashboard/session.service.js'
 import { deleteSessionsOf } from './dashboard/sessions.store.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
@@ -57,6 +58,7 @@ import { connectRedis, createRedis } from './platform/redis.js'
 import { registerSecurityHeaders, securityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { databaseUnavailable } from './platform/startup.js'
+import { releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
@@ -80,8 +82,8 @@ export interface AppDependencies {
   sms?: SmsSender
 }
 
-/** The API's version: the OpenAPI document's and the one GET / shows. */
-const SERVICE_VERSION = '0.1.0'
+/** The release's version: the OpenAPI document's, the one GET / shows and wristband_build_info's. */
+const SERVICE_VERSION = releaseVersion()
 
 /**
  * Builds the whole service on its dependencies: opens the database (and applies migrations),
@@ -92,7 +94,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   const lane = verifyLaneSlot(config)
   const app = createHttpApp(config, deps.logStream, lane?.serverFactory)
   logListeningUrls(app)
-  const metrics = createMetrics()
+  const metrics = createMetrics({ version: SERVICE_VERSION })
   app.decorate('metrics', metrics)
   instrumentRequests(app, metrics)
   registerHttp(app)
@@ -261,7 +263,6 @@ async function assemble(
     clock,
     redis,
     config,
-    onRefused: (route) => metrics.rateLimitRejections.inc({ route }),
     onLimited: (ip, route) =>
       void audit.record({ kind: 'rate_limit_hit', ip, outcome: 'denied', detail: { route } }),
   })
@@ -290,6 +291,8 @@ async function assemble(
     passwords,
     totp: { db, clock, audit, sealer: mfaSealer, backoff, passkeyPolicy },
     signInSealer: createSealer(secrets, 'dashboard-sign-in'),
+    passkeys: { ...passkeys, accounts: viewerAccounts(db) },
+    freshness,
     protectCredentials,
     runDueJobs,
     endSessions: authority.endSessions,

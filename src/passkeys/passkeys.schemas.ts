@@ -39,7 +39,7 @@ export const AuthenticationCredential = Type.Object(
       {
         clientDataJSON: b64url(4096),
         authenticatorData: b64url(4096),
-        signature: b64url(1024),
+        signature: b64url(2048),
         userHandle: Type.Optional(b64url(256)),
       },
       { additionalProperties: true },

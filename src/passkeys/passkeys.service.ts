@@ -38,6 +38,7 @@ import {
   takeChallenge,
 } from './passkeys.store.js'
 
+export type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server'
 export type { PasskeyKind, Subject } from './passkeys.store.js'
 
 /** The relying party: the RP ID credentials are bound to and the origins pages may ask from. */
@@ -75,6 +76,12 @@ export interface PasskeyDeps {
 /** How long a challenge may wait for its answer. */
 export const CHALLENGE_MS = 5 * 60_000
 const RP_NAME = 'wristband'
+/**
+ * EdDSA, ES256, RS256: what every platform's authenticators offer, and what Node 22 verifies. The
+ * library's default adds ML-DSA, which Chromium's authenticator then picks, and which only newer Node
+ * releases verify (the service runs on 22, 24 and 26).
+ */
+const SUPPORTED_ALGORITHMS = [-8, -7, -257]
 const SIGN_IN_FAILED = 'Passkey sign-in failed'
 const KINDS: readonly PasskeyKind[] = ['admin', 'dashboard_user', 'network_manager']
 
@@ -245,6 +252,7 @@ export async function startRegistration(
     attestationType: 'none',
     excludeCredentials: existing.map((p) => ({ id: p.credential_id, ...transportsOf(p) })),
     authenticatorSelection: { residentKey: 'preferred', userVerification: 'required' },
+    supportedAlgorithmIDs: SUPPORTED_ALGORITHMS,
   })
   return { flow, options }
 }

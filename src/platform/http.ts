@@ -109,8 +109,6 @@ export interface RateLimitDeps {
   clock: Clock
   redis: Redis | undefined
   config: Pick<Config, 'REDIS_PREFIX' | 'RATE_LIMIT_SYNC_MS'>
-  /** Called for every refused request (the metrics count them). */
-  onRefused: (route: string) => void
   /** Called once per address and route per minute of excess, however many requests it sends (the audit). */
   onLimited: (ip: string, route: string) => void
 }
@@ -137,7 +135,6 @@ export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): M
               config.RATE_LIMIT_SYNC_MS,
             ),
     onExceeded: (ip, route) => {
-      deps.onRefused(route)
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)

@@ -50,7 +50,7 @@ const PASSKEY_REQUIRED: ErrorCase = {
   detail: 'PASSKEYS_REQUIRED_FOR: this account signs in with its passkey, not with a TOTP code',
 }
 
-// WebAuthn examples (shortened values; a browser or @simplewebauthn/browser produces the real ones).
+// WebAuthn examples (some values shortened; a browser or @simplewebauthn/browser produces the real ones).
 const PASSKEY_FLOW = 'v3yJ0H8k2M1qQ7bL9xW4tZr6uA5sD0fG1hJ2kL3mN4o'
 const CHALLENGE = 'q8Yc2m1Kx0v9bN3rT6wE5uI4oP7aS1dF2gH3jK4lZ5x'
 const CREDENTIAL_ID = 'AX1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v'
@@ -84,8 +84,9 @@ const registrationCredential = {
   rawId: CREDENTIAL_ID,
   type: 'public-key',
   response: {
-    clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoi...',
-    attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF...',
+    clientDataJSON:
+      'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoicThZYzJtMUt4MHY5Yk4zclQ2d0U1dUk0b1A3YVMxZEYyZ0gzaks0bFo1eCIsIm9yaWdpbiI6Imh0dHBzOi8vd3Jpc3RiYW5kLmV4YW1wbGUuY29tIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+    attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF',
     transports: ['internal', 'hybrid'],
   },
   clientExtensionResults: { credProps: { rk: true } },
@@ -96,9 +97,11 @@ const authenticationCredential = {
   rawId: CREDENTIAL_ID,
   type: 'public-key',
   response: {
-    clientDataJSON: 'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoi...',
+    clientDataJSON:
+      'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoicThZYzJtMUt4MHY5Yk4zclQ2d0U1dUk0b1A3YVMxZEYyZ0gzaks0bFo1eCIsIm9yaWdpbiI6Imh0dHBzOi8vd3Jpc3RiYW5kLmV4YW1wbGUuY29tIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
     authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ',
-    signature: 'MEUCIQDx...',
+    signature:
+      'MEUCIQDx3Xq1y0bQ7pN2aK9sJ4fV6hT8rL1mC5wE0gZ2uI3oYgIgW7vB9nD4kF6jH1sA8qP0tR5eX2cU3yM7lN9oZ4iK6bQ',
     userHandle: 'YWRtaW46MQ',
   },
   clientExtensionResults: {},
@@ -334,6 +337,31 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /dashboard/login/code': { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
   'POST /dashboard/login/code': { operationId: 'dashboardLoginCode', returns: 'Signed in' },
+  'GET /dashboard/login/passkey': {
+    operationId: 'getDashboardPasskeyStepPage',
+    returns: 'The passkey step page',
+  },
+  'POST /dashboard/login/passkey/options': {
+    operationId: 'dashboardPasskeySignInOptions',
+    returns: 'WebAuthn request options; the flow is in a cookie',
+  },
+  'POST /dashboard/login/passkey': { operationId: 'dashboardLoginPasskey', returns: 'Signed in' },
+  'GET /dashboard/passkeys': {
+    operationId: 'getDashboardPasskeysPage',
+    returns: "The account's passkeys page",
+  },
+  'POST /dashboard/passkeys/options': {
+    operationId: 'dashboardPasskeyRegistrationOptions',
+    returns: 'WebAuthn creation options; the flow is in a cookie',
+  },
+  'POST /dashboard/passkeys': {
+    operationId: 'dashboardAddPasskey',
+    returns: 'Added: back to the passkeys page',
+  },
+  'POST /dashboard/passkeys/{id}/delete': {
+    operationId: 'dashboardRemovePasskey',
+    returns: 'Removed: back to the passkeys page',
+  },
   'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
   'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
   'GET /dashboard/events/{event_id}': {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import pino from 'pino'
-import { eachBackend, httpBackends } from '../../../test/helpers/backends.js'
+import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
 import { partnerNamed } from '../../api-keys/api-keys.store.js'
 import { nextFeedSeq, upsertEvent } from '../../events/events.store.js'
@@ -17,7 +17,6 @@ import {
 import { consumeToken, findLiveToken, insertResetToken } from '../../password-reset/password-reset.store.js'
 import { insertRefresh, markRotated } from '../../tokens/refresh.store.js'
 import { enqueue, JobRunner } from '../jobs/jobs.js'
-import { type DatabaseHandle, openDatabase } from './database.js'
 
 /**
  * The store contract: writes where the first of several concurrent requests must win, and every other
@@ -27,26 +26,15 @@ import { type DatabaseHandle, openDatabase } from './database.js'
 const RACERS = 8
 
 eachBackend(httpBackends, 'store contract: the first request wins', (backend) => {
-  let handle: DatabaseHandle
-  let dispose: () => Promise<void>
+  const database = useDatabase(backend)
   const clock = new TestClock()
-  before(async () => {
-    const p = await backend.provision()
-    dispose = p.dispose
-    handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-    await handle.migrate()
-  })
-  after(async () => {
-    await handle.close()
-    await dispose()
-  })
   const race = <T>(call: (i: number) => Promise<T>) =>
     Promise.all(Array.from({ length: RACERS }, (_, i) => call(i)))
   const wins = (results: boolean[]) => results.filter(Boolean).length
 
   test('refresh rotation: one of concurrent rotations of a token wins', async () => {
     const now = clock.now()
-    await insertRefresh(handle.db, {
+    await insertRefresh(database.handle().db, {
       jti: 'rt-contract',
       family_id: 'fam-contract',
       subject_kind: 'admin',
@@ -55,51 +43,54 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
       created_at: now,
       mfa_verified_at: null,
     })
-    assert.equal(wins(await race(() => markRotated(handle.db, 'rt-contract', clock.now()))), 1)
-    assert.equal(await markRotated(handle.db, 'rt-contract', clock.now()), false, 'rotated twice')
+    assert.equal(wins(await race(() => markRotated(database.handle().db, 'rt-contract', clock.now()))), 1)
+    assert.equal(await markRotated(database.handle().db, 'rt-contract', clock.now()), false, 'rotated twice')
   })
 
   test('password reset: one of concurrent uses of a link wins', async () => {
     const now = clock.now()
     const adminId = await upsertAdministrator(
-      handle.db,
+      database.handle().db,
       'contract@example.com',
       { password_hash: 'x', role: 'admin', event_ids: '[]', updated_at: now },
       now,
     )
-    await insertResetToken(handle.db, {
+    await insertResetToken(database.handle().db, {
       admin_id: adminId,
       token_hash: 'contract-hash',
       expires_at: now + 3_600_000,
       created_at: now,
     })
-    const live = await findLiveToken(handle.db, 'contract-hash', now)
+    const live = await findLiveToken(database.handle().db, 'contract-hash', now)
     assert.ok(live)
-    assert.equal(wins(await race(() => consumeToken(handle.db, live.id, clock.now()))), 1)
-    assert.equal(await findLiveToken(handle.db, 'contract-hash', clock.now()), undefined)
+    assert.equal(wins(await race(() => consumeToken(database.handle().db, live.id, clock.now()))), 1)
+    assert.equal(await findLiveToken(database.handle().db, 'contract-hash', clock.now()), undefined)
   })
 
   test('idempotency: one of concurrent requests with a key reserves it, one takes over an abandoned one', async () => {
     const k = { apiKeyId: 1, key: 'contract-key' }
-    assert.equal(wins(await race(() => reserveKey(handle.db, k, 'h1', clock.now()))), 1)
+    assert.equal(wins(await race(() => reserveKey(database.handle().db, k, 'h1', clock.now()))), 1)
     // Left unanswered: concurrent retries of the same request, of which one takes it over.
     clock.advance(120_000)
     const abandonedBefore = clock.now() - 60_000
-    assert.equal(wins(await race(() => takeOverKey(handle.db, k, 'h1', clock.now(), abandonedBefore))), 1)
+    assert.equal(
+      wins(await race(() => takeOverKey(database.handle().db, k, 'h1', clock.now(), abandonedBefore))),
+      1,
+    )
     // Another request under the same key never takes it over.
     clock.advance(120_000)
-    assert.equal(await takeOverKey(handle.db, k, 'h2', clock.now(), clock.now() - 60_000), false)
+    assert.equal(await takeOverKey(database.handle().db, k, 'h2', clock.now(), clock.now() - 60_000), false)
   })
 
   test('transfer mail: one of concurrent mail jobs of a link takes its transfers', async () => {
     const now = clock.now()
     const eventId = await upsertEvent(
-      handle.db,
+      database.handle().db,
       { uid: 'contract-ev', name: 'Contract', timezone: 'UTC' },
       now,
     )
-    const partnerId = await partnerNamed(handle.db, eventId, 'Contract partner', now)
-    await insertTicketType(handle.db, {
+    const partnerId = await partnerNamed(database.handle().db, eventId, 'Contract partner', now)
+    await insertTicketType(database.handle().db, {
       uid: 'contract-tt',
       event_id: eventId,
       name: 'Day',
@@ -107,32 +98,35 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
       ticket_date: '2026-07-01',
       created_at: now,
     })
-    const type = await findTicketType(handle.db, eventId, 'contract-tt')
+    const type = await findTicketType(database.handle().db, eventId, 'contract-tt')
     assert.ok(type)
-    const linkId = await openLink(handle.db, eventId, 'holder@example.com', now)
+    const linkId = await openLink(database.handle().db, eventId, 'holder@example.com', now)
     for (const n of [1, 2, 3]) {
-      await handle.db.transaction().execute(async (tx) =>
-        insertTransfer(tx, {
-          uid: `contract-t${n}`,
-          event_id: eventId,
-          ticket_type_id: type.id,
-          company_ticket_id: `C-${n}`,
-          email: 'holder@example.com',
-          balance: 0,
-          promo_balance: 0,
-          access_gate: null,
-          seat_number: null,
-          link_id: linkId,
-          created_at: now,
-          code_body: `body-${n}`,
-          code_digest: `digest-${n}`,
-          feed_seq: await nextFeedSeq(tx, eventId),
-          partner_id: partnerId,
-        }),
-      )
+      await database
+        .handle()
+        .db.transaction()
+        .execute(async (tx) =>
+          insertTransfer(tx, {
+            uid: `contract-t${n}`,
+            event_id: eventId,
+            ticket_type_id: type.id,
+            company_ticket_id: `C-${n}`,
+            email: 'holder@example.com',
+            balance: 0,
+            promo_balance: 0,
+            access_gate: null,
+            seat_number: null,
+            link_id: linkId,
+            created_at: now,
+            code_body: `body-${n}`,
+            code_digest: `digest-${n}`,
+            feed_seq: await nextFeedSeq(tx, eventId),
+            partner_id: partnerId,
+          }),
+        )
     }
     const taken = await race((i) =>
-      takeTransfersToMail(handle.db, linkId, `claim-${i}`, clock.now(), async () => {}),
+      takeTransfersToMail(database.handle().db, linkId, `claim-${i}`, clock.now(), async () => {}),
     )
     const winners = taken.filter((t) => t !== null)
     assert.equal(winners.length, 1)
@@ -143,14 +137,21 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
     const log = pino({ level: 'silent' })
     const ran = new Map<number, number>()
     const runners = Array.from({ length: 4 }, () => {
-      const r = new JobRunner({ db: handle.db, dialect: handle.dialect, clock, log, pollMs: 60_000 })
+      const r = new JobRunner({
+        db: database.handle().db,
+        dialect: database.handle().dialect,
+        clock,
+        log,
+        pollMs: 60_000,
+      })
       r.register('contract', {
         retrySchedule: [],
         run: async (p: { n: number }) => void ran.set(p.n, (ran.get(p.n) ?? 0) + 1),
       })
       return r
     })
-    for (let n = 0; n < 40; n++) await enqueue(handle.db, clock.now(), { kind: 'contract', payload: { n } })
+    for (let n = 0; n < 40; n++)
+      await enqueue(database.handle().db, clock.now(), { kind: 'contract', payload: { n } })
     // Each runner claims until nothing is due; a job leased by one is not due to the others.
     await Promise.all(
       runners.map(async (r) => {
