@@ -36,6 +36,7 @@ import { passkeyRoutes } from './passkeys/passkeys.routes.js'
 import {
   hasPasskey,
   type PasskeyDeps,
+  policyFor,
   refuseTotpUnderPolicy,
   staffAccounts,
 } from './passkeys/passkeys.service.js'
@@ -280,7 +281,21 @@ async function assemble(
   // The features.
   await app.register(healthRoutes)
   await app.register(indexRoutes, { version: SERVICE_VERSION })
-  await app.register(authRoutes, { db, tokens, audit, passwords })
+  await app.register(authRoutes, {
+    db,
+    tokens,
+    audit,
+    passwords,
+    // Read only where PASSKEYS_REQUIRED_FOR names someone: otherwise sign-in costs no query more.
+    ...(passkeys.requiredFor === 'none'
+      ? {}
+      : {
+          passkeyPolicy: async (id: number) => {
+            const account = await passkeys.accounts('admin', id)
+            return account && policyFor(passkeys, account)
+          },
+        }),
+  })
   await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, {
@@ -384,9 +399,11 @@ async function assemble(
     clock,
     mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
     codes,
+    partnerRateLimit: config.PARTNER_RATE_LIMIT,
   })
-  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer })
+  const partnerRateLimit = config.PARTNER_RATE_LIMIT
+  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes, partnerRateLimit })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer, partnerRateLimit })
   await app.register(ticketRoutes, {
     tokens,
     clock,

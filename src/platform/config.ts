@@ -350,6 +350,11 @@ export const settings = {
     '5,30,120,600,1800,3600,10800,21600,43200,86400,86400',
     seconds,
   ),
+  PARTNER_RATE_LIMIT: setting(
+    'Requests per minute of one partner API key on the partner endpoints (/companies/*), answered with RateLimit-* headers; requests without a valid key are limited to 120 a minute per address',
+    '6000',
+    integer(1, 1_000_000),
+  ),
   TRANSFER_EMAIL_DELAY_SECONDS: setting(
     'Delay before the grouped transfer e-mail goes out',
     '60',

@@ -50,6 +50,12 @@ forEachBackend(
     }
 
     test('a superadmin cannot use password + TOTP after registering a passkey; the passkey signs in', async () => {
+      const asked = await t.request({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email: ROOT, password: 's3cret-pass' },
+      })
+      assert.equal(asked.json().passkey_policy, 'register_passkey', 'asked to register one at sign-in')
       const before = await totp(ROOT)
       assert.equal(
         before.statusCode,
@@ -67,8 +73,17 @@ forEachBackend(
       const denied = (await auditOf(t, 'mfa_verify')).filter((e) => e.outcome === 'denied')
       assert.equal(denied.at(-1)?.detail.reason, 'passkey_required')
 
+      const told = await t.request({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email: ROOT, password: 's3cret-pass' },
+      })
+      assert.equal(told.json().passkey_policy, 'use_passkey')
       const signedIn = await passkeySignIn(t, key)
       assert.equal(signedIn.statusCode, 200, signedIn.body)
+      // As the second factor after the password, too.
+      const second = await passkeySignIn(t, key, {}, told.json().access_token)
+      assert.equal(second.statusCode, 200, second.body)
     })
 
     test('an administrator outside the scope keeps password + TOTP with a passkey', async () => {
@@ -76,6 +91,12 @@ forEachBackend(
       assert.equal(first.statusCode, 200)
       assert.equal((await registerPasskey(t, first.json().access_token, softAuthenticator())).statusCode, 201)
       assert.equal((await totp(ADMIN)).statusCode, 200)
+      const plain = await t.request({
+        method: 'POST',
+        url: '/auth/login',
+        payload: { email: ADMIN, password: 's3cret-pass' },
+      })
+      assert.equal(plain.json().passkey_policy, undefined)
     })
   },
   { ...PASSKEY_ENV, PASSKEYS_REQUIRED_FOR: 'superadmin' },
