@@ -13,6 +13,7 @@ import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { viewerAccounts } from './dashboard/session.service.js'
+import { deleteSessionsOf } from './dashboard/sessions.store.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
 import { resolveEdgeKeys } from './edge/edge-keys.js'
@@ -59,6 +60,7 @@ import { registerSecurityHeaders, securityHeaders } from './platform/security-he
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { databaseUnavailable } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
+import { startRetention } from './retention/retention.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { resolveSigningSecret } from './tokens/secret.js'
@@ -168,7 +170,14 @@ async function assemble(
   const audit = createAuditLog(db, clock, app.log)
 
   // The token authority: codec, revocation list, token service; the command line uses the same.
-  const authority = createTokenAuthority({ db, clock, log: app.log, redis, config })
+  const authority = createTokenAuthority({
+    db,
+    clock,
+    log: app.log,
+    redis,
+    config,
+    sessionStores: [deleteSessionsOf],
+  })
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   closers.push(() => authority.stop())
   const answers = verifyAnswers()
@@ -242,6 +251,8 @@ async function assemble(
     }),
   )
   metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(db)))
+  // Retention: old rows deleted in small batches by an hourly job (src/retention/retention.ts).
+  await startRetention(jobs, { db, clock, log: app.log, config })
   // A committed notification goes out at once instead of at the next poll.
   const runDueJobs = () => {
     jobs.runDue().catch((err) => app.log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
@@ -299,6 +310,7 @@ async function assemble(
     freshness,
     protectCredentials,
     runDueJobs,
+    endSessions: authority.endSessions,
   })
   await app.register(mfaRoutes, {
     db,
@@ -312,14 +324,24 @@ async function assemble(
     protectCredentials,
   })
   await app.register(passkeyRoutes, { ...passkeys, tokens, protectCredentials })
-  await app.register(passwordResetRoutes, { db, clock, tokens, audit, config })
+  await app.register(passwordResetRoutes, { db, clock, endSessions: authority.endSessions, audit, config })
   await app.register(apiKeyRoutes, { db, clock, tokens, audit, protectCredentials })
   await app.register(offlineRoutes, { db, tokens, audit, protectCredentials })
   await app.register(auditRoutes, { db, tokens })
-  // Owned by this app instance; the entry point calls beginDrain on SIGTERM.
+  // Owned by this app instance; the entry point calls beginDrain on SIGTERM, and endKeepAlive when its
+  // listener closes at the end of the drain period.
   let draining = false
   app.decorate('beginDrain', () => {
     draining = true
+  })
+  let keepAliveEnded = false
+  app.decorate('endKeepAlive', () => {
+    keepAliveEnded = true
+  })
+  // From then on every answer ends its connection (a client sending straight to the instance reconnects
+  // and finds the port closed: refused, never reset), and the verify lane leaves its requests to Fastify.
+  app.addHook('onSend', async (_request, reply) => {
+    if (keepAliveEnded) reply.header('connection', 'close')
   })
   await app.register(opsRoutes, {
     database,
@@ -387,9 +409,11 @@ async function assemble(
     clock,
     mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
     codes,
+    partnerRateLimit: config.PARTNER_RATE_LIMIT,
   })
-  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes })
-  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer })
+  const partnerRateLimit = config.PARTNER_RATE_LIMIT
+  await app.register(edgeRoutes, { db, clock, tokens, keys: edgeKeys, codes, partnerRateLimit })
+  await app.register(webhookRoutes, { db, clock, http, runDueJobs, sealer: webhookSealer, partnerRateLimit })
   await app.register(ticketRoutes, {
     tokens,
     clock,
@@ -399,7 +423,16 @@ async function assemble(
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })
 
-  if (setLane) setLane(attachVerifyLane(app, config, { tokens, answers, limiters, metrics }))
+  if (setLane)
+    setLane(
+      attachVerifyLane(app, config, {
+        tokens,
+        answers,
+        limiters,
+        metrics,
+        keepAliveEnded: () => keepAliveEnded,
+      }),
+    )
 
   app.addHook('onReady', async () => jobs.start())
 }
@@ -453,9 +486,11 @@ function attachVerifyLane(
     answers: VerifyAnswers
     limiters: Map<string, RouteLimiter>
     metrics: Metrics
+    /** Once the listener closed, Fastify answers verify too: its answers close the connection. */
+    keepAliveEnded: () => boolean
   },
 ): Lane {
-  const { tokens, answers, limiters, metrics } = deps
+  const { tokens, answers, limiters, metrics, keepAliveEnded } = deps
   let closing = false
   app.addHook('preClose', async () => {
     closing = true
@@ -471,6 +506,6 @@ function attachVerifyLane(
     bodyLimit: config.BODY_LIMIT_BYTES,
     cors: config.CORS_ORIGINS.length > 0,
     requestId,
-    closing: () => closing,
+    closing: () => closing || keepAliveEnded(),
   })
 }

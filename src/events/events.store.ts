@@ -89,3 +89,17 @@ export async function nextFeedSeq(tx: Db, eventId: number): Promise<number> {
     .executeTakeFirstOrThrow()
   return Number(r.feed_seq)
 }
+
+/**
+ * `n` consecutive positions in an event's sync feed (a batch of new transfers), locking the event's
+ * row as nextFeedSeq does; answers the first of them.
+ */
+export async function reserveFeedSeqs(tx: Db, eventId: number, n: number): Promise<number> {
+  const r = await tx
+    .updateTable('events')
+    .set((eb) => ({ feed_seq: eb('feed_seq', '+', n) }))
+    .where('id', '=', eventId)
+    .returning('feed_seq')
+    .executeTakeFirstOrThrow()
+  return Number(r.feed_seq) - n + 1
+}

@@ -129,6 +129,26 @@ forEachBackend(
           { event_uid: EVENT2, email: 'x@example.com', ticket_uid: aTicket, company_ticket_id: 'c-1' },
           404,
         ],
+        [
+          'C',
+          'POST',
+          '/companies/transfers',
+          {
+            event_uid: EVENT1,
+            transfers: [{ email: 'x@example.com', ticket_uid: aTicket, company_ticket_id: 'c-2' }],
+          },
+          403,
+        ],
+        [
+          'C',
+          'POST',
+          '/companies/transfers',
+          {
+            event_uid: EVENT2,
+            transfers: [{ email: 'x@example.com', ticket_uid: aTicket, company_ticket_id: 'c-2' }],
+          },
+          200,
+        ],
       ]
       const keyOf = { B: B(), C: C() } as Record<string, string>
       for (const [who, method, url, payload, status] of calls) {

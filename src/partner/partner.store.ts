@@ -52,6 +52,43 @@ export async function insertTransfer(
     .execute()
 }
 
+/** The ticket types of an event among `uids`, by uid. */
+export async function findTicketTypes(db: Db, eventId: number, uids: string[]) {
+  const rows = uids.length
+    ? await db
+        .selectFrom('ticket_types')
+        .select(['id', 'uid', 'ticket_date'])
+        .where('event_id', '=', eventId)
+        .where('uid', 'in', uids)
+        .execute()
+    : []
+  return new Map(rows.map((r) => [r.uid, r]))
+}
+
+/** Which of `ids` the partner has already used as company_ticket_id. */
+export async function usedCompanyTicketIds(db: Db, partnerId: number, ids: string[]): Promise<Set<string>> {
+  const used = new Set<string>()
+  for (let i = 0; i < ids.length; i += 500) {
+    const rows = await db
+      .selectFrom('transfers')
+      .select('company_ticket_id')
+      .where('partner_id', '=', partnerId)
+      .where('company_ticket_id', 'in', ids.slice(i, i + 500))
+      .execute()
+    for (const r of rows) used.add(r.company_ticket_id)
+  }
+  return used
+}
+
+/** Many transfers in one statement per 100 (the caller's transaction). */
+export async function insertTransfers(db: Db, rows: Parameters<typeof insertTransfer>[1][]) {
+  for (let i = 0; i < rows.length; i += 100)
+    await db
+      .insertInto('transfers')
+      .values(rows.slice(i, i + 100).map((t) => ({ ...t, status: 'TRANSFERRED' })))
+      .execute()
+}
+
 /** A partner's transfer with what its answers show, looked up by the partner's identifier. */
 export function findTransferByCompanyId(db: Db, partnerId: number, companyTicketId: string) {
   return db

@@ -350,10 +350,25 @@ export const settings = {
     '5,30,120,600,1800,3600,10800,21600,43200,86400,86400',
     seconds,
   ),
+  PARTNER_RATE_LIMIT: setting(
+    'Requests per minute of one partner API key on the partner endpoints (/companies/*), answered with RateLimit-* headers; requests without a valid key are limited to 120 a minute per address',
+    '6000',
+    integer(1, 1_000_000),
+  ),
   TRANSFER_EMAIL_DELAY_SECONDS: setting(
     'Delay before the grouped transfer e-mail goes out',
     '60',
     integer(0, 86400),
+  ),
+  RETENTION_DAYS: setting(
+    'Days finished jobs, finished webhook deliveries (with their attempts) and the claim-link tokens of claimed links are kept before the hourly retention job deletes them in small batches; revocations and refresh tokens go when they expire, pending deliveries and unclaimed links stay',
+    '90',
+    integer(1, 36_500),
+  ),
+  AUDIT_RETENTION_DAYS: setting(
+    'Days audit rows are kept before the retention job deletes them',
+    '365',
+    integer(1, 36_500),
   ),
   JOBS_POLL_MS: setting(
     'How often background jobs (mail, webhooks) are polled, in milliseconds',

@@ -477,12 +477,55 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       409: [
         {
           code: 'duplicate_company_ticket_id',
-          when: 'the company_ticket_id was already used in the event',
-          detail: 'company_ticket_id has already been used in this event',
+          when: 'the company_ticket_id was already used by this partner',
+          detail: 'company_ticket_id has already been used by this partner',
         },
         idempotencyInUse,
       ],
     },
+  },
+  'POST /companies/transfers': {
+    operationId: 'createTransfers',
+    returns:
+      'One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered',
+    request: {
+      event_uid: EVENT,
+      transfers: [
+        { email: 'holder@example.com', ticket_uid: TICKET_UID, company_ticket_id: 'order-1042-1' },
+        {
+          email: 'holder@example.com',
+          ticket_uid: TICKET_UID,
+          company_ticket_id: 'order-1042-2',
+          balance: 20,
+        },
+      ],
+    },
+    response: {
+      results: [
+        {
+          company_ticket_id: 'order-1042-1',
+          status: 201,
+          transfer: {
+            transfer_uid: TRANSFER_UID,
+            ticket_uid: TICKET_UID,
+            company_ticket_id: 'order-1042-1',
+            email: 'holder@example.com',
+            status: 'TRANSFERRED',
+            created_at: AT,
+            ticket_code: TICKET_CODE,
+          },
+        },
+        {
+          company_ticket_id: 'order-1042-2',
+          status: 409,
+          error: {
+            detail: 'company_ticket_id has already been used by this partner',
+            error: 'duplicate_company_ticket_id',
+          },
+        },
+      ],
+    },
+    errors: { 409: [idempotencyInUse] },
   },
   'GET /companies/transfer/{company_ticket_id}': {
     operationId: 'getTransfer',

@@ -8,6 +8,22 @@ import { TooManyRequestsError } from './errors.js'
 export interface RouteLimit {
   max: number
   windowMs: number
+  /** Limits per credential besides per address: see `perCredential`. */
+  credential?: CredentialLimit
+}
+
+/**
+ * A limit per credential (an API key): `of` names the request's valid credential, or answers
+ * undefined for a request without one (missing, unknown or revoked). A request with a valid credential
+ * counts against `max` of that credential, whatever its address; one without counts against the
+ * route's limit per address. Answers of such routes carry the IETF `RateLimit-Limit`, `-Remaining` and
+ * `-Reset` headers besides `x-ratelimit-*`.
+ */
+export interface CredentialLimit {
+  /** Routes with the same name share one budget per credential (a partner key's, over every partner route). */
+  name: string
+  max: number
+  of: (request: FastifyRequest) => string | undefined | Promise<string | undefined>
 }
 
 declare module 'fastify' {
@@ -32,6 +48,14 @@ export function countedExactly(limit: RouteLimit): boolean {
 /** Route config for a limit of `max` requests per address per minute. */
 export function perMinute(max: number): { rateLimit: RouteLimit } {
   return { rateLimit: { max, windowMs: 60_000 } }
+}
+
+/**
+ * Route config for `credential.max` requests per minute per credential, and `perAddress` per minute
+ * per address for requests without a valid credential.
+ */
+export function perCredential(perAddress: number, credential: CredentialLimit): { rateLimit: RouteLimit } {
+  return { rateLimit: { max: perAddress, windowMs: 60_000, credential } }
 }
 
 /**
@@ -346,38 +370,77 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
   const { countersFor, onExceeded } = opts
   const limiters = new Map<string, RouteLimiter>()
   const stores: CounterStore[] = []
+  const credentialStores = new Map<string, CounterStore>()
   app.addHook('onClose', async () => {
     for (const s of stores) s.stop?.()
   })
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
     if (!limit) return
-    const { max, windowMs } = limit
+    const { max, windowMs, credential } = limit
     const name = route.url
     const store = countersFor(`${String(route.method)} ${name}`, limit)
     stores.push(store)
     const limiter: RouteLimiter = { max, windowMs, store, exceeded: (ip) => onExceeded?.(ip, name) }
     limiters.set(`${String(route.method)} ${name}`, limiter)
+    let byCredential = credential && credentialStores.get(credential.name)
+    if (credential && !byCredential) {
+      byCredential = countersFor(`credential ${credential.name}`, { max: credential.max, windowMs })
+      credentialStores.set(credential.name, byCredential)
+      stores.push(byCredential)
+    }
     // Sets the headers of a count; the error to answer with when it is over the limit.
-    const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number) => {
+    const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number, limitOf = max) => {
       const seconds = resetSeconds(resetInMs)
-      reply.header('x-ratelimit-limit', max)
-      reply.header('x-ratelimit-remaining', count < max ? max - count : 0)
+      const remaining = count < limitOf ? limitOf - count : 0
+      reply.header('x-ratelimit-limit', limitOf)
+      reply.header('x-ratelimit-remaining', remaining)
       reply.header('x-ratelimit-reset', seconds)
-      if (count <= max) return undefined
+      if (credential) {
+        reply.header('ratelimit-limit', limitOf)
+        reply.header('ratelimit-remaining', remaining)
+        reply.header('ratelimit-reset', seconds)
+      }
+      if (count <= limitOf) return undefined
       limiter.exceeded(ip)
-      return new TooManyRequestsError(max, seconds)
+      return new TooManyRequestsError(limitOf, seconds)
+    }
+    /** Counts one request of `key` in `counters` and answers (done) with its outcome. */
+    const count = (
+      counters: CounterStore,
+      key: string,
+      limitOf: number,
+      reply: FastifyReply,
+      ip: string,
+      done: HookHandlerDoneFunction,
+    ) => {
+      const n = counters.hit(key, windowMs)
+      if (typeof n === 'number') {
+        done(n < 0 ? undefined : apply(reply, ip, n, counters.resetInMs, limitOf))
+        return
+      }
+      n.then(([c, resetInMs]) => done(c < 0 ? undefined : apply(reply, ip, c, resetInMs, limitOf)))
     }
     const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
       const ip = request.ip
-      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
-      const counted = (request.raw as CountedRequest)[COUNTED]
-      const count = counted ?? store.hit(ip, windowMs)
-      if (typeof count === 'number') {
-        done(count < 0 ? undefined : apply(reply, ip, count, store.resetInMs))
+      if (byCredential) {
+        // A valid credential counts on its own; anything else per address.
+        Promise.resolve(credential!.of(request)).then(
+          (id) =>
+            id === undefined
+              ? count(store, ip, max, reply, ip, done)
+              : count(byCredential!, id, credential!.max, reply, ip, done),
+          (err: Error) => done(err),
+        )
         return
       }
-      count.then(([n, resetInMs]) => done(n < 0 ? undefined : apply(reply, ip, n, resetInMs)))
+      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
+      const counted = (request.raw as CountedRequest)[COUNTED]
+      if (counted === undefined) {
+        count(store, ip, max, reply, ip, done)
+        return
+      }
+      counted.then(([n, resetInMs]) => done(n < 0 ? undefined : apply(reply, ip, n, resetInMs)))
     }
     const existing = route.onRequest
     route.onRequest =

@@ -334,6 +334,18 @@ forEachBackend(
           company_ticket_id: `matrix-${Math.random().toString(36).slice(2)}`,
         },
       }),
+      'POST /companies/transfers': (_r, event) => ({
+        payload: {
+          event_uid: EVENT_UID[event],
+          transfers: [
+            {
+              email: 'matrix@example.com',
+              ticket_uid: ticketTypes[event],
+              company_ticket_id: `matrix-${Math.random().toString(36).slice(2)}`,
+            },
+          ],
+        },
+      }),
       'GET /companies/transfer/{company_ticket_id}': async (_r, event) => ({
         url: `/companies/transfer/${(await transfer(event)).company_ticket_id}`,
       }),

@@ -111,16 +111,18 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('POST /companies/ticket',                     [...PARTNER.map((c) => `${c}|${c}`),        '201|403',  '401|401']),
   row('GET /companies/tickets',                     [...PARTNER.map((c) => `${c}|${c}`),        '200|403',  '401|401']),
   row('POST /companies/transfer',                   [...PARTNER.map((c) => `${c}|${c}`),        '201|403',  '401|401']),
+  row('POST /companies/transfers',                  [...PARTNER.map((c) => `${c}|${c}`),        '200|403',  '401|401'],
+    'Up to 500 transfers, each answered on its own'),
   row('GET /companies/transfer/{company_ticket_id}', [...PARTNER.map((c) => `${c}|${c}`),       '200|404',  '401|401'],
-    "Another event's transfer is not found, not forbidden: its existence is not revealed"),
+    "Another partner's transfer (of this event or another) is not found, not forbidden: its existence is not revealed"),
   row('POST /companies/transfer/{company_ticket_id}/reissue', [...PARTNER.map((c) => `${c}|${c}`), '200|404', '401|401'],
-    "Another event's transfer is not found"),
+    "Another partner's transfer is not found"),
   row('PUT /companies/webhook',                     [...PARTNER,                                '200',      '401']),
   row('GET /companies/webhook',                     [...PARTNER,                                '200',      '401']),
   row('DELETE /companies/webhook',                  [...PARTNER,                                '200',      '401']),
   row('GET /companies/webhook/deliveries',          [...PARTNER,                                '200',      '401']),
   row('POST /companies/webhook/deliveries/{id}/retry', [...PARTNER.map((c) => `${c}|${c}`),     '202|404',  '401|401'],
-    "Another event's delivery is not found"),
+    "Another partner's delivery is not found"),
 ]
 
 /** The table as Markdown, for docs/access-matrix.md. */

@@ -9,7 +9,7 @@ import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { type Claims, deviceGenerationOf } from './claims.js'
 import type { JwtCodec } from './jwt.js'
-import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
+import { findRefresh, insertRefresh, markRotated, revokeFamily } from './refresh.store.js'
 import type { RevocationStore } from './revocations.js'
 
 export interface TokenResponse {
@@ -146,11 +146,23 @@ export class TokenService {
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.outcome(null)
     const byJti = this.deps.revocations.isRevoked(claims.jti)
+    if (claims.type === 'refresh') return this.refreshState(claims, byJti)
     // Access tokens, the bulk of verify calls, are bound to no device: one comparison more, nothing else.
     const revoked = claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti
     if (revoked === false) return this.outcome(claims)
     if (revoked === true) return this.outcome(null)
     return revoked.then((r) => this.outcome(r ? null : claims))
+  }
+
+  /**
+   * A refresh token is good while its row is neither rotated nor revoked: its family's state, read
+   * from the database, refuses it (not a revocation entry per refresh held in every instance's memory).
+   * Refresh tokens are rarely verified; access tokens never come here.
+   */
+  private async refreshState(claims: Claims, byJti: boolean | Promise<boolean>): Promise<Claims | null> {
+    if (await byJti) return this.outcome(null)
+    const row = await findRefresh(this.deps.db, claims.jti)
+    return this.outcome(row && row.rotated_at === null && row.revoked_at === null ? claims : null)
   }
 
   private resolverFor(token: string): CredentialResolver | undefined {
@@ -185,7 +197,8 @@ export class TokenService {
       })
       throw new UnauthorizedError()
     }
-    await this.deps.revocations.revoke([{ jti: claims.jti, expiresAt: row.expires_at }])
+    // Rotated: refused from now on through its row (rotated_at), fleet-wide at once, with no entry in
+    // the revocation list (one per refresh would fill every instance's memory, issue 25).
     const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
     if (!grant) {
       await this.revokeFamily(row.family_id)
@@ -213,14 +226,8 @@ export class TokenService {
     await this.deps.revocations.revoke([{ jti, expiresAt: this.deps.clock.now() + forMs }])
   }
 
+  /** Ends a refresh-token family: its rows are marked revoked, which refuses each of its tokens. */
   async revokeFamily(familyId: string): Promise<void> {
-    const rows = await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
-    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
-  }
-
-  /** Revokes every live refresh token of a subject, e.g. after a password reset. */
-  async revokeSubject(kind: Role, id: number): Promise<void> {
-    const rows = await revokeSubject(this.deps.db, kind, id, this.deps.clock.now())
-    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+    await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
   }
 }

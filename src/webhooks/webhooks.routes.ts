@@ -1,12 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { NotFoundError } from '../platform/errors.js'
-import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
 
-export interface WebhookRoutesDeps extends WebhookServiceDeps {
+export interface WebhookRoutesDeps extends WebhookServiceDeps, Pick<PartnerAuthDeps, 'partnerRateLimit'> {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
 }
@@ -91,12 +90,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   const webhooks = new WebhookService(deps)
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
-  const rate = perMinute(PARTNER_RATE_LIMIT)
 
   app.put(
     '/companies/webhook',
     {
-      config: rate,
       ...write,
       schema: {
         tags: ['webhooks'],
@@ -117,7 +114,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   app.get(
     '/companies/webhook',
     {
-      config: rate,
       ...read,
       schema: {
         tags: ['webhooks'],
@@ -136,7 +132,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   app.delete(
     '/companies/webhook',
     {
-      config: rate,
       ...write,
       schema: {
         tags: ['webhooks'],
@@ -155,7 +150,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   app.get(
     '/companies/webhook/deliveries',
     {
-      config: rate,
       ...read,
       schema: {
         tags: ['webhooks'],
@@ -198,7 +192,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   app.post(
     '/companies/webhook/deliveries/:id/retry',
     {
-      config: rate,
       ...write,
       schema: {
         tags: ['webhooks'],

@@ -242,3 +242,22 @@ export function logout(
     payload: { refresh_token: refreshToken },
   })
 }
+
+/**
+ * An API key of event 1 created and revoked through HTTP by its administrator: a credential on the
+ * revocation list (refresh tokens are refused through their rows and never are). Returns the key.
+ */
+export async function revokedApiKey(t: TestApp): Promise<string> {
+  const admin = (await login(t, 'ev1@example.com')).access_token
+  const created = await t.request({
+    method: 'POST',
+    url: '/tokens/api-key',
+    token: admin,
+    payload: { event_id: 1, name: `revoked-${nextAddress()}`, scopes: ['api:read'] },
+  })
+  assert.equal(created.statusCode, 200, created.body)
+  const { id, api_key } = created.json()
+  const revoked = await t.request({ method: 'DELETE', url: `/tokens/api-key/${id}`, token: admin })
+  assert.equal(revoked.statusCode, 200, revoked.body)
+  return api_key
+}
