@@ -328,10 +328,20 @@ async function assemble(
   await app.register(apiKeyRoutes, { db, clock, tokens, audit, protectCredentials })
   await app.register(offlineRoutes, { db, tokens, audit, protectCredentials })
   await app.register(auditRoutes, { db, tokens })
-  // Owned by this app instance; the entry point calls beginDrain on SIGTERM.
+  // Owned by this app instance; the entry point calls beginDrain on SIGTERM, and endKeepAlive when its
+  // listener closes at the end of the drain period.
   let draining = false
   app.decorate('beginDrain', () => {
     draining = true
+  })
+  let keepAliveEnded = false
+  app.decorate('endKeepAlive', () => {
+    keepAliveEnded = true
+  })
+  // From then on every answer ends its connection (a client sending straight to the instance reconnects
+  // and finds the port closed: refused, never reset), and the verify lane leaves its requests to Fastify.
+  app.addHook('onSend', async (_request, reply) => {
+    if (keepAliveEnded) reply.header('connection', 'close')
   })
   await app.register(opsRoutes, {
     database,
@@ -413,7 +423,16 @@ async function assemble(
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })
 
-  if (setLane) setLane(attachVerifyLane(app, config, { tokens, answers, limiters, metrics }))
+  if (setLane)
+    setLane(
+      attachVerifyLane(app, config, {
+        tokens,
+        answers,
+        limiters,
+        metrics,
+        keepAliveEnded: () => keepAliveEnded,
+      }),
+    )
 
   app.addHook('onReady', async () => jobs.start())
 }
@@ -467,9 +486,11 @@ function attachVerifyLane(
     answers: VerifyAnswers
     limiters: Map<string, RouteLimiter>
     metrics: Metrics
+    /** Once the listener closed, Fastify answers verify too: its answers close the connection. */
+    keepAliveEnded: () => boolean
   },
 ): Lane {
-  const { tokens, answers, limiters, metrics } = deps
+  const { tokens, answers, limiters, metrics, keepAliveEnded } = deps
   let closing = false
   app.addHook('preClose', async () => {
     closing = true
@@ -485,6 +506,6 @@ function attachVerifyLane(
     bodyLimit: config.BODY_LIMIT_BYTES,
     cors: config.CORS_ORIGINS.length > 0,
     requestId,
-    closing: () => closing,
+    closing: () => closing || keepAliveEnded(),
   })
 }
