@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
-import { forEachBackend, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import type { SoftAuthenticator } from '../../test/helpers/authenticator.js'
 import { backends } from '../../test/helpers/backends.js'
 import { cookieOf, dashboardSession, formToken } from '../../test/helpers/dashboard.js'
@@ -187,6 +187,22 @@ forEachBackend(
       assert.equal(res.statusCode, 401)
       const refusals = await auditOf(t, 'passkey_sign_in')
       assert.equal(refusals.at(-1)?.detail.reason, 'account')
+    })
+
+    test("removing a dashboard user removes the user's passkeys", async () => {
+      assert.equal(await count(), 1)
+      const user = await t.db.db
+        .selectFrom('dashboard_users')
+        .select('id')
+        .where('username', '=', USER)
+        .executeTakeFirstOrThrow()
+      const res = await t.request({
+        method: 'DELETE',
+        url: `/admin/dashboard-users/${user.id}`,
+        token: (await login(t, 'root@example.com')).access_token,
+      })
+      assert.equal(res.statusCode, 200, res.body)
+      assert.equal(await count(), 0)
     })
   },
   PASSKEY_ENV,
