@@ -5,6 +5,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
+import type { Revocation } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
 import {
@@ -28,6 +29,17 @@ const MANAGE = 'events:manage'
 
 function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number): void {
   if (!hasScope(claims, eventId, MANAGE)) throw new ForbiddenError()
+}
+
+/**
+ * Revokes an API key in `db` (the caller's transaction): its stored hash is cleared, so every later
+ * check refuses it. Returns the revocation entry that makes running instances drop a cached copy at
+ * once, to be published after the commit, or null when the key was revoked already. The route and
+ * `wristband apikey revoke` both revoke through it.
+ */
+export async function revokeKey(db: Db, id: number, now: number): Promise<Revocation | null> {
+  if (!(await revokeApiKey(db, id, now))) return null
+  return { jti: apiKeyJti(id), expiresAt: now + API_KEY_REVOCATION_MS }
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
@@ -96,8 +108,9 @@ export class ApiKeyService {
     const key = await getApiKey(db, keyId)
     if (!key) throw new NotFoundError('API key not found')
     requireEventAccess(claims, key.event_id)
-    if (await revokeApiKey(db, key.id, clock.now())) {
-      await tokens.revokeCredential(apiKeyJti(key.id), API_KEY_REVOCATION_MS)
+    const revoked = await revokeKey(db, key.id, clock.now())
+    if (revoked) {
+      await tokens.revokeCredential(revoked.jti, API_KEY_REVOCATION_MS)
       await audit.record({
         kind: 'api_key_revoked',
         actor: `admin:${claims.sub}`,

@@ -1,5 +1,5 @@
-import { API_KEY_REVOCATION_MS, apiKeyJti } from '../api-keys/api-key.credential.js'
-import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
+import { revokeKey } from '../api-keys/api-keys.service.js'
+import { createApiKey, getApiKey, listApiKeys } from '../api-keys/api-keys.store.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
@@ -151,15 +151,15 @@ Options:
     const command = 'apikey revoke'
     const id = integerOption(stringOption(values, 'id', command), 'id', command)
     await withContext(loadConfig(), async (ctx) => {
-      await audited(ctx, 'cli_apikey_revoke', async (tx) => {
+      const revoked = await audited(ctx, 'cli_apikey_revoke', async (tx) => {
         const key = await getApiKey(tx, id)
         if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
-        if (!(await revokeApiKey(tx, id, ctx.clock.now())))
-          throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
-        return { detail: { key_id: id, event_id: key.event_id, name: key.name } }
+        const revocation = await revokeKey(tx, id, ctx.clock.now())
+        if (!revocation) throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
+        return { revocation, detail: { key_id: id, event_id: key.event_id, name: key.name } }
       })
       // Running instances remember keys for up to 60 s: the revocation list makes them drop it now.
-      await ctx.authority.revoke([{ jti: apiKeyJti(id), expiresAt: ctx.clock.now() + API_KEY_REVOCATION_MS }])
+      await ctx.authority.revoke([revoked.revocation])
     })
     console.log(`revoked API key ${id}`)
     return 0

@@ -17,6 +17,7 @@ import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { latestRevokedCodeUses } from '../tickets/tickets.service.js'
+import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
@@ -50,6 +51,8 @@ export interface DashboardDeps extends SessionDeps {
   protectCredentials: ProtectCredentials
   /** Runs due jobs now (a resend from the deliveries page goes out at once). */
   runDueJobs?: () => void
+  /** The token authority's way to end an account's sessions (dashboard users). */
+  endSessions: EndSessions
 }
 
 const SESSION_COOKIE = 'wb_session'

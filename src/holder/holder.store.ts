@@ -171,3 +171,25 @@ export async function insertLinkToken(tx: Db, linkId: number, tokenHash: string,
 export async function deleteLinkToken(tx: Db, tokenHash: string): Promise<void> {
   await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
 }
+
+/**
+ * Deletes up to `limit` claim-link tokens made before `before` whose link was claimed (the tickets are
+ * in the claimer's account); the token of a link nobody claimed yet stays, however old. Returns how many.
+ */
+export async function pruneClaimedLinkTokens(db: Db, before: number, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('holder_link_tokens')
+    .where(
+      'token_hash',
+      'in',
+      db
+        .selectFrom('holder_link_tokens as k')
+        .innerJoin('holder_links as l', 'l.id', 'k.link_id')
+        .select('k.token_hash')
+        .where('k.created_at', '<', before)
+        .where('l.claimed_at', 'is not', null)
+        .limit(limit),
+    )
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
+}

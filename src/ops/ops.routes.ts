@@ -33,6 +33,11 @@ declare module 'fastify' {
      * keeps answering, so a load balancer takes it out of rotation before the listener closes.
      */
     beginDrain(): void
+    /**
+     * The listener has closed (the end of the drain): every answer from now on carries
+     * `connection: close`, so no kept-alive connection is left to be cut.
+     */
+    endKeepAlive(): void
   }
 }
 

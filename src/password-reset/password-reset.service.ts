@@ -1,5 +1,4 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { deleteSessionsOf } from '../dashboard/sessions.store.js'
 import { findAdminByEmail, findAdminById, setAdminPassword } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
@@ -9,7 +8,7 @@ import { GoneError, TooManyRequestsError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import { type MailMessage, queueMail } from '../platform/mail.js'
 import { hashPassword } from '../platform/passwords.js'
-import type { TokenService } from '../tokens/token.service.js'
+import type { EndSessions } from '../tokens/authority.js'
 import {
   consumeToken,
   countRequest,
@@ -22,7 +21,8 @@ import { RESET_MAIL_JOB, type ResetMailPayload } from './reset-mail.js'
 export interface PasswordResetDeps {
   db: Db
   clock: Clock
-  tokens: TokenService
+  /** The token authority's: the reset ends every session of the account in its transaction. */
+  endSessions: EndSessions
   audit: AuditLog
   config: Pick<Config, 'PASSWORD_RESET_HOURLY_QUOTA'>
 }
@@ -104,13 +104,12 @@ export async function confirmReset(
     const now = clock.now()
     if (!(await consumeToken(tx, found.id, now))) return false
     await setAdminPassword(tx, found.admin_id, hash, now)
-    await deleteSessionsOf(tx, 'admin', found.admin_id)
+    await deps.endSessions(tx, 'admin', found.admin_id)
     await retireTokens(tx, found.admin_id, now)
     await queueMail(tx, now, passwordChangedMail(found.email))
     return true
   })
   if (!done) throw await invalid()
-  await deps.tokens.revokeSubject('admin', found.admin_id)
   await audit.record({
     kind: 'password_reset_completed',
     actor: `admin:${found.admin_id}`,

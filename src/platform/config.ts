@@ -360,6 +360,16 @@ export const settings = {
     '60',
     integer(0, 86400),
   ),
+  RETENTION_DAYS: setting(
+    'Days finished jobs, finished webhook deliveries (with their attempts) and the claim-link tokens of claimed links are kept before the hourly retention job deletes them in small batches; revocations and refresh tokens go when they expire, pending deliveries and unclaimed links stay',
+    '90',
+    integer(1, 36_500),
+  ),
+  AUDIT_RETENTION_DAYS: setting(
+    'Days audit rows are kept before the retention job deletes them',
+    '365',
+    integer(1, 36_500),
+  ),
   JOBS_POLL_MS: setting(
     'How often background jobs (mail, webhooks) are polled, in milliseconds',
     '1000',

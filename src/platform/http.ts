@@ -54,7 +54,10 @@ export function createHttpApp(
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: requestId,
     requestIdHeader: false,
-    return503OnClosing: true,
+    // A request that reaches the instance on a connection it accepted before closing its listener is
+    // answered, not turned away with 503 "server is closing" (the drain, docs/operations.md); its
+    // answer carries `connection: close` (server.ts), so the connection ends with it.
+    return503OnClosing: false,
     // Errors the router raises before any route runs get the documented body too: an undecodable
     // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
     frameworkErrors: (err, _request, reply) =>

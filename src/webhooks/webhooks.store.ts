@@ -285,3 +285,26 @@ export async function countPendingDeliveries(db: Db): Promise<number> {
     .executeTakeFirstOrThrow()
   return Number(row.n)
 }
+
+/**
+ * Deletes up to `limit` deliveries created before `before` that are finished (delivered or failed),
+ * with their attempts, in one short transaction; pending ones stay whatever their age. Returns how many.
+ */
+export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
+  return db.transaction().execute(async (tx) => {
+    const ids = (
+      await tx
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('created_at', '<', before)
+        .where('status', '<>', 'pending')
+        .orderBy('created_at')
+        .limit(limit)
+        .execute()
+    ).map((r) => r.id)
+    if (ids.length === 0) return 0
+    await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', ids).execute()
+    await tx.deleteFrom('webhook_deliveries').where('id', 'in', ids).execute()
+    return ids.length
+  })
+}

@@ -197,3 +197,21 @@ export class JobRunner {
     }
   }
 }
+
+/** Deletes up to `limit` jobs that finished (done or failed for good) before `before`; returns how many. */
+export async function pruneFinishedJobs(db: Db, before: number, limit: number): Promise<number> {
+  let n = 0
+  // Two ranges of the index jobs_due (done_at, failed_at, run_at): done, then failed for good.
+  for (const finished of [
+    db.selectFrom('jobs').select('id').where('done_at', '<', before),
+    db.selectFrom('jobs').select('id').where('done_at', 'is', null).where('failed_at', '<', before),
+  ]) {
+    const r = await db
+      .deleteFrom('jobs')
+      .where('id', 'in', finished.limit(limit - n))
+      .executeTakeFirst()
+    n += Number(r.numDeletedRows)
+    if (n >= limit) break
+  }
+  return n
+}
