@@ -193,9 +193,6 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   return transferCreated(uid, type, input, email, now, code)
 }
 
-/** Most transfers in one batch request. */
-export const MAX_BATCH_TRANSFERS = 500
-
 /** One transfer of a batch: its 201 answer, or its error as that status's body. */
 export type BatchResult =
   | { company_ticket_id: string; status: 201; transfer: ReturnType<typeof transferCreated> }
