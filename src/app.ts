@@ -61,6 +61,7 @@ import type { TokenService } from './tokens/token.service.js'
 import { tokenVerifyRoutes } from './tokens/verify.routes.js'
 import { type VerifyAnswers, verifyAnswers } from './tokens/verify-answer.js'
 import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
+import { WEBHOOKS_OPENAPI } from './webhooks/notification.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 
 export interface AppDependencies {
@@ -319,7 +320,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     encodings: ['br', 'gzip'],
     brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
   })
-  await registerOpenApi(app, SERVICE_VERSION)
+  await registerOpenApi(app, SERVICE_VERSION, WEBHOOKS_OPENAPI)
   return limiters
 }
 
