@@ -279,7 +279,7 @@ async function assemble(
   await registerOpenApi(app, SERVICE_VERSION)
 
   // The features.
-  await app.register(healthRoutes)
+  await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, {
     db,
@@ -347,6 +347,7 @@ async function assemble(
     database,
     storage,
     draining: () => draining,
+    logLevel: config.LOG_LEVEL,
     ...(redis ? { redis } : {}),
   })
   // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
