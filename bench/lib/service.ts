@@ -11,6 +11,7 @@ import { systemClock } from '../../src/platform/clock.js'
 import { type Config, loadConfig, settings } from '../../src/platform/config.js'
 import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed } from '../../src/seed/seed.js'
+import { PRODUCTION_ENV } from '../../test/helpers/app.js'
 import { freePort } from '../../test/helpers/processes.js'
 import { onAbort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
 
@@ -149,7 +150,8 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
   const env: Record<string, string> = {
     HOST: '127.0.0.1',
     PORT: String(port),
-    NODE_ENV: 'production',
+    // Production as the service refuses to start without it: a signing key, mail and SMS as files.
+    ...PRODUCTION_ENV,
     JWT_SECRET: BENCH_SECRET,
     DATA_DIR: dataDir,
   }

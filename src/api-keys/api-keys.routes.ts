@@ -4,6 +4,7 @@ import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
+import { createApiKeyResolver } from './api-key.credential.js'
 import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
 
 const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write')])
@@ -50,9 +51,14 @@ export const APIKeyListItem = Type.Object({
 
 export interface ApiKeyRoutesDeps extends ApiKeyServiceDeps {
   protectCredentials: ProtectCredentials
+  /** The revocation list, which a revoked key's id joins. */
+  revocations: Parameters<typeof createApiKeyResolver>[2]
 }
 
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
+  // API keys are credentials of the token guard (the partner API, and verify credentials).
+  const resolver = createApiKeyResolver(deps.db, deps.clock, deps.revocations)
+  deps.tokens.registerCredential(resolver.prefix, resolver.resolve)
   const apiKeys = new ApiKeyService(deps)
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 

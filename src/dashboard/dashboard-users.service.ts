@@ -2,6 +2,7 @@ import type { AuditLog } from '../audit/audit.store.js'
 import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
+import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, ForbiddenError, NotFoundError } from '../platform/errors.js'
@@ -121,6 +122,7 @@ export class DashboardUsersService {
     await this.assertExists(id)
     await this.deps.db.transaction().execute(async (tx) => {
       await this.deps.endSessions(tx, 'dashboard_user', id)
+      await deletePasskeysOf(tx, { kind: 'dashboard_user', id })
       await deleteDashboardUser(tx, id)
     })
     await this.deps.audit.record({

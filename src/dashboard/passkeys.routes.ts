@@ -64,6 +64,10 @@ const jsonSchema = (summary: string, description: string) => ({
   description,
   response: {
     200: OptionsAnswer,
+    303: {
+      description: 'See Other: no session (or the sign-in waiting for its step expired): to sign-in',
+      type: 'null',
+    },
     ...Object.fromEntries(
       [401, 403, 404, 429].map((s) => [
         s,

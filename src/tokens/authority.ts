@@ -81,6 +81,8 @@ export interface TokenAuthority {
 
 export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
   const { db, clock, log, redis, config, sessionStores } = deps
+  // The serving app's token service (none on the command line): endSessions makes it forget at once.
+  let service: TokenService | undefined
   const revocationDeps = { db, clock, pollMs: config.REVOCATION_POLL_MS, log }
   const revocations = redis
     ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, log)
@@ -91,6 +93,7 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
     async endSessions(tx, kind, id) {
       let ended = await revokeSubject(tx, kind, id, clock.now())
       for (const end of sessionStores) ended += await end(tx, kind, id)
+      service?.forgetRefreshChecks()
       return ended
     },
     async serve({ secrets, edgeKeys, audit, metrics, config: tokenConfig }) {
@@ -103,7 +106,16 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
         edge: jwtEdgeOptions(edgeKeys, tokenConfig.OFFLINE_TOKEN_ALG === 'EdDSA'),
       })
       await revocations.start()
-      return new TokenService({ db, jwt, revocations, clock, audit, config: tokenConfig, metrics })
+      service = new TokenService({
+        db,
+        jwt,
+        revocations,
+        clock,
+        audit,
+        config: { ...tokenConfig, REVOCATION_POLL_MS: config.REVOCATION_POLL_MS },
+        metrics,
+      })
+      return service
     },
     stop: () => revocations.stop(),
   }

@@ -127,3 +127,21 @@ test(
     })
   },
 )
+
+test(
+  "a refresh token rotated on one instance is refused by the other's verify within the revocation time",
+  redisBackend.skip ? { skip: redisBackend.skip } : {},
+  async () => {
+    await withTwoInstances(redisBackend, {}, async (a, b) => {
+      await a.seed(STANDARD_SEED)
+      const pair = await login(a, 'ev1@example.com')
+      // b remembers the token as good.
+      assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+      assert.equal((await verifyToken(b, pair.refresh_token)).valid, true)
+      assert.equal((await refresh(a, pair.refresh_token)).statusCode, 200)
+      assert.equal((await verifyToken(a, pair.refresh_token)).valid, false, 'the rotating instance: at once')
+      assert.equal((await refresh(b, pair.refresh_token)).statusCode, 401, 'refresh on b: at once (reuse)')
+      await until('b refuses it at verify', async () => !(await verifyToken(b, pair.refresh_token)).valid)
+    })
+  },
+)

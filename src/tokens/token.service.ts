@@ -35,8 +35,12 @@ export interface TokenServiceDeps {
   config: Pick<
     Config,
     'ACCESS_TOKEN_EXPIRE_MINUTES' | 'REFRESH_TOKEN_EXPIRE_DAYS' | 'OFFLINE_TOKEN_EXPIRE_HOURS'
-  >
+  > &
+    Partial<Pick<Config, 'REVOCATION_POLL_MS'>>
 }
+
+/** Refresh tokens whose good row is remembered at once (a verify of one of them reads no row). */
+const REMEMBERED_REFRESH = 10_000
 
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
@@ -44,11 +48,20 @@ export class TokenService {
   readonly accessLifetime: number
   readonly refreshLifetime: number
   readonly offlineLifetime: number
+  /**
+   * Refresh tokens found good in their row, and until when (ms) that answer is reused: the fleet's
+   * revocation time (REVOCATION_POLL_MS, at most 1 s), so verifying a refresh token costs a row read
+   * at most once a second. A rotation, logout or ended family on this instance forgets at once; one
+   * made elsewhere is seen within that time, as a revocation is.
+   */
+  private readonly refreshGood = new Map<string, number>()
+  private readonly refreshGoodMs: number
 
   constructor(private readonly deps: TokenServiceDeps) {
     this.accessLifetime = deps.config.ACCESS_TOKEN_EXPIRE_MINUTES * 60
     this.refreshLifetime = deps.config.REFRESH_TOKEN_EXPIRE_DAYS * 86400
     this.offlineLifetime = deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3600
+    this.refreshGoodMs = Math.min(1000, deps.config.REVOCATION_POLL_MS ?? 1000)
   }
 
   registerCredential(prefix: string, resolver: CredentialResolver): void {
@@ -159,10 +172,33 @@ export class TokenService {
    * from the database, refuses it (not a revocation entry per refresh held in every instance's memory).
    * Refresh tokens are rarely verified; access tokens never come here.
    */
-  private async refreshState(claims: Claims, byJti: boolean | Promise<boolean>): Promise<Claims | null> {
+  private refreshState(
+    claims: Claims,
+    byJti: boolean | Promise<boolean>,
+  ): Claims | null | Promise<Claims | null> {
+    if (byJti === true) return this.outcome(null)
+    const now = this.deps.clock.now()
+    const until = this.refreshGood.get(claims.jti)
+    if (byJti === false && until !== undefined && until > now) return this.outcome(claims)
+    return this.readRefreshRow(claims, byJti, now)
+  }
+
+  private async readRefreshRow(claims: Claims, byJti: boolean | Promise<boolean>, now: number) {
     if (await byJti) return this.outcome(null)
     const row = await findRefresh(this.deps.db, claims.jti)
-    return this.outcome(row && row.rotated_at === null && row.revoked_at === null ? claims : null)
+    const good = row !== undefined && row.rotated_at === null && row.revoked_at === null
+    this.refreshGood.delete(claims.jti)
+    if (good) {
+      if (this.refreshGood.size >= REMEMBERED_REFRESH)
+        this.refreshGood.delete(this.refreshGood.keys().next().value!)
+      this.refreshGood.set(claims.jti, now + this.refreshGoodMs)
+    }
+    return this.outcome(good ? claims : null)
+  }
+
+  /** Forgets every remembered good refresh token (a family or an account's sessions ended here). */
+  forgetRefreshChecks(): void {
+    this.refreshGood.clear()
   }
 
   private resolverFor(token: string): CredentialResolver | undefined {
@@ -186,6 +222,7 @@ export class TokenService {
     const row = await findRefresh(db, claims.jti)
     if (!row || row.revoked_at !== null) throw new UnauthorizedError()
     const now = clock.now()
+    this.refreshGood.delete(claims.jti)
     if (row.rotated_at !== null || !(await markRotated(db, claims.jti, now))) {
       await this.revokeFamily(row.family_id)
       await this.deps.audit.record({
@@ -197,8 +234,10 @@ export class TokenService {
       })
       throw new UnauthorizedError()
     }
-    // Rotated: refused from now on through its row (rotated_at), fleet-wide at once, with no entry in
-    // the revocation list (one per refresh would fill every instance's memory, issue 25).
+    // Rotated: refused from now on through its row (rotated_at): at /auth/refresh by every instance at
+    // once, at /tokens/verify by this one at once and by the others within a second (their remembered
+    // answers); no entry in the revocation list (one per refresh filled every instance's memory, issue 25).
+    this.refreshGood.delete(claims.jti)
     const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
     if (!grant) {
       await this.revokeFamily(row.family_id)
@@ -229,5 +268,6 @@ export class TokenService {
   /** Ends a refresh-token family: its rows are marked revoked, which refuses each of its tokens. */
   async revokeFamily(familyId: string): Promise<void> {
     await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
+    this.forgetRefreshChecks()
   }
 }

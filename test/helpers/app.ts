@@ -248,16 +248,30 @@ export function logout(
  * revocation list (refresh tokens are refused through their rows and never are). Returns the key.
  */
 export async function revokedApiKey(t: TestApp): Promise<string> {
+  const { key, revoke } = await apiKeyOf(t)
+  await revoke()
+  return key
+}
+
+/**
+ * An API key of event 1 created through HTTP by its administrator on `t`; `revoke(on)` revokes it
+ * through HTTP on `on` (another instance of the fleet) or `t`.
+ */
+export async function apiKeyOf(t: TestApp): Promise<{ key: string; revoke(on?: TestApp): Promise<void> }> {
   const admin = (await login(t, 'ev1@example.com')).access_token
   const created = await t.request({
     method: 'POST',
     url: '/tokens/api-key',
     token: admin,
-    payload: { event_id: 1, name: `revoked-${nextAddress()}`, scopes: ['api:read'] },
+    payload: { event_id: 1, name: `key-${nextAddress()}`, scopes: ['api:read'] },
   })
   assert.equal(created.statusCode, 200, created.body)
   const { id, api_key } = created.json()
-  const revoked = await t.request({ method: 'DELETE', url: `/tokens/api-key/${id}`, token: admin })
-  assert.equal(revoked.statusCode, 200, revoked.body)
-  return api_key
+  return {
+    key: api_key,
+    async revoke(on = t) {
+      const revoked = await on.request({ method: 'DELETE', url: `/tokens/api-key/${id}`, token: admin })
+      assert.equal(revoked.statusCode, 200, revoked.body)
+    },
+  }
 }
