@@ -239,7 +239,8 @@ function supervise(config: Config, workers: number): void {
     if (stopping) {
       if (code !== 0) exitCode = 1
       if (alive().length === 0) {
-        logLine(exitCode === 0 ? 'info' : 'error', 'stopped', { exit_code: exitCode })
+        // A failed start has said why in its one line already.
+        if (exitCode === 0) logLine('info', 'stopped')
         process.exit(exitCode)
       }
       return
