@@ -158,7 +158,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await startRetention(jobs, { db, clock, log: app.log, config })
 
   // The features.
-  await app.register(healthRoutes)
+  await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { ...shared, passkeyPolicy: core.loginPasskeyPolicy })
   await app.register(tokenVerifyRoutes, { tokens, answers: core.answers, logLevel: config.LOG_LEVEL })
@@ -342,7 +342,13 @@ async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform
   app.addHook('onSend', async (_request, reply) => {
     if (keepAliveEnded) reply.header('connection', 'close')
   })
-  await app.register(opsRoutes, { database, storage, draining: () => draining, ...(redis ? { redis } : {}) })
+  await app.register(opsRoutes, {
+    database,
+    storage,
+    draining: () => draining,
+    logLevel: a.config.LOG_LEVEL,
+    ...(redis ? { redis } : {}),
+  })
   // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
   const dependencyUp = a.metrics.gauge({
     name: 'wristband_dependency_up',

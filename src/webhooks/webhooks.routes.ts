@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { AuditLog } from '../audit/audit.store.js'
 import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { NotFoundError } from '../platform/errors.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
@@ -14,6 +15,8 @@ export interface WebhookRoutesDeps
     Pick<WebhookDeliveryDeps, 'retrySchedule' | 'onAttempt'> {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
+  /** Refused retries are recorded (issue 24.9). */
+  audit: AuditLog
   /** The job queue, which delivers the notifications (the feature registers its job here). */
   jobs: JobRunner
   /** Told the number of deliveries waiting, at each metrics scrape. */
@@ -218,7 +221,21 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      await webhooks.resend(partnerOf(request).partnerId, request.params.id)
+      const partner = partnerOf(request)
+      try {
+        await webhooks.resend(partner.partnerId, request.params.id)
+      } catch (err) {
+        // Another partner's delivery, or none: refused as unknown, and recorded as a refusal.
+        if (err instanceof NotFoundError)
+          await deps.audit.record({
+            kind: 'webhook_resend',
+            actor: `api_key:${partner.keyId}`,
+            ip: request.ip,
+            outcome: 'denied',
+            detail: { event_id: partner.eventId, delivery_id: request.params.id, reason: 'unknown_delivery' },
+          })
+        throw err
+      }
       deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }
