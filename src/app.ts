@@ -1,11 +1,10 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import compress from '@fastify/compress'
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
-import { createApiKeyResolver } from './api-keys/api-key.credential.js'
+import { createApiKeyResolver, createVerifyCredentials } from './api-keys/api-key.credential.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
 import { auditRoutes } from './audit/audit.routes.js'
 import { createAuditLog } from './audit/audit.store.js'
@@ -35,7 +34,7 @@ import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { openDatabase, servicePoolOptions } from './platform/db/database.js'
-import { createHttpApp, registerHttp, registerRateLimits, requestId } from './platform/http.js'
+import { createHttpApp, registerHttp, registerRateLimits } from './platform/http.js'
 import { createHttpClient } from './platform/http-client.js'
 import { JobRunner } from './platform/jobs/jobs.js'
 import { createSealer, deriveKey } from './platform/keys.js'
@@ -43,18 +42,18 @@ import { logListeningUrls } from './platform/logging.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './platform/mail.js'
 import { registerOpenApi } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
-import type { RouteLimiter } from './platform/rate-limit.js'
+import { perMinute } from './platform/rate-limit.js'
 import { connectRedis, createRedis } from './platform/redis.js'
-import { registerSecurityHeaders, securityHeaders } from './platform/security-headers.js'
+import { registerSecurityHeaders } from './platform/security-headers.js'
 import { createSmsSender, type SmsSender } from './platform/sms.js'
 import { databaseUnavailable } from './platform/startup.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { resolveSigningSecret } from './tokens/secret.js'
-import type { TokenService } from './tokens/token.service.js'
-import { tokenVerifyRoutes } from './tokens/verify.routes.js'
-import { type VerifyAnswers, verifyAnswers } from './tokens/verify-answer.js'
-import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
+import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/verify.routes.js'
+import { verifyAnswers } from './tokens/verify-answer.js'
+import { verifyCallers } from './tokens/verify-callers.js'
+import { createVerifyLane } from './tokens/verify-lane.js'
 import { webhookDeliveryJob } from './webhooks/webhook-delivery.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks/webhooks.store.js'
@@ -68,6 +67,8 @@ export interface AppDependencies {
   mailTransport?: MailTransport
   /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
   sms?: SmsSender
+  /** POST /tokens/verify's limits (VERIFY_LIMITS when absent); tests try others on the route and the lane. */
+  verifyLimits?: VerifyLimits
 }
 
 /** The API's version: the OpenAPI document's and the one GET / shows. */
@@ -79,8 +80,7 @@ const SERVICE_VERSION = '0.1.0'
  */
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock
-  const lane = verifyLaneSlot(config)
-  const app = createHttpApp(config, deps.logStream, lane?.serverFactory)
+  const app = createHttpApp(config, deps.logStream)
   logListeningUrls(app)
   const metrics = createMetrics()
   app.decorate('metrics', metrics)
@@ -95,7 +95,7 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
   }
   app.addHook('onClose', closeAll)
   try {
-    await assemble(app, config, clock, deps, metrics, closers, lane?.set)
+    await assemble(app, config, clock, deps, metrics, closers)
   } catch (err) {
     await closeAll()
     throw err
@@ -110,7 +110,6 @@ async function assemble(
   deps: AppDependencies,
   metrics: Metrics,
   closers: (() => unknown)[],
-  setLane: ((lane: Lane) => void) | undefined,
 ): Promise<void> {
   // Platform: database, Redis, keys, jobs, mail, the outbound HTTP client, SMS.
   const database = await openDatabase(config.databaseUrl, {
@@ -148,6 +147,7 @@ async function assemble(
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   closers.push(() => authority.stop())
   const answers = verifyAnswers()
+  const limitsOfVerify = deps.verifyLimits ?? VERIFY_LIMITS
   const apiKeyResolver = createApiKeyResolver(db, clock, authority.revocations)
   tokens.registerCredential(apiKeyResolver.prefix, apiKeyResolver.resolve)
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
@@ -204,7 +204,7 @@ async function assemble(
 
   // HTTP plumbing every route shares: rate limits (audited once a minute per address and route),
   // security headers, the OpenAPI document and /docs.
-  const limiters = registerRateLimits(app, {
+  const limits = registerRateLimits(app, {
     clock,
     redis,
     config,
@@ -227,7 +227,22 @@ async function assemble(
   await app.register(healthRoutes)
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { db, tokens, audit, passwords })
-  await app.register(tokenVerifyRoutes, { tokens, answers, logLevel: config.LOG_LEVEL })
+  // Verify callers: per verify credential (an API key with scope tokens:verify), else per address.
+  const callers = verifyCallers({
+    anonymous: limits.limiter('POST /tokens/verify', perMinute(limitsOfVerify.anonymousPerMinute).rateLimit),
+    credentials: limits.limiter(
+      'POST /tokens/verify credential',
+      perMinute(config.VERIFY_CLIENT_RATE_LIMIT).rateLimit,
+    ),
+    lookup: createVerifyCredentials(db, clock, authority.revocations),
+  })
+  await app.register(tokenVerifyRoutes, {
+    tokens,
+    answers,
+    callers,
+    logLevel: config.LOG_LEVEL,
+    limits: limitsOfVerify,
+  })
   await app.register(adminRoutes, { tokens, db })
   await app.register(dashboardRoutes, {
     db,
@@ -318,78 +333,8 @@ async function assemble(
   })
   await app.register(holderRoutes, { db, clock, tokens, codes })
 
-  if (setLane) setLane(attachVerifyLane(app, config, { tokens, answers, limiters, metrics }))
+  // The verify lane in front of Fastify on the same server (tokens/verify-lane.ts).
+  createVerifyLane(config, deps.verifyLimits)?.attach(app, { tokens, answers, callers, metrics })
 
   app.addHook('onReady', async () => jobs.start())
-}
-
-type Lane = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  fastify: (req: IncomingMessage, res: ServerResponse) => void,
-) => boolean
-
-/**
- * The verify lane (see tokens/verify-lane.ts) sits in front of Fastify on the same server; it is
- * set once the app is assembled. At debug and trace the route logs every request, which the lane
- * does not: it is off there (undefined).
- */
-function verifyLaneSlot(
-  config: Config,
-): { serverFactory: FastifyServerOptions['serverFactory']; set: (lane: Lane) => void } | undefined {
-  const laneWanted = config.VERIFY_FAST_LANE && config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace'
-  if (!laneWanted) return undefined
-  let lane: Lane | undefined
-  return {
-    serverFactory: (handler, fastifyOptions) => {
-      const opts = fastifyOptions as {
-        http?: http.ServerOptions
-        keepAliveTimeout?: number
-        requestTimeout?: number
-        connectionTimeout?: number
-      }
-      const server = http.createServer(opts.http ?? {}, (req, res) => {
-        if (lane === undefined || !lane(req, res, handler)) handler(req, res)
-      })
-      // What Fastify sets on the server it makes itself.
-      server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000
-      server.requestTimeout = opts.requestTimeout ?? 0
-      server.setTimeout(opts.connectionTimeout ?? 0)
-      return server
-    },
-    set: (l) => {
-      lane = l
-    },
-  }
-}
-
-/** The verify lane over the assembled app's token service, limiter and metrics. */
-function attachVerifyLane(
-  app: FastifyInstance,
-  config: Config,
-  deps: {
-    tokens: TokenService
-    answers: VerifyAnswers
-    limiters: Map<string, RouteLimiter>
-    metrics: Metrics
-  },
-): Lane {
-  const { tokens, answers, limiters, metrics } = deps
-  let closing = false
-  app.addHook('preClose', async () => {
-    closing = true
-  })
-  replayLaneBodies(app)
-  return verifyLane({
-    tokens,
-    answers,
-    limiter: limiters.get('POST /tokens/verify')!,
-    metrics,
-    securityHeaders: securityHeaders().api,
-    trustProxy: config.TRUST_PROXY,
-    bodyLimit: config.BODY_LIMIT_BYTES,
-    cors: config.CORS_ORIGINS.length > 0,
-    requestId,
-    closing: () => closing,
-  })
 }

@@ -1,4 +1,4 @@
-import { API_KEY_REVOCATION_MS, apiKeyJti } from '../api-keys/api-key.credential.js'
+import { API_KEY_REVOCATION_MS, apiKeyJti, VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
@@ -12,10 +12,12 @@ import {
   withContext,
 } from './command.js'
 
-const SCOPES: readonly string[] = BASELINE_SCOPES.event_client
+/** The partner API's scopes (the default) and a verify credential's. */
+const DEFAULT_SCOPES: readonly string[] = BASELINE_SCOPES.event_client
+const SCOPES: readonly string[] = [...DEFAULT_SCOPES, VERIFY_SCOPE]
 
 function parseScopes(raw: string | undefined, command: string): string[] {
-  if (raw === undefined) return [...SCOPES]
+  if (raw === undefined) return [...DEFAULT_SCOPES]
   const scopes = [
     ...new Set(
       raw
@@ -45,7 +47,9 @@ Recorded in the audit log (never the key).
 Options:
   --event ID           the event the key belongs to
   --name NAME          a label to tell keys apart (1 to 100 characters)
-  --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: all of them)`,
+  --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: ${DEFAULT_SCOPES.join(',')});
+                       ${VERIFY_SCOPE} makes a verify credential, which a backend sends as api_key with
+                       POST /tokens/verify to be limited per key (VERIFY_CLIENT_RATE_LIMIT)`,
   options: { event: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' } },
   async run(values, loadConfig) {
     const command = 'apikey create'

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from './clock.js'
@@ -297,14 +296,7 @@ export function syncedRedisCounters(
   return store
 }
 
-/**
- * Set on a raw request that was already counted (by the verify lane) before Fastify got it: the
- * route's hook applies this count instead of counting the request a second time.
- */
-export const COUNTED = Symbol('wristband.rateLimitCount')
-export type CountedRequest = IncomingMessage & { [COUNTED]?: Promise<[number, number]> }
-
-/** One limited route: its limit and its counters. The verify lane counts through the same object. */
+/** One limiter: its limit and its counters (a route's, or one a route applies itself). */
 export interface RouteLimiter {
   readonly max: number
   readonly windowMs: number
@@ -330,6 +322,47 @@ export interface RateLimitOptions {
   onExceeded?: (ip: string, route: string) => void
 }
 
+/** The `x-ratelimit-*` headers of a count, as name, value, name, value…: every limited answer's. */
+export function rateLimitHeaders(max: number, count: number, resetInMs: number): string[] {
+  return [
+    'x-ratelimit-limit',
+    String(max),
+    'x-ratelimit-remaining',
+    String(count < max ? max - count : 0),
+    'x-ratelimit-reset',
+    String(resetSeconds(resetInMs)),
+  ]
+}
+
+/**
+ * Writes a count's headers on a reply; the error to answer with when it is over the limit (after
+ * telling the limiter, which audits and counts the refusal).
+ */
+export function applyCount(
+  reply: FastifyReply,
+  limiter: RouteLimiter,
+  ip: string,
+  count: number,
+  resetInMs: number,
+): TooManyRequestsError | undefined {
+  const headers = rateLimitHeaders(limiter.max, count, resetInMs)
+  for (let i = 0; i < headers.length; i += 2) reply.header(headers[i]!, headers[i + 1])
+  if (count <= limiter.max) return undefined
+  limiter.exceeded(ip)
+  return new TooManyRequestsError(limiter.max, resetSeconds(resetInMs))
+}
+
+/** The limits of an app: one limiter per limited route, and more for limits a route applies itself. */
+export interface RateLimits {
+  /** The limiters of the routes with `config.rateLimit`, by route (`METHOD url`). */
+  readonly routes: Map<string, RouteLimiter>
+  /**
+   * A limiter of its own (`name` keeps its counters apart from every other's), for a route that
+   * counts by something other than the address or only once it read the body (POST /tokens/verify).
+   */
+  limiter(name: string, limit: RouteLimit): RouteLimiter
+}
+
 /**
  * Per-address, per-route limits. A route opts in with `config: perMinute(n)`; its limit is checked in
  * an `onRequest` hook, before the body is read. The address is `request.ip`, which Fastify takes from
@@ -338,50 +371,44 @@ export interface RateLimitOptions {
  * unreachable) the request goes through without the headers; the Redis client logs the outage once.
  *
  * Written for this service rather than taken from @fastify/rate-limit: the hook is synchronous with
- * in-process (and Redis-synced) counters and allocates nothing per request; the plugin's chain of
+ * in-process (and Redis-synced) counters and allocates nothing per request but its headers; the plugin's chain of
  * async functions and promises per request cost a fifth of the throughput of POST /tokens/verify.
- * Answers the limiters by route (`METHOD url`), for the verify lane.
  */
-export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Map<string, RouteLimiter> {
+export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): RateLimits {
   const { countersFor, onExceeded } = opts
-  const limiters = new Map<string, RouteLimiter>()
+  const routes = new Map<string, RouteLimiter>()
   const stores: CounterStore[] = []
   app.addHook('onClose', async () => {
     for (const s of stores) s.stop?.()
   })
+  // `counters` names the counters, `label` the limit in metrics and the audit (a route's path).
+  const make = (counters: string, label: string, limit: RouteLimit): RouteLimiter => {
+    const store = countersFor(counters, limit)
+    stores.push(store)
+    return { max: limit.max, windowMs: limit.windowMs, store, exceeded: (ip) => onExceeded?.(ip, label) }
+  }
+  const limiter = (name: string, limit: RouteLimit) => make(name, name, limit)
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
     if (!limit) return
-    const { max, windowMs } = limit
-    const name = route.url
-    const store = countersFor(`${String(route.method)} ${name}`, limit)
-    stores.push(store)
-    const limiter: RouteLimiter = { max, windowMs, store, exceeded: (ip) => onExceeded?.(ip, name) }
-    limiters.set(`${String(route.method)} ${name}`, limiter)
-    // Sets the headers of a count; the error to answer with when it is over the limit.
-    const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number) => {
-      const seconds = resetSeconds(resetInMs)
-      reply.header('x-ratelimit-limit', max)
-      reply.header('x-ratelimit-remaining', count < max ? max - count : 0)
-      reply.header('x-ratelimit-reset', seconds)
-      if (count <= max) return undefined
-      limiter.exceeded(ip)
-      return new TooManyRequestsError(max, seconds)
-    }
+    const name = `${String(route.method)} ${route.url}`
+    const routeLimiter = make(name, route.url, limit)
+    const { store, windowMs } = routeLimiter
+    routes.set(name, routeLimiter)
     const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
       const ip = request.ip
-      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
-      const counted = (request.raw as CountedRequest)[COUNTED]
-      const count = counted ?? store.hit(ip, windowMs)
+      const count = store.hit(ip, windowMs)
       if (typeof count === 'number') {
-        done(count < 0 ? undefined : apply(reply, ip, count, store.resetInMs))
+        done(count < 0 ? undefined : applyCount(reply, routeLimiter, ip, count, store.resetInMs))
         return
       }
-      count.then(([n, resetInMs]) => done(n < 0 ? undefined : apply(reply, ip, n, resetInMs)))
+      count.then(([n, resetInMs]) =>
+        done(n < 0 ? undefined : applyCount(reply, routeLimiter, ip, n, resetInMs)),
+      )
     }
     const existing = route.onRequest
     route.onRequest =
       existing === undefined ? [hook] : Array.isArray(existing) ? [...existing, hook] : [existing, hook]
   })
-  return limiters
+  return { routes, limiter }
 }
