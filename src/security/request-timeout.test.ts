@@ -28,24 +28,31 @@ interface Trickle {
 async function trickle(port: number, path: string, body: string): Promise<Trickle> {
   const socket = net.connect(port, '127.0.0.1')
   await once(socket, 'connect')
-  let answer = ''
-  socket.setEncoding('utf8')
-  socket.on('data', (d) => {
-    answer += d
-  })
+  // Closed by the server, normally or (a byte of ours in flight as it closed) with a reset.
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()))
   socket.on('error', () => {})
-  socket.write(
-    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${body.length + 1000}\r\n\r\n`,
-  )
+  let answer = ''
   let sent = 0
   const timer = setInterval(() => {
     if (!socket.writable) return
     if (sent < body.length) socket.write(body[sent++]!)
     else socket.end()
   }, 100)
-  await once(socket, 'close')
-  clearInterval(timer)
+  socket.setEncoding('utf8')
+  socket.on('data', (d) => {
+    // The server answered: the client stops sending, as a client reading its answer would.
+    clearInterval(timer)
+    answer += d
+  })
+  socket.write(
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${body.length + 1000}\r\n\r\n`,
+  )
+  try {
+    await closed
+  } finally {
+    clearInterval(timer)
+  }
   return { answer, sent }
 }
 

@@ -4,7 +4,7 @@ import { before, test } from 'node:test'
 import { createApiKey, revokeApiKey } from '../../../src/api-keys/api-keys.store.js'
 import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../../test/helpers/app.js'
 import { httpBackends } from '../../../test/helpers/backends.js'
-import { get, type ServedService, serve, startBackends } from './test-support.js'
+import { type ServedService, serve } from './test-support.js'
 import { createVerifier, VerifierError, type VerifierOptions } from './verifier.js'
 
 /** Asserts that `p` rejects with a VerifierError of `kind` and returns it. */
@@ -238,6 +238,28 @@ forEachBackend(httpBackends, 'verifier under the service’s rate limit', (ctx) 
     for (let i = 1; i < waits.length; i++) assert.ok(waits[i]! > waits[i - 1]! / 2, 'the back-off grows')
     assert.equal((await v.verify(cached)).type, 'access', 'cached answers are still served')
     t.clock.thaw()
+  })
+
+  test('a service of the release before (api_key refused, 422) still answers: the check goes anonymous', async () => {
+    const { access_token } = await login(t, 'ev1@example.com')
+    let refused422 = 0
+    // The release before's schema refuses the unknown property; this one's route is asked otherwise.
+    const releaseBefore: typeof fetch = async (input, init) => {
+      if (String(init?.body).includes('"api_key"')) {
+        refused422++
+        return new Response('{"detail":[]}', { status: 422 })
+      }
+      return fetch(input, { ...init, headers: { ...init?.headers, 'x-forwarded-for': '198.51.100.78' } })
+    }
+    const v = createVerifier({
+      baseUrl: svc.baseUrl,
+      credential: `wb_${'c'.repeat(43)}`,
+      fetch: releaseBefore,
+    })
+    assert.equal((await v.verify(access_token)).type, 'access')
+    const other = (await login(t, 'root@example.com')).access_token
+    assert.equal((await v.verify(other)).type, 'access')
+    assert.equal(refused422, 1, 'the credential is left out for a while after one refusal')
   })
 
   test('a check that meets a 429 answers once the service does again', async () => {

@@ -111,7 +111,10 @@ export function createVerifier(options: VerifierOptions): Verifier {
   if (!(Number.isInteger(maxEntries) && maxEntries > 0))
     throw new RangeError('maxEntries must be a positive integer')
   if (!(retryBudgetMs >= 0)) throw new RangeError('retryBudgetMs must not be negative')
-  if (credential !== undefined && (typeof credential !== 'string' || !OPAQUE_TOKEN.test(credential)))
+  if (
+    credential !== undefined &&
+    (typeof credential !== 'string' || !OPAQUE_TOKEN.test(credential) || credential.length > 256)
+  )
     throw new TypeError('credential must be a wristband API key (wb_…)')
 
   // Keys are SHA-256 digests so the cache never holds a usable credential. ttlResolution 0: with an
@@ -136,6 +139,12 @@ export function createVerifier(options: VerifierOptions): Verifier {
   let backoffMs = 0
   /** The service's last Retry-After, in seconds, for the answer once a check's budget is spent. */
   let retryAfterSeconds: number | undefined
+  /**
+   * Until when checks go without the credential: a service of the release before verify credentials
+   * refuses a body with `api_key` (422). Its checks then go anonymous for a minute, and the credential
+   * is tried again, so a rolled-back service costs the budget, never the users.
+   */
+  let anonymousUntil = 0
 
   async function ask(token: string, key: string): Promise<VerifiedClaims> {
     let waited = 0
@@ -147,7 +156,13 @@ export function createVerifier(options: VerifierOptions): Verifier {
         await sleep(wait)
         waited += wait
       }
-      const res = await post(token)
+      const withCredential = credential !== undefined && now() >= anonymousUntil
+      const res = await post(token, withCredential)
+      if (res.status === 422 && withCredential) {
+        await res.body?.cancel()
+        anonymousUntil = now() + 60_000
+        continue
+      }
       if (res.status === 429 || res.status === 503) {
         await res.body?.cancel()
         retryAfterSeconds = retryAfter(res.headers.get('retry-after'), now())
@@ -184,12 +199,12 @@ export function createVerifier(options: VerifierOptions): Verifier {
     return claims
   }
 
-  async function post(token: string): Promise<Response> {
+  async function post(token: string, withCredential: boolean): Promise<Response> {
     try {
       return await fetch(endpoint, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify(credential === undefined ? { token } : { token, api_key: credential }),
+        body: JSON.stringify(withCredential ? { token, api_key: credential } : { token }),
         signal: AbortSignal.timeout(timeoutMs),
       })
     } catch (err) {
