@@ -96,6 +96,7 @@ async function serve(): Promise<void> {
   const config = loadConfig({
     DATA_DIR: dir,
     DATABASE_URL: process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dir, 'bench.db')}`,
+    ...(process.env.BENCH_DATABASE_SCHEMA ? { DATABASE_SCHEMA: process.env.BENCH_DATABASE_SCHEMA } : {}),
     JWT_SECRET: 'bench-secret-that-is-at-least-32-bytes-long',
     LOG_LEVEL: 'silent',
     WEBHOOK_ALLOW_PRIVATE: 'true',
@@ -142,11 +143,13 @@ async function serve(): Promise<void> {
   console.log(JSON.stringify({ baseUrl, bareUrl, apiKey: plaintext } satisfies Target))
 }
 
-/** Starts the serving child and waits for its address line. */
-async function startTarget(): Promise<{ target: Target; stop(): Promise<void> }> {
+/** Starts the serving child (with `env` added to this process's) and waits for its address line. */
+export async function startTarget(
+  env: Record<string, string> = {},
+): Promise<{ target: Target; stop(): Promise<void> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: process.env,
+    env: { ...process.env, ...env },
   })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   const line = await new Promise<string>((resolve, reject) => {

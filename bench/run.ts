@@ -31,6 +31,7 @@ import {
   startService,
 } from './lib/service.js'
 import type { PartnerBenchResult } from './partner-bench.js'
+import type { TransferManyRow } from './transfer-many-bench.js'
 
 const DURATION = envNumber('BENCH_DURATION', 10)
 // wrk takes whole seconds.
@@ -604,7 +605,13 @@ async function main(): Promise<void> {
         load_average: { start: loadStart, end: os.loadavg() },
         notes,
         rows,
-        ...(extras ? { partner: extras.partner, verifier_client: extras.verifierTable } : {}),
+        ...(extras
+          ? {
+              partner: extras.partner,
+              transfer_many: extras.transferMany,
+              verifier_client: extras.verifierTable,
+            }
+          : {}),
       },
       null,
       2,
@@ -648,6 +655,22 @@ function runExtras() {
     '',
   ].join('\n')
   console.log(partnerMd)
+  console.log('\n== 10,000 transfers through the partner client (bench/transfer-many-bench.ts)')
+  const manyOut = run('transfer-many-bench.ts')
+  const many = JSON.parse(manyOut.trim().split('\n').at(-1)!) as TransferManyRow[]
+  const manyMd = [
+    '## On-sale: transfers through `transferMany` (POST /companies/transfers, chunks of 500, 2 in flight)',
+    '',
+    '| database | transfers | seconds | transfers/s |',
+    '|---|--:|--:|--:|',
+    ...many.map((m) =>
+      m.skipped
+        ? `| ${m.database} | ${m.transfers} | skipped: ${m.skipped} | |`
+        : `| ${m.database} | ${m.transfers} | ${f2(m.seconds)} | ${f0(m.per_second)} |`,
+    ),
+    '',
+  ].join('\n')
+  console.log(manyMd)
   console.log('\n== verifier client (bench/verifier-bench.ts)')
   const verifierTable = run('verifier-bench.ts').trim()
   const verifierMd = [
@@ -659,7 +682,7 @@ function runExtras() {
     '',
   ].join('\n')
   console.log(verifierMd)
-  return { partner, partnerMd, verifierTable, verifierMd }
+  return { partner, partnerMd: `${partnerMd}\n${manyMd}`, transferMany: many, verifierTable, verifierMd }
 }
 
 main().then(

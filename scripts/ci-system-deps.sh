@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# System packages the test suite needs beyond Node: Debian's Chromium for the dashboard's browser tests
-# (playwright-core drives it; no browser is downloaded by npm), and HAProxy for the fleet test
-# (test/fleet/fleet.test.ts: deploy/haproxy.cfg in front of two instances during a rolling restart).
+# System packages the test suite and the deploy-file checks need beyond Node: Debian's Chromium for the
+# dashboard's browser tests (playwright-core drives it; no browser is downloaded by npm), HAProxy for the
+# fleet test (test/fleet/fleet.test.ts: deploy/haproxy.cfg in front of two instances) and for
+# `haproxy -c`, nginx for `nginx -t` on deploy/nginx.conf, systemd for `systemd-analyze verify` on
+# deploy/wristband.service, and Prometheus's promtool for `promtool check metrics`
+# (scripts/check-deploy.sh runs the last four).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v haproxy >/dev/null || missing+=(haproxy)
+command -v nginx >/dev/null || missing+=(nginx)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v promtool >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"
 fi

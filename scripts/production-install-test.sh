@@ -35,7 +35,10 @@ if [ -e node_modules/typescript ] || [ -e node_modules/tsx ]; then
 fi
 port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
 secret="$(node -e 'console.log(require("crypto").randomBytes(32).toString("base64url"))')"
-NODE_ENV=production JWT_SECRET="$secret" DATA_DIR="$work/data" HOST=127.0.0.1 PORT="$port" \
+edge_key="$(node -e 'console.log(require("crypto").generateKeyPairSync("ed25519").privateKey.export({format:"pem",type:"pkcs8"}).toString())')"
+# Production refuses to start without an edge key and without SMTP/SMS (or mail as files, explicitly).
+NODE_ENV=production JWT_SECRET="$secret" EDGE_SIGNING_KEY="$edge_key" MAIL_TRANSPORT=outbox \
+  DATA_DIR="$work/data" HOST=127.0.0.1 PORT="$port" \
   SHUTDOWN_DRAIN_SECONDS=1 LOG_LEVEL=warn node bin/wristband.js serve &
 pid=$!
 for _ in $(seq 1 200); do

@@ -5,7 +5,7 @@
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test TEST_REDIS_URL=redis://127.0.0.1:6379 \
 //     SOAK_SECONDS=60 npm run soak
-import { randomBytes } from 'node:crypto'
+import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -83,6 +83,10 @@ const env = {
   METRICS_TOKEN,
   LOG_LEVEL: 'warn',
   NODE_ENV: 'production',
+  EDGE_SIGNING_KEY: generateKeyPairSync('ed25519')
+    .privateKey.export({ format: 'pem', type: 'pkcs8' })
+    .toString(),
+  MAIL_TRANSPORT: 'outbox',
 }
 const instances: ServiceProcess[] = []
 const agent = new Agent({ connections: CONCURRENCY })

@@ -1,6 +1,5 @@
 import cluster from 'node:cluster'
 import fs from 'node:fs'
-import path from 'node:path'
 import { adminCommands } from './cli/admin.command.js'
 import { apikeyCommands } from './cli/apikey.command.js'
 import { auditCommand } from './cli/audit.command.js'
@@ -19,6 +18,7 @@ import { secretCommands } from './cli/secret.command.js'
 import { type Config, ConfigError, loadConfig, settingTypos } from './platform/config.js'
 import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { databaseUnavailable, listenFailure, StartupError } from './platform/startup.js'
+import { releaseVersion } from './platform/version.js'
 import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
 
@@ -82,13 +82,7 @@ function configFromEnvironment(overrides: Record<string, string> = {}): Config {
 }
 
 /** The version in package.json (two folders up from dist/src/cli.js, one from src/cli.ts). */
-function version(): string {
-  for (const up of ['..', '../..']) {
-    const file = path.join(import.meta.dirname, up, 'package.json')
-    if (fs.existsSync(file)) return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version
-  }
-  return 'unknown'
-}
+const version = releaseVersion
 
 const serveCommand: Subcommand = {
   summary: 'Run the service',

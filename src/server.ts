@@ -1,4 +1,6 @@
 import cluster, { type Worker } from 'node:cluster'
+import type { Server } from 'node:http'
+import net from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { aggregateWorkerMetrics, shareWorkerMetrics } from './metrics/cluster-metrics.js'
@@ -70,11 +72,6 @@ async function serveOne(config: Config): Promise<void> {
       ? undefined
       : await buildMetricsServer({ metrics: app.metrics, token: config.METRICS_TOKEN, logger: app.log })
   let draining = false
-  // A client keeping its connection alive would go on sending to a draining instance; told to close,
-  // it reconnects, and through a load balancer reaches an instance that stays.
-  app.addHook('onSend', async (_request, reply) => {
-    if (draining) reply.header('connection', 'close')
-  })
   const shutdown = (signal: string) => {
     if (draining) return
     draining = true
@@ -115,14 +112,52 @@ function drainAndExit(
   force.unref()
   setTimeout(() => {
     app.log.info('shutting down: draining in-flight requests')
-    Promise.all([app.close(), closeMore()]).then(
-      () => process.exit(0),
-      (err) => {
-        app.log.error({ err }, 'error during shutdown')
-        process.exit(1)
-      },
-    )
+    app.endKeepAlive()
+    stopAccepting(app.server)
+      .then(() => Promise.all([app.close(), closeMore()]))
+      .then(
+        () => {
+          app.log.info({ signal }, 'stopped')
+          process.exit(0)
+        },
+        (err) => {
+          app.log.error({ err }, 'error during shutdown')
+          process.exit(1)
+        },
+      )
   }, drainSeconds * 1000)
+}
+
+/** How long the listener stays closed before idle connections are closed, when requests keep coming. */
+const ACCEPTED_GRACE_MAX_MS = 2000
+/** Quiet time after which no request is on its way on a connection accepted before the listener closed. */
+const ACCEPTED_QUIET_MS = 250
+
+/**
+ * Closes the listener but not yet the connections it accepted: a client that connected a moment
+ * before (its request still on the wire) would otherwise be reset by the idle-connection sweep of
+ * `server.close()`. Requests on those connections are answered (with `connection: close`); once none
+ * has arrived for a moment, app.close() closes whatever is left idle and waits for the rest.
+ */
+function stopAccepting(server: Server): Promise<void> {
+  // net.Server's close: the listening socket only. http.Server's would also close idle connections.
+  net.Server.prototype.close.call(server)
+  return new Promise((resolve) => {
+    let quiet: NodeJS.Timeout
+    const done = () => {
+      clearTimeout(quiet)
+      clearTimeout(bound)
+      server.off('request', onRequest)
+      resolve()
+    }
+    const onRequest = () => {
+      clearTimeout(quiet)
+      quiet = setTimeout(done, ACCEPTED_QUIET_MS)
+    }
+    server.on('request', onRequest)
+    quiet = setTimeout(done, ACCEPTED_QUIET_MS)
+    const bound = setTimeout(done, ACCEPTED_GRACE_MAX_MS)
+  })
 }
 
 /** A worker that dies before serving, or this soon after it started, counts as a quick death. */

@@ -8,9 +8,10 @@ import { Redis } from 'ioredis'
 import pg from 'pg'
 import { createApiKey } from '../../src/api-keys/api-keys.store.js'
 import { systemClock } from '../../src/platform/clock.js'
-import { loadConfig, settings } from '../../src/platform/config.js'
-import { openDatabase } from '../../src/platform/db/database.js'
+import { type Config, loadConfig, settings } from '../../src/platform/config.js'
+import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 import { applySeed } from '../../src/seed/seed.js'
+import { PRODUCTION_ENV } from '../../test/helpers/app.js'
 import { freePort } from '../../test/helpers/processes.js'
 import { onAbort, type Pinned, spawnPinned, waitForHttp } from './processes.js'
 
@@ -136,6 +137,8 @@ export interface StartOptions {
   cpu?: number | string
   /** Options for node itself, before the script (e.g. `--inspect=127.0.0.1:9229`). */
   nodeArgs?: string[]
+  /** Fills the migrated, seeded database before the service starts (bench:scale loads its data here). */
+  prepare?: (db: DatabaseHandle, config: Config) => Promise<void>
 }
 
 /**
@@ -149,7 +152,8 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
   const env: Record<string, string> = {
     HOST: '127.0.0.1',
     PORT: String(port),
-    NODE_ENV: 'production',
+    // Production as the service refuses to start without it: a signing key, mail and SMS as files.
+    ...PRODUCTION_ENV,
     JWT_SECRET: BENCH_SECRET,
     DATA_DIR: dataDir,
     // The credentialed verify row sends one credential from every address: its budget is not what is
@@ -224,6 +228,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
           now: systemClock.now(),
         })
       ).plaintext
+      await opts.prepare?.(handle, config)
     } finally {
       await handle.close()
     }

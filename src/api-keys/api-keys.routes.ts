@@ -4,7 +4,7 @@ import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import { VERIFY_SCOPE } from './api-key.credential.js'
+import { createApiKeyResolver, VERIFY_SCOPE } from './api-key.credential.js'
 import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
 
 const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write'), Type.Literal(VERIFY_SCOPE)])
@@ -14,6 +14,15 @@ export const APIKeyRequest = Type.Object(
     event_id: Type.Integer(),
     name: Type.String({ minLength: 1, maxLength: 100 }),
     scopes: Type.Array(ApiScope, { minItems: 1, uniqueItems: true }),
+    partner: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description:
+          "The ticket partner the key belongs to. A partner's keys share its transfers, receiver and deliveries " +
+          '(name the same partner to rotate a key); partners never see each other. Default: a partner of its own.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )
@@ -23,6 +32,7 @@ export const APIKeyResponse = Type.Object({
   api_key: Type.String({ description: 'wb_… plaintext, shown only in this answer' }),
   name: Type.String(),
   event_id: Type.Integer(),
+  partner: Type.String({ description: 'The partner the key belongs to' }),
   scopes: Type.Array(Type.String()),
   created_at: Type.String({ format: 'date-time' }),
 })
@@ -32,6 +42,7 @@ export const APIKeyListItem = Type.Object({
   name: Type.String(),
   prefix: Type.String({ description: 'First characters of the key, to tell keys apart' }),
   event_id: Type.Integer(),
+  partner: Type.String({ description: 'The partner the key belongs to' }),
   scopes: Type.Array(Type.String()),
   created_at: Type.String({ format: 'date-time' }),
   last_used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -40,9 +51,14 @@ export const APIKeyListItem = Type.Object({
 
 export interface ApiKeyRoutesDeps extends ApiKeyServiceDeps {
   protectCredentials: ProtectCredentials
+  /** The revocation list, which a revoked key's id joins. */
+  revocations: Parameters<typeof createApiKeyResolver>[2]
 }
 
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
+  // API keys are credentials of the token guard (the partner API, and verify credentials).
+  const resolver = createApiKeyResolver(deps.db, deps.clock, deps.revocations)
+  deps.tokens.registerCredential(resolver.prefix, resolver.resolve)
   const apiKeys = new ApiKeyService(deps)
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 

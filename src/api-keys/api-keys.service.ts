@@ -5,9 +5,17 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
+import type { Revocation } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
-import { type ApiKeyRecord, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './api-keys.store.js'
+import {
+  type ApiKeyRecord,
+  createApiKey,
+  getApiKey,
+  listApiKeys,
+  partnerNames,
+  revokeApiKey,
+} from './api-keys.store.js'
 
 export interface ApiKeyServiceDeps {
   db: Db
@@ -23,13 +31,25 @@ function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number
   if (!hasScope(claims, eventId, MANAGE)) throw new ForbiddenError()
 }
 
+/**
+ * Revokes an API key in `db` (the caller's transaction): its stored hash is cleared, so every later
+ * check refuses it. Returns the revocation entry that makes running instances drop a cached copy at
+ * once, to be published after the commit, or null when the key was revoked already. The route and
+ * `wristband apikey revoke` both revoke through it.
+ */
+export async function revokeKey(db: Db, id: number, now: number): Promise<Revocation | null> {
+  if (!(await revokeApiKey(db, id, now))) return null
+  return { jti: apiKeyJti(id), expiresAt: now + API_KEY_REVOCATION_MS }
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-const listItem = (k: ApiKeyRecord) => ({
+const listItem = (k: ApiKeyRecord, partners: Map<number, string>) => ({
   id: k.id,
   name: k.name,
   prefix: k.key_prefix,
   event_id: k.event_id,
+  partner: (k.partner_id !== null ? partners.get(k.partner_id) : undefined) ?? '',
   scopes: k.scopes,
   created_at: new Date(k.created_at).toISOString(),
   last_used_at: iso(k.last_used_at),
@@ -45,32 +65,38 @@ export class ApiKeyService {
   }
 
   /** A new key; its plaintext exists only in this answer. */
-  async create(claims: Claims, input: { event_id: number; name: string; scopes: string[] }, ip: string) {
+  async create(
+    claims: Claims,
+    input: { event_id: number; name: string; scopes: string[]; partner?: string | undefined },
+    ip: string,
+  ) {
     const { db, clock, audit } = this.deps
     const { event_id, name, scopes } = input
     // The key never expires: the account and its grant as stored now decide, not the token's claims.
     requireEventAccess(await storedGrant(db, claims), event_id)
     await this.requireEvent(event_id)
     const actor = `admin:${claims.sub}`
-    const { record, plaintext } = await createApiKey(db, {
+    const { record, plaintext, partner } = await createApiKey(db, {
       event_id,
       name,
       scopes,
       created_by: actor,
       now: clock.now(),
+      partner: input.partner,
     })
     await audit.record({
       kind: 'api_key_created',
       actor,
       ip,
       outcome: 'success',
-      detail: { key_id: record.id, event_id, name, scopes },
+      detail: { key_id: record.id, event_id, name, scopes, partner },
     })
     return {
       id: record.id,
       api_key: plaintext,
       name: record.name,
       event_id: record.event_id,
+      partner,
       scopes: record.scopes,
       created_at: new Date(record.created_at).toISOString(),
     }
@@ -82,8 +108,9 @@ export class ApiKeyService {
     const key = await getApiKey(db, keyId)
     if (!key) throw new NotFoundError('API key not found')
     requireEventAccess(claims, key.event_id)
-    if (await revokeApiKey(db, key.id, clock.now())) {
-      await tokens.revokeCredential(apiKeyJti(key.id), API_KEY_REVOCATION_MS)
+    const revoked = await revokeKey(db, key.id, clock.now())
+    if (revoked) {
+      await tokens.revokeCredential(revoked.jti, API_KEY_REVOCATION_MS)
       await audit.record({
         kind: 'api_key_revoked',
         actor: `admin:${claims.sub}`,
@@ -98,6 +125,10 @@ export class ApiKeyService {
   async list(claims: Claims, eventId: number) {
     requireEventAccess(claims, eventId)
     await this.requireEvent(eventId)
-    return (await listApiKeys(this.deps.db, eventId)).map(listItem)
+    const keys = await listApiKeys(this.deps.db, eventId)
+    const partners = await partnerNames(this.deps.db, [
+      ...new Set(keys.flatMap((k) => (k.partner_id !== null ? [k.partner_id] : []))),
+    ])
+    return keys.map((k) => listItem(k, partners))
   }
 }

@@ -15,6 +15,7 @@ const columns = [
   'created_at',
   'last_used_at',
   'revoked_at',
+  'partner_id',
 ] as const
 type Row = Pick<Selectable<EventClientsTable>, (typeof columns)[number]>
 /** An API key as the routes show it: the stored row with its scopes parsed (never the key's hash). */
@@ -22,12 +23,45 @@ export type ApiKeyRecord = Omit<Row, 'scopes'> & { scopes: string[] }
 
 const toRecord = (r: Row): ApiKeyRecord => ({ ...r, scopes: JSON.parse(r.scopes) as string[] })
 
-/** Creates a key; the plaintext (`wb_` + 43 URL-safe characters) exists only in the return value. */
+/** The partner of an event with this name, created when missing; its id. */
+export async function partnerNamed(db: Db, eventId: number, name: string, now: number): Promise<number> {
+  await db
+    .insertInto('partners')
+    .values({ event_id: eventId, name, created_at: now })
+    .onConflict((oc) => oc.columns(['event_id', 'name']).doNothing())
+    .execute()
+  const row = await db
+    .selectFrom('partners')
+    .select('id')
+    .where('event_id', '=', eventId)
+    .where('name', '=', name)
+    .executeTakeFirstOrThrow()
+  return row.id
+}
+
+/** A key's partner when none was named: a partner of its own, named after the key and its prefix. */
+const ownPartnerName = (name: string, prefix: string) => `${name} (${prefix})`
+
+/**
+ * Creates a key; the plaintext (`wb_` + 43 URL-safe characters) exists only in the return value. The
+ * key belongs to the named partner of the event (created when missing, so a replacement key named for
+ * the same partner carries its transfers, receiver and deliveries over), or to a partner of its own.
+ */
 export async function createApiKey(
   db: Db,
-  input: { event_id: number; name: string; scopes: string[]; created_by: string | null; now: number },
-): Promise<{ record: ApiKeyRecord; plaintext: string }> {
+  input: {
+    event_id: number
+    name: string
+    scopes: string[]
+    created_by: string | null
+    now: number
+    partner?: string | undefined
+  },
+): Promise<{ record: ApiKeyRecord; plaintext: string; partner: string }> {
   const plaintext = `${API_KEY_PREFIX}${randomToken(32)}`
+  const prefix = plaintext.slice(0, 10)
+  const partner = input.partner ?? ownPartnerName(input.name, prefix)
+  const partnerId = await partnerNamed(db, input.event_id, partner, input.now)
   const row = await db
     .insertInto('event_clients')
     .values({
@@ -35,13 +69,46 @@ export async function createApiKey(
       name: input.name,
       scopes: JSON.stringify(input.scopes),
       token_hash: sha256Hex(plaintext),
-      key_prefix: plaintext.slice(0, 10),
+      key_prefix: prefix,
       created_by: input.created_by,
       created_at: input.now,
+      partner_id: partnerId,
     })
     .returning(columns)
     .executeTakeFirstOrThrow()
-  return { record: toRecord(row), plaintext }
+  return { record: toRecord(row), plaintext, partner }
+}
+
+/**
+ * The partner of a key written by a release before partners (its `partner_id` is null): a partner of
+ * its own, as migration 015 gave every key it found.
+ */
+export async function assignOwnPartner(db: Db, key: ApiKeyRecord, now: number): Promise<number> {
+  const partnerId = await partnerNamed(db, key.event_id, ownPartnerName(key.name, key.key_prefix), now)
+  await db
+    .updateTable('event_clients')
+    .set({ partner_id: partnerId })
+    .where('id', '=', key.id)
+    .where('partner_id', 'is', null)
+    .execute()
+  return partnerId
+}
+
+/** The names of partners by id (for listings). */
+export async function partnerNames(db: Db, ids: number[]): Promise<Map<number, string>> {
+  if (ids.length === 0) return new Map()
+  const rows = await db.selectFrom('partners').select(['id', 'name']).where('id', 'in', ids).execute()
+  return new Map(rows.map((r) => [r.id, r.name]))
+}
+
+/** An event's partners, in the order they were created. */
+export function listPartners(db: Db, eventId: number) {
+  return db
+    .selectFrom('partners')
+    .select(['id', 'name'])
+    .where('event_id', '=', eventId)
+    .orderBy('id')
+    .execute()
 }
 
 /** The live key with this plaintext, found by its hash (an indexed look-up, no scan). */

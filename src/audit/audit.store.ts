@@ -77,3 +77,16 @@ export async function pageAuditEntries(
   if (opts.outcome !== undefined) q = q.where('outcome', '=', opts.outcome)
   return q.orderBy('id', 'desc').limit(opts.limit).execute()
 }
+
+/** Deletes up to `limit` audit rows older than `before` (retention), oldest first; returns how many. */
+export async function pruneAudit(db: Db, before: number, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('audit_log')
+    .where(
+      'id',
+      'in',
+      db.selectFrom('audit_log').select('id').where('at', '<', before).orderBy('at').limit(limit),
+    )
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
+}

@@ -3,7 +3,7 @@ import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { LoginRequest, RefreshRequest, TokenResponse } from './auth.schemas.js'
+import { LoginRequest, LoginResponse, RefreshRequest, TokenResponse } from './auth.schemas.js'
 import { type LoginDeps, loginStaff } from './login.service.js'
 
 export interface AuthRoutesDeps extends LoginDeps {
@@ -18,8 +18,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
       schema: {
         tags: ['auth'],
         summary: 'Sign in an administrator, operator or network manager',
+        description:
+          'For an administrator whom PASSKEYS_REQUIRED_FOR covers, `passkey_policy` says what comes next: ' +
+          '`use_passkey` (TOTP is refused; the passkey at /auth/passkey with this token gives fresh MFA) or ' +
+          '`register_passkey` (register one at /admin/passkeys/registration).',
         body: LoginRequest,
-        response: { 200: TokenResponse, ...errorResponses(401) },
+        response: { 200: LoginResponse, ...errorResponses(401) },
       },
     },
     async (request) => {

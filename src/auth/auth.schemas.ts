@@ -26,3 +26,17 @@ export const RefreshRequest = Type.Object(
   { refresh_token: Type.String({ maxLength: 4096 }) },
   { additionalProperties: false },
 )
+
+/**
+ * The sign-in's answer: a token pair, and for an administrator whom PASSKEYS_REQUIRED_FOR covers, what
+ * the policy asks next: `use_passkey` (a TOTP code is refused: give the passkey at /auth/passkey with
+ * this access token) or `register_passkey` (register one at /admin/passkeys/registration).
+ */
+export const LoginResponse = Type.Object({
+  ...TokenResponse.properties,
+  passkey_policy: Type.Optional(
+    Type.Union([Type.Literal('use_passkey'), Type.Literal('register_passkey')], {
+      description: 'PASSKEYS_REQUIRED_FOR: what the account must do next',
+    }),
+  ),
+})

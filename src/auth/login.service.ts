@@ -9,7 +9,11 @@ export interface LoginDeps {
   tokens: TokenService
   audit: AuditLog
   passwords: PasswordSignInDeps
+  /** PASSKEYS_REQUIRED_FOR: what an administrator must do next (`policyFor`), told in the answer. */
+  passkeyPolicy?: (adminId: number) => Promise<'passkey' | 'register' | null>
 }
+
+export type LoginAnswer = TokenResponse & { passkey_policy?: 'use_passkey' | 'register_passkey' }
 
 /**
  * E-mail and password sign-in for administrators, operators and network managers. Every failure
@@ -19,7 +23,7 @@ export async function loginStaff(
   deps: LoginDeps,
   input: { email: string; password: string; role: StaffRole },
   ip: string,
-): Promise<TokenResponse> {
+): Promise<LoginAnswer> {
   const { db, audit } = deps
   const { email, password, role } = input
   const account = await signInWithPassword(deps.passwords, {
@@ -36,5 +40,8 @@ export async function loginStaff(
     failure: 'Incorrect email or password',
   })
   await audit.record({ kind: 'login', actor: `${role}:${account.id}`, ip, outcome: 'success' })
-  return deps.tokens.issuePair(account.grant)
+  const pair = await deps.tokens.issuePair(account.grant)
+  const policy = role === 'admin' ? await deps.passkeyPolicy?.(account.id) : null
+  if (!policy) return pair
+  return { ...pair, passkey_policy: policy === 'passkey' ? 'use_passkey' : 'register_passkey' }
 }

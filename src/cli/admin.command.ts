@@ -1,5 +1,4 @@
 import fs from 'node:fs'
-import { deleteSessionsOf } from '../dashboard/sessions.store.js'
 import { missingEvents } from '../events/events.store.js'
 import {
   type AdminSummary,
@@ -10,10 +9,10 @@ import {
   setAdminDisabled,
   setAdminPassword,
 } from '../identities/identities.store.js'
+import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import { revokeSubject } from '../tokens/refresh.store.js'
 import {
   audited,
   type CliContext,
@@ -61,15 +60,6 @@ function newPassword(values: Values, command: string): { password: string; gener
   if (password.length < 8 || password.length > 128)
     throw new CliError(`wristband ${command}: the password must be 8 to 128 characters`)
   return { password, generated: false }
-}
-
-/**
- * Puts the refresh tokens that a transaction revoked on the revocation list the service reads. They
- * are refused at /auth/refresh from the moment the transaction commits; access tokens already issued
- * lapse within ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed.
- */
-async function publishRevocations(ctx: CliContext, rows: { jti: string; expires_at: number }[]) {
-  await ctx.authority.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
 }
 
 const create: Subcommand = {
@@ -140,9 +130,8 @@ ${PASSWORD_HELP}`,
 }
 
 /**
- * Finds the administrator, applies `change` and (when asked) ends their dashboard sessions and
- * revokes their refresh tokens, all in the audited transaction; then puts the revoked tokens on the
- * list the service reads.
+ * Finds the administrator, applies `change` and (when asked) ends their sessions through the token
+ * authority, all in the audited transaction: from its commit on every instance refuses them.
  */
 async function onAdmin(
   ctx: CliContext,
@@ -152,12 +141,10 @@ async function onAdmin(
   const result = await audited(ctx, target.kind, async (tx) => {
     const admin = await findAdmin(tx, target.selector, target.command)
     const extra = await change(tx, admin)
-    if (target.endSessions) await deleteSessionsOf(tx, 'admin', admin.id)
-    const revoked = target.endSessions ? await revokeSubject(tx, 'admin', admin.id, ctx.clock.now()) : []
-    return { admin, revoked, detail: { admin_id: admin.id, email: admin.email, ...extra } }
+    const ended = target.endSessions ? await ctx.authority.endSessions(tx, 'admin', admin.id) : 0
+    return { admin, ended, detail: { admin_id: admin.id, email: admin.email, ...extra } }
   })
-  await publishRevocations(ctx, result.revoked)
-  return { admin: result.admin, sessions: `${result.revoked.length} session(s) ended` }
+  return { admin: result.admin, sessions: `${result.ended} session(s) ended` }
 }
 
 function setDisabled(disabled: 0 | 1): Subcommand {
@@ -219,6 +206,33 @@ ${SELECT_HELP}`,
   },
 }
 
+const resetPasskeys: Subcommand = {
+  summary: 'Remove every passkey of an administrator who lost them, and end their sessions',
+  usage: `Usage: wristband admin reset-passkeys (--email EMAIL | --id ID)
+
+For an administrator who lost their passkeys (a lost phone or security key, a wiped password
+manager): removes every passkey of the account and revokes every refresh token and dashboard session,
+so the administrator signs in with their password (and TOTP code, when MFA is on) and registers a
+passkey again. Under PASSKEYS_REQUIRED_FOR the account is then asked to register one at its next
+sign-in. No HTTP route removes the last passkey without a fresh second factor. Recorded in the audit log.
+
+Options:
+${SELECT_HELP}`,
+  options: selectOptions,
+  async run(values, loadConfig) {
+    const command = 'admin reset-passkeys'
+    const selector = parseSelector(values, command)
+    await withContext(loadConfig(), async (ctx) => {
+      const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
+      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
+        passkeys_removed: await deletePasskeysOf(tx, { kind: 'admin', id: a.id }),
+      }))
+      console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+    })
+    return 0
+  },
+}
+
 const resetPassword: Subcommand = {
   summary: 'Set a new password for an administrator and end their sessions',
   usage: `Usage: wristband admin reset-password (--email EMAIL | --id ID) [--password-stdin]
@@ -257,6 +271,7 @@ export const adminCommands: CommandGroup = {
     disable: setDisabled(1),
     enable: setDisabled(0),
     'reset-mfa': resetMfa,
+    'reset-passkeys': resetPasskeys,
     'reset-password': resetPassword,
   },
 }

@@ -1,5 +1,6 @@
-import { API_KEY_REVOCATION_MS, apiKeyJti, VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
-import { createApiKey, getApiKey, listApiKeys, revokeApiKey } from '../api-keys/api-keys.store.js'
+import { VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
+import { revokeKey } from '../api-keys/api-keys.service.js'
+import { createApiKey, getApiKey, listApiKeys } from '../api-keys/api-keys.store.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
@@ -39,7 +40,7 @@ const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString
 
 const create: Subcommand = {
   summary: 'Create an API key for an event',
-  usage: `Usage: wristband apikey create --event ID --name NAME [--scopes api:read,api:write]
+  usage: `Usage: wristband apikey create --event ID --name NAME [--partner NAME] [--scopes api:read,api:write]
 
 Creates an event API key (role event_client) and prints it once: only its SHA-256 hash is stored.
 Recorded in the audit log (never the key).
@@ -47,30 +48,49 @@ Recorded in the audit log (never the key).
 Options:
   --event ID           the event the key belongs to
   --name NAME          a label to tell keys apart (1 to 100 characters)
+  --partner NAME       the ticket partner the key belongs to (1 to 100 characters); a new key for the
+                       same partner sees its transfers, receiver and deliveries (rotation). Default: a
+                       partner of its own
   --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: ${DEFAULT_SCOPES.join(',')});
                        ${VERIFY_SCOPE} makes a verify credential, which a backend sends as api_key with
                        POST /tokens/verify to be limited per key (VERIFY_CLIENT_RATE_LIMIT)`,
-  options: { event: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' } },
+  options: {
+    event: { type: 'string' },
+    name: { type: 'string' },
+    partner: { type: 'string' },
+    scopes: { type: 'string' },
+  },
   async run(values, loadConfig) {
     const command = 'apikey create'
     const eventId = integerOption(stringOption(values, 'event', command), 'event', command)
     const name = stringOption(values, 'name', command)
     if (name.length > 100) throw new CliError(`wristband ${command}: --name must be at most 100 characters`)
     const scopes = parseScopes(stringOption(values, 'scopes', command, true), command)
+    const partnerName = stringOption(values, 'partner', command, true)
+    if (partnerName !== undefined && (partnerName.length < 1 || partnerName.length > 100))
+      throw new CliError(`wristband ${command}: --partner must be 1 to 100 characters`)
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_apikey_create', async (tx) => {
         await requireEvent(tx, eventId, command)
-        const { record, plaintext } = await createApiKey(tx, {
+        const { record, plaintext, partner } = await createApiKey(tx, {
           event_id: eventId,
           name,
           scopes,
           created_by: 'cli',
           now: ctx.clock.now(),
+          partner: partnerName,
         })
-        return { record, plaintext, detail: { key_id: record.id, event_id: eventId, name, scopes } }
+        return {
+          record,
+          plaintext,
+          partner,
+          detail: { key_id: record.id, event_id: eventId, name, scopes, partner },
+        }
       }),
     )
-    console.log(`created API key ${created.record.id} for event ${eventId} (${name}; ${scopes.join(', ')})`)
+    console.log(
+      `created API key ${created.record.id} for event ${eventId} (${name}; partner ${created.partner}; ${scopes.join(', ')})`,
+    )
     console.log(`api key (shown only now): ${created.plaintext}`)
     return 0
   },
@@ -136,15 +156,15 @@ Options:
     const command = 'apikey revoke'
     const id = integerOption(stringOption(values, 'id', command), 'id', command)
     await withContext(loadConfig(), async (ctx) => {
-      await audited(ctx, 'cli_apikey_revoke', async (tx) => {
+      const revoked = await audited(ctx, 'cli_apikey_revoke', async (tx) => {
         const key = await getApiKey(tx, id)
         if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
-        if (!(await revokeApiKey(tx, id, ctx.clock.now())))
-          throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
-        return { detail: { key_id: id, event_id: key.event_id, name: key.name } }
+        const revocation = await revokeKey(tx, id, ctx.clock.now())
+        if (!revocation) throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)
+        return { revocation, detail: { key_id: id, event_id: key.event_id, name: key.name } }
       })
       // Running instances remember keys for up to 60 s: the revocation list makes them drop it now.
-      await ctx.authority.revoke([{ jti: apiKeyJti(id), expiresAt: ctx.clock.now() + API_KEY_REVOCATION_MS }])
+      await ctx.authority.revoke([revoked.revocation])
     })
     console.log(`revoked API key ${id}`)
     return 0

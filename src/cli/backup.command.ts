@@ -1,30 +1,60 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
-import { CliError, type Subcommand } from './command.js'
+import type { Config } from '../platform/config.js'
+import { CliError, type Subcommand, stringOption } from './command.js'
+
+/** The key files the service generates into DATA_DIR when their setting is unset. */
+const GENERATED_KEYS = [
+  { file: 'jwt-secret', setting: 'JWT_SECRET' },
+  { file: 'edge-key.pem', setting: 'EDGE_SIGNING_KEY' },
+] as const
+
+/**
+ * The keys a restored database needs, and where each comes from: the signing secret (tokens, sealed
+ * MFA and webhook secrets) and the edge key (every ticket code). A restore without them signs
+ * everyone out, locks every administrator out of MFA and changes every ticket code.
+ */
+function keysOf(config: Config): { setting: string; file: string | undefined }[] {
+  return GENERATED_KEYS.map(({ file, setting }) => ({
+    setting,
+    file: config[setting] === undefined ? path.join(config.DATA_DIR, file) : undefined,
+  }))
+}
 
 /**
  * `wristband backup FILE`: a consistent copy of the SQLite database while the service runs, through
  * SQLite's online backup API. Copying the file alone is not a backup: in WAL mode the latest writes
- * sit in `wristband.db-wal` until a checkpoint folds them in.
+ * sit in `wristband.db-wal` until a checkpoint folds them in. The copy is created 0600, as the
+ * database is: it holds password hashes and sealed secrets.
  */
 export const backupCommand: Subcommand = {
-  summary: 'Copy the SQLite database to FILE while the service runs',
-  usage: `Usage: wristband backup FILE
+  summary: 'Copy the SQLite database (and, with --keys, its generated keys) while the service runs',
+  usage: `Usage: wristband backup FILE [--keys DIR]
 
 Writes a consistent copy of the SQLite database (DATABASE_URL, default DATA_DIR/wristband.db) to FILE
 with SQLite's online backup API; the service may keep running and writing meanwhile. FILE must not
-exist yet. To restore, stop the service, put FILE in the place of the database (and remove any
-wristband.db-wal and wristband.db-shm beside it), and start the service again.
+exist yet; it is created readable by its owner only (0600). To restore, stop the service, put FILE in
+the place of the database (and remove any wristband.db-wal and wristband.db-shm beside it), put the
+keys back, and start the service again.
 
-Keep the signing secret (JWT_SECRET, or DATA_DIR/jwt-secret) with the backup: the MFA secrets in the
-database are sealed with a key derived from it, and without it no administrator can pass MFA.
+A database is only half a backup: keep the keys it was written with. The signing secret (JWT_SECRET,
+or the generated DATA_DIR/jwt-secret) seals MFA and webhook secrets and signs every token; the edge key
+(EDGE_SIGNING_KEY, or the generated DATA_DIR/edge-key.pem) signs every ticket code. Restored without
+them, every administrator fails MFA, everyone is signed out, webhooks are signed with the wrong key
+and every ticket code changes. Keys set in the environment are yours to keep (in your secret store);
+generated ones are copied by --keys.
 
-For PostgreSQL use pg_dump (see docs/operations.md).`,
-  options: {},
+Options:
+  --keys DIR           also copy the generated key files (jwt-secret, edge-key.pem) into DIR (0600);
+                       keep DIR apart from FILE, e.g. in your secret store
+
+For PostgreSQL use pg_dump (see docs/operations.md), and keep JWT_SECRET and EDGE_SIGNING_KEY.`,
+  options: { keys: { type: 'string' } },
   positionals: 1,
-  async run(_values, loadConfig, [file]) {
+  async run(values, loadConfig, [file]) {
     if (!file) throw new CliError('wristband backup: give the FILE to write (see --help)')
+    const keysDir = stringOption(values, 'keys', 'backup', true)
     const config = loadConfig()
     if (!config.databaseUrl.startsWith('sqlite:'))
       throw new CliError('wristband backup: the database is PostgreSQL; back it up with pg_dump', 2)
@@ -38,6 +68,8 @@ For PostgreSQL use pg_dump (see docs/operations.md).`,
     try {
       // Waits for a writer of the running service rather than failing at once.
       db.pragma('busy_timeout = 5000')
+      // Created empty with the owner's permissions first: SQLite would create it world-readable.
+      fs.closeSync(fs.openSync(file, 'wx', 0o600))
       const { totalPages } = await db.backup(file)
       console.log(`backed up ${source} to ${path.resolve(file)} (${totalPages} pages)`)
     } catch (err) {
@@ -46,6 +78,23 @@ For PostgreSQL use pg_dump (see docs/operations.md).`,
     } finally {
       db.close()
     }
+    const keys = keysOf(config)
+    if (keysDir !== undefined) {
+      fs.mkdirSync(keysDir, { recursive: true, mode: 0o700 })
+      for (const key of keys) {
+        if (key.file === undefined || !fs.existsSync(key.file)) continue
+        const copy = path.join(keysDir, path.basename(key.file))
+        fs.copyFileSync(key.file, copy, fs.constants.COPYFILE_EXCL)
+        fs.chmodSync(copy, 0o600)
+        console.log(`copied ${key.file} to ${path.resolve(copy)}`)
+      }
+    }
+    const fromEnvironment = keys.filter((k) => k.file === undefined).map((k) => k.setting)
+    const generated = keys.filter((k) => k.file !== undefined).map((k) => k.file)
+    if (fromEnvironment.length > 0)
+      console.log(`keep ${fromEnvironment.join(' and ')} (set in the environment) with this backup`)
+    if (keysDir === undefined && generated.length > 0)
+      console.log(`keep ${generated.join(' and ')} with this backup (or run with --keys DIR)`)
     return 0
   },
 }

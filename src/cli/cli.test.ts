@@ -6,6 +6,7 @@ import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { sql } from 'kysely'
 import { login, STANDARD_SEED, TEST_SECRET, type TestApp, verifyToken } from '../../test/helpers/app.js'
+import { SoftAuthenticator } from '../../test/helpers/authenticator.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { BIN, ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
@@ -18,6 +19,7 @@ describe('wristband CLI: help and bad input', () => {
     ['admin', 'disable'],
     ['admin', 'enable'],
     ['admin', 'reset-mfa'],
+    ['admin', 'reset-passkeys'],
     ['admin', 'reset-password'],
     ['apikey', 'create'],
     ['apikey', 'list'],
@@ -336,6 +338,62 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
     const [audit] = await auditRows('cli_admin_reset_mfa')
     assert.equal(audit!.outcome, 'success')
     assert.ok(JSON.parse(audit!.detail!).cleared.includes('mfa_secret'))
+  })
+
+  test("admin reset-passkeys removes an administrator's passkeys and ends their sessions (issue 27)", async () => {
+    ok(
+      await cli(
+        [
+          'admin',
+          'create',
+          '--email',
+          'pk@example.com',
+          '--role',
+          'admin',
+          '--event-ids',
+          '1',
+          '--password-stdin',
+        ],
+        'pk-password-1',
+      ),
+    )
+    const session = await login(t, 'pk@example.com', 'admin', 'pk-password-1')
+    const key = new SoftAuthenticator('https://localhost', 'localhost')
+    const opts = await t.request({
+      method: 'POST',
+      url: '/admin/passkeys/registration/options',
+      token: session.access_token,
+    })
+    assert.equal(opts.statusCode, 200, opts.body)
+    const registered = await t.request({
+      method: 'POST',
+      url: '/admin/passkeys/registration',
+      token: session.access_token,
+      payload: { flow: opts.json().flow, response: key.register(opts.json().options) },
+    })
+    assert.equal(registered.statusCode, 201, registered.body)
+
+    const out = ok(await cli(['admin', 'reset-passkeys', '--email', 'pk@example.com']))
+    assert.match(out, /passkeys reset for administrator \d+ \(pk@example\.com\); 1 session\(s\) ended/)
+    const left = await t.db.db.selectFrom('passkeys').select('id').execute()
+    assert.equal(left.length, 0)
+    const refreshed = await t.request({
+      method: 'POST',
+      url: '/auth/refresh',
+      payload: { refresh_token: session.refresh_token },
+    })
+    assert.equal(refreshed.statusCode, 401, 'a session of the administrator survived')
+    const signIn = await t.request({ method: 'POST', url: '/auth/passkey/options' })
+    const assertion = key.assert(signIn.json().options)
+    const refused = await t.request({
+      method: 'POST',
+      url: '/auth/passkey',
+      payload: { flow: signIn.json().flow, response: assertion },
+    })
+    assert.equal(refused.statusCode, 401, 'the removed passkey signs in no more')
+    const [audit] = await auditRows('cli_admin_reset_passkeys')
+    assert.equal(audit!.outcome, 'success')
+    assert.equal(JSON.parse(audit!.detail!).passkeys_removed, 1)
   })
 
   test('admin reset-password, disable and enable', async () => {

@@ -2,6 +2,7 @@ import os from 'node:os'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import pino from 'pino'
 import { insertAuditEntry } from '../audit/audit.store.js'
+import { deleteSessionsOf } from '../dashboard/sessions.store.js'
 import { eventExists } from '../events/events.store.js'
 import { type Clock, systemClock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
@@ -149,7 +150,15 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
   try {
     if (redis) await connectRedis(redis)
-    const authority = createTokenAuthority({ db: database.db, clock: systemClock, log, redis, config })
+    // The dashboard's sessions end with an account's tokens, as in the app (src/app.ts).
+    const authority = createTokenAuthority({
+      db: database.db,
+      clock: systemClock,
+      log,
+      redis,
+      config,
+      sessionStores: [deleteSessionsOf],
+    })
     return await fn({ db: database.db, database, config, clock: systemClock, authority })
   } finally {
     redis?.disconnect()

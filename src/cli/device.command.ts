@@ -2,12 +2,12 @@ import { DEVICE_KEY_PREFIX, endDeviceTokens, newDeviceKey } from '../devices/dev
 import {
   archiveDevice,
   findDeviceByMac,
-  findOperatorAtEvent,
   getDevice,
   insertDevice,
   listDevices,
   setDeviceKeyHash,
 } from '../devices/devices.store.js'
+import { findOperatorAtEvent } from '../identities/identities.store.js'
 import type { Db } from '../platform/db/database.js'
 import type { Revocation } from '../tokens/revocations.js'
 import {

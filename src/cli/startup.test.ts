@@ -148,6 +148,30 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
     }
   })
 
+  test('a DATA_DIR that takes no file is refused at start in one line naming it', async () => {
+    // A file where the folder should be: what a wrong mount or a typo in a unit file leaves.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-datadir-'))
+    try {
+      const blocker = path.join(dir, 'not-a-folder')
+      fs.writeFileSync(blocker, '')
+      const dataDir = path.join(blocker, 'data')
+      const run = await wristband(['serve'], {
+        ...env,
+        DATA_DIR: dataDir,
+        DATABASE_URL: 'sqlite::memory:',
+        HOST: '127.0.0.1',
+        PORT: '0',
+      })
+      oneLine(
+        run,
+        1,
+        new RegExp(`^wristband: DATA_DIR ${dataDir.replaceAll('.', '\\.')} is not writable \\(ENOTDIR\\)`),
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   test('TRUST_PROXY=maybe is refused by the configuration check, not by a TypeError later', async () => {
     const run = await wristband(['serve'], { ...env, DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'maybe' })
     assert.equal(run.code, 2, run.stderr)

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AuditLog } from '../audit/audit.store.js'
 import { consumerGrant } from '../identities/grants.js'
+import { identityIssuers } from '../idp/idp.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import {
@@ -18,7 +19,6 @@ import {
   type CustomerRecord,
   findCustomerCredentials,
   getCustomer,
-  identityIssuers,
   insertCustomer,
   insertPhoneVerification,
   updateCustomer,

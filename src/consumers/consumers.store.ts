@@ -57,14 +57,22 @@ export async function updateCustomer(
   await db.updateTable('customers').set(values).where('id', '=', id).execute()
 }
 
-export async function identityIssuers(db: Db, customerId: number): Promise<string[]> {
+/** Whether a consumer with this id exists. */
+export async function customerExists(db: Db, id: number): Promise<boolean> {
+  const r = await db.selectFrom('customers').select('id').where('id', '=', id).executeTakeFirst()
+  return r !== undefined
+}
+
+/** The consumers whose e-mail address is this one and proven (not self-asserted), oldest first. */
+export async function customersWithProvenEmail(db: Db, email: string): Promise<number[]> {
   const rows = await db
-    .selectFrom('customer_identities')
-    .select('issuer')
-    .where('customer_id', '=', customerId)
+    .selectFrom('customers')
+    .select('id')
+    .where('email', '=', email)
+    .where('email_self_asserted', '=', 0)
     .orderBy('id')
     .execute()
-  return rows.map((r) => r.issuer)
+  return rows.map((r) => r.id)
 }
 
 /** Stores a proof of phone ownership; only its hash is kept. */

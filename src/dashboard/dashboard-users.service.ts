@@ -2,10 +2,12 @@ import type { AuditLog } from '../audit/audit.store.js'
 import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
+import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { hashPassword } from '../platform/passwords.js'
+import type { EndSessions } from '../tokens/authority.js'
 import { type Claims, isSuperadmin } from '../tokens/claims.js'
 import {
   type DashboardUserRecord,
@@ -15,12 +17,13 @@ import {
   listDashboardUsers,
   updateDashboardUser,
 } from './dashboard-users.store.js'
-import { deleteSessionsOf } from './sessions.store.js'
 
 export interface DashboardUsersDeps {
   db: Db
   clock: Clock
   audit: AuditLog
+  /** The token authority's: a new password or a removal ends the account's sessions in its transaction. */
+  endSessions: EndSessions
 }
 
 function view(r: DashboardUserRecord) {
@@ -95,11 +98,14 @@ export class DashboardUsersService {
     const { password, event_ids } = input
     await this.assertExists(id)
     if (event_ids) await this.assertEventsExist(event_ids)
-    await updateDashboardUser(db, id, {
-      ...(password ? { password_hash: await hashPassword(password) } : {}),
-      ...(event_ids ? { event_ids: event_ids.join(',') } : {}),
+    const passwordHash = password ? await hashPassword(password) : undefined
+    await db.transaction().execute(async (tx) => {
+      await updateDashboardUser(tx, id, {
+        ...(passwordHash ? { password_hash: passwordHash } : {}),
+        ...(event_ids ? { event_ids: event_ids.join(',') } : {}),
+      })
+      if (passwordHash) await this.deps.endSessions(tx, 'dashboard_user', id)
     })
-    if (password) await deleteSessionsOf(db, 'dashboard_user', id)
     await this.deps.audit.record({
       kind: 'dashboard_user_updated',
       actor: `admin:${claims.sub}`,
@@ -115,7 +121,8 @@ export class DashboardUsersService {
     await this.superadminOnly(claims)
     await this.assertExists(id)
     await this.deps.db.transaction().execute(async (tx) => {
-      await deleteSessionsOf(tx, 'dashboard_user', id)
+      await this.deps.endSessions(tx, 'dashboard_user', id)
+      await deletePasskeysOf(tx, { kind: 'dashboard_user', id })
       await deleteDashboardUser(tx, id)
     })
     await this.deps.audit.record({

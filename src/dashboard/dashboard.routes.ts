@@ -8,21 +8,26 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError, FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
-import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
+import type { MfaFreshness, ProtectCredentials } from '../mfa/fresh-mfa.js'
+import { policyFor } from '../passkeys/passkeys.service.js'
 import { safeEqual } from '../platform/digest.js'
+import { isDependencyFailure } from '../platform/error-handler.js'
 import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { latestRevokedCodeUses } from '../tickets/tickets.service.js'
+import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
+import { passkeyPageRoutes } from './passkeys.routes.js'
 import {
   csrfMatches,
   INVALID_SIGN_IN,
+  passkeyAccountOf,
   resumeSession,
   SECOND_STEP_MS,
   SESSION_MAX_MS,
@@ -40,10 +45,14 @@ import { canSeeEvent } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
+  /** How long a second factor counts as fresh: adding or removing a passkey needs one (issue 27). */
+  freshness: MfaFreshness
   /** The guard of the dashboard-user routes, which create accounts (fresh MFA while it is on). */
   protectCredentials: ProtectCredentials
   /** Runs due jobs now (a resend from the deliveries page goes out at once). */
   runDueJobs?: () => void
+  /** The token authority's way to end an account's sessions (dashboard users). */
+  endSessions: EndSessions
 }
 
 const SESSION_COOKIE = 'wb_session'
@@ -209,6 +218,21 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     wildcard: false,
   })
 
+  // @simplewebauthn/browser's own bundle (window.SimpleWebAuthnBrowser), served as the chart library is.
+  await app.register(fastifyStatic, {
+    // The package exports only its modules (script/index.js): the bundle is beside them.
+    root: path.join(
+      path.dirname(createRequire(import.meta.url).resolve('@simplewebauthn/browser')),
+      '..',
+      'dist',
+      'bundle',
+    ),
+    prefix: '/dashboard/assets/webauthn/',
+    decorateReply: false,
+    index: false,
+    wildcard: false,
+  })
+
   app.addHook('onSend', async (request, reply) => {
     reply.header('content-security-policy', PAGE_CSP)
     if (!request.url.startsWith('/dashboard/assets/')) reply.header('cache-control', 'no-store')
@@ -250,8 +274,16 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     return Boolean(expected && given && safeEqual(expected, given))
   }
 
-  /** Signed in: the session cookie, the sign-in's cookies gone, on to the event list. */
-  function enterDashboard(request: FastifyRequest, reply: FastifyReply, token: string) {
+  /**
+   * Signed in: the session cookie, the sign-in's cookies gone, on to the event list, or to the passkeys
+   * page when PASSKEYS_REQUIRED_FOR asks the account to register one.
+   */
+  async function enterDashboard(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    token: string,
+    session: Session,
+  ) {
     reply.clearCookie(LOGIN_CSRF_COOKIE, { path: '/dashboard/login' })
     reply.clearCookie(PENDING_COOKIE, { path: '/dashboard/login' })
     reply.setCookie(SESSION_COOKIE, token, {
@@ -261,7 +293,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       secure: secure(request),
       maxAge: SESSION_MAX_MS / 1000,
     })
-    return reply.redirect('/dashboard', 303)
+    const policy = await policyFor(deps.passkeys, passkeyAccountOf(session.viewer))
+    return reply.redirect(policy === 'register' ? '/dashboard/passkeys?required=1' : '/dashboard', 303)
   }
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -297,6 +330,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         ? renderCodeStep(request, reply, 422, 'Enter the 6-digit code from your authenticator app.')
         : page(422, 'Invalid request', 'The request was not understood.')
     }
+    if (isDependencyFailure(err))
+      return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
     // Errors about the request itself: unparsable body (the JSON parser's SyntaxError), unsupported
     // media type, too large.
     const status = err instanceof SyntaxError ? 400 : (err.statusCode ?? 500)
@@ -352,13 +387,13 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         if (err instanceof UnauthorizedError) return renderSignIn(request, reply, 401, INVALID_SIGN_IN)
         throw err
       }
-      if (result.step === 'done') return enterDashboard(request, reply, result.token)
+      if (result.step === 'done') return enterDashboard(request, reply, result.token, result.session)
       // The password was right and the account has a second step: its form, with the sealed sign-in.
       reply.setCookie(PENDING_COOKIE, result.pending, {
         ...loginCookie(request),
         maxAge: SECOND_STEP_MS / 1000,
       })
-      return reply.redirect(CODE_STEP, 303)
+      return reply.redirect(result.step === 'passkey' ? '/dashboard/login/passkey' : CODE_STEP, 303)
     },
   )
 
@@ -393,14 +428,9 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     async (request, reply) => {
       if (!loginCsrfMatches(request, request.body.csrf_token))
         return renderCodeStep(request, reply, 403, 'The form has expired. Please try again.')
-      let token: string
+      let opened: { token: string; session: Session }
       try {
-        ;({ token } = await signInWithTotp(
-          deps,
-          request.cookies[PENDING_COOKIE],
-          request.body.code,
-          request.ip,
-        ))
+        opened = await signInWithTotp(deps, request.cookies[PENDING_COOKIE], request.body.code, request.ip)
       } catch (err) {
         if (err instanceof BadRequestError) return renderCodeStep(request, reply, 401, INVALID_CODE)
         if (err instanceof UnauthorizedError) {
@@ -409,7 +439,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         }
         throw err
       }
-      return enterDashboard(request, reply, token)
+      return enterDashboard(request, reply, opened.token, opened.session)
     },
   )
 
@@ -472,6 +502,20 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       return reply.type('text/html; charset=utf-8').send(eventPage(session, event, revokedCodeUses))
     },
   )
+
+  // The passkey pages (passkeys.routes.ts), in this context: same error pages, CSP and sign-in helpers.
+  await app.register(passkeyPageRoutes, {
+    ...deps,
+    loadSession: loadSession(deps, true),
+    sessionOf,
+    pageSchema,
+    loginCsrf,
+    loginCsrfMatches,
+    loginCookie,
+    renderSignIn,
+    enterDashboard,
+    pendingCookie: PENDING_COOKIE,
+  })
 
   // The webhook deliveries page (deliveries.routes.ts), in this context: same error pages and CSP.
   await app.register(deliveriesPageRoutes, {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
-import { AppError, ForbiddenError } from '../platform/errors.js'
+import { AppError, ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
@@ -26,6 +26,9 @@ const DeliveriesQuery = Type.Object(
     status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((s) => Type.Literal(s)))),
     before: Type.Optional(Type.Integer({ minimum: 1 })),
     resent: Type.Optional(Type.Integer({ minimum: 1 })),
+    partner: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'The partner whose deliveries are shown' }),
+    ),
   },
   { additionalProperties: false },
 )
@@ -48,21 +51,32 @@ const ResendForm = Type.Object(
 export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps> = async (app, deps) => {
   const webhooks = new WebhookDeliveries(deps)
 
+  /**
+   * One partner's receiver and deliveries (the page is per partner: decisions.md of 2026-11-25). A
+   * partner of another event is not found; without one named, the event's first partner is shown.
+   */
   async function pageData(
     eventId: number,
-    query: { status?: (typeof DELIVERY_STATUSES)[number]; before?: number },
+    query: { status?: (typeof DELIVERY_STATUSES)[number]; before?: number; partner?: number },
     notice: DeliveriesPageData['notice'],
   ): Promise<DeliveriesPageData> {
     const event = await findEvent(deps, eventId)
-    const hook = await webhooks.receiverOf(eventId)
-    const rows = await webhooks.deliveries(eventId, {
-      limit: PAGE_SIZE + 1,
-      ...(query.before !== undefined ? { before: query.before } : {}),
-      ...(query.status !== undefined ? { status: query.status } : {}),
-    })
+    const partners = await webhooks.partnersOf(eventId)
+    const partner = query.partner !== undefined ? partners.find((p) => p.id === query.partner) : partners[0]
+    if (query.partner !== undefined && !partner) throw new NotFoundError('No such partner for this event')
+    const hook = partner ? await webhooks.receiverOf(partner.id) : undefined
+    const rows = partner
+      ? await webhooks.deliveries(partner.id, {
+          limit: PAGE_SIZE + 1,
+          ...(query.before !== undefined ? { before: query.before } : {}),
+          ...(query.status !== undefined ? { status: query.status } : {}),
+        })
+      : []
     const deliveries = rows.slice(0, PAGE_SIZE)
     return {
       event,
+      partners,
+      partner,
       receiver: hook
         ? { url: hook.url, enabled: hook.disabled_at === null, disabled_reason: hook.disabled_reason }
         : null,
@@ -110,6 +124,8 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
     {
       config: perMinute(30),
       preParsing: deps.loadSession,
+      // A refused form is audited before it is answered 422 (issue 24.9), so validation is the handler's.
+      attachValidation: true,
       schema: {
         ...deps.pageSchema(
           'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
@@ -128,23 +144,37 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
       const session = deps.sessionOf(request)
       const { event_id, delivery_id } = request.params
       const actor = `${session.viewer.kind}:${session.viewer.id}`
-      if (!csrfMatches(session, request.body.csrf_token) || !canSeeEvent(session.viewer, event_id)) {
-        await deps.audit.record({
+      // Every refusal is recorded, as docs/security.md says: a form without its fields (422), a wrong
+      // CSRF token or another event (403), a delivery that is not this event's (404).
+      const denied = (reason: string) =>
+        deps.audit.record({
           kind: 'webhook_resend',
           actor,
           ip: request.ip,
           outcome: 'denied',
-          detail: { event_id, delivery_id },
+          detail: { event_id, delivery_id, reason },
         })
+      if (request.validationError) {
+        await denied('invalid_form')
+        throw request.validationError
+      }
+      if (!csrfMatches(session, request.body?.csrf_token) || !canSeeEvent(session.viewer, event_id)) {
+        await denied('csrf_or_access')
         throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
       }
+      // The delivery's partner, provided the delivery is one of this event's.
+      const partnerId = await webhooks.partnerOfDelivery(event_id, delivery_id)
+      if (partnerId === undefined) {
+        await denied('unknown_delivery')
+        throw new NotFoundError('No such delivery')
+      }
       try {
-        await webhooks.resend(event_id, delivery_id)
+        await webhooks.resend(partnerId, delivery_id)
       } catch (err) {
         if (!(err instanceof AppError && err.code === 'webhook_disabled')) throw err
         const text =
           'The receiver is disabled or removed: the partner must register it again before a resend.'
-        const data = await pageData(event_id, {}, { kind: 'bad', text })
+        const data = await pageData(event_id, { partner: partnerId }, { kind: 'bad', text })
         return reply.code(409).type('text/html; charset=utf-8').send(deliveriesPage(session, data))
       }
       await deps.audit.record({
@@ -155,7 +185,10 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         detail: { event_id, delivery_id },
       })
       deps.runDueJobs()
-      return reply.redirect(`/dashboard/events/${event_id}/webhooks?resent=${delivery_id}`, 303)
+      return reply.redirect(
+        `/dashboard/events/${event_id}/webhooks?partner=${partnerId}&resent=${delivery_id}`,
+        303,
+      )
     },
   )
 }

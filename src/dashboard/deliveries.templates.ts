@@ -25,6 +25,10 @@ export interface DeliveryView {
 
 export interface DeliveriesPageData {
   event: EventSummary
+  /** The event's ticket partners; the page shows one partner's receiver and deliveries at a time. */
+  partners: { id: number; name: string }[]
+  /** The partner shown (undefined: the event has no partner yet). */
+  partner: { id: number; name: string } | undefined
   receiver: { url: string; disabled_reason: string | null; enabled: boolean } | null
   deliveries: DeliveryView[]
   status: DeliveryStatus | undefined
@@ -68,13 +72,15 @@ export function deliveriesPage(
   data: DeliveriesPageData,
 ): string {
   const base = `/dashboard/events/${data.event.id}/webhooks`
-  const receiver = data.receiver
-    ? html`Receiver <code>${data.receiver.url}</code> · ${
-        data.receiver.enabled
-          ? 'enabled'
-          : html`<span class="bad">disabled${data.receiver.disabled_reason ? `: ${data.receiver.disabled_reason}` : ''}</span>`
-      }`
-    : 'No receiver is registered (PUT /companies/webhook).'
+  const receiver = !data.partner
+    ? 'No ticket partner has an API key for this event yet.'
+    : data.receiver
+      ? html`Receiver <code>${data.receiver.url}</code> · ${
+          data.receiver.enabled
+            ? 'enabled'
+            : html`<span class="bad">disabled${data.receiver.disabled_reason ? `: ${data.receiver.disabled_reason}` : ''}</span>`
+        }`
+      : 'No receiver is registered (PUT /companies/webhook).'
   const rows = data.deliveries.map(
     (d) => html`<tr data-delivery="${d.id}" data-status="${d.status}">
       <td><strong>#${d.id}</strong><br><code>${d.uid}</code></td>
@@ -95,8 +101,25 @@ export function deliveriesPage(
     </tr>`,
   )
   const filterLink = (s: DeliveryStatus | undefined, label: string) =>
-    html`<a href="${s ? `${base}?status=${s}` : base}"${data.status === s ? html` aria-current="page"` : ''}>${label}</a>`
+    html`<a href="${listUrl(base, data.partner, s ? { status: s } : {})}"${data.status === s ? html` aria-current="page"` : ''}>${label}</a>`
   return deliveriesLayout(session, data, base, receiver, rows, filterLink)
+}
+
+/** The page's address for a partner, with more query parameters. */
+function listUrl(base: string, partner: { id: number } | undefined, more: Record<string, string>): string {
+  const q = new URLSearchParams({ ...(partner ? { partner: String(partner.id) } : {}), ...more }).toString()
+  return q ? `${base}?${q}` : base
+}
+
+function partnerTabs(base: string, data: DeliveriesPageData) {
+  if (data.partners.length < 2)
+    return data.partner ? html`<p class="meta">Partner ${data.partner.name}</p>` : ''
+  return html`<nav class="filter" aria-label="Partner">Partner:
+    ${data.partners.map(
+      (p) =>
+        html`<a href="${listUrl(base, p, {})}"${data.partner?.id === p.id ? html` aria-current="page"` : ''}>${p.name}</a>`,
+    )}
+  </nav>`
 }
 
 function deliveriesLayout(
@@ -115,6 +138,7 @@ function deliveriesLayout(
       <h1>Webhook deliveries</h1>
       <p class="meta">${receiver}</p>
     </div>
+    ${partnerTabs(base, data)}
     ${data.notice ? html`<p class="notice ${data.notice.kind}" role="status">${data.notice.text}</p>` : ''}
     <nav class="filter" aria-label="Filter by status">Show:
       ${filterLink(undefined, 'All')} ${DELIVERY_STATUSES.map((s) => filterLink(s, s[0]!.toUpperCase() + s.slice(1)))}
@@ -128,10 +152,10 @@ function deliveriesLayout(
       </div>
       ${
         data.older !== undefined
-          ? html`<p><a href="${base}?${new URLSearchParams({
+          ? html`<p><a href="${listUrl(base, data.partner, {
               ...(data.status ? { status: data.status } : {}),
               before: String(data.older),
-            }).toString()}">Older deliveries</a></p>`
+            })}">Older deliveries</a></p>`
           : ''
       }
     </section>

@@ -3,7 +3,13 @@ import { after, before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession, formToken } from '../../test/helpers/dashboard.js'
-import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
+import {
+  newTicketType,
+  newTransfer,
+  ownerOf,
+  type PartnerKeys,
+  seedPartner,
+} from '../../test/helpers/partner.js'
 import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
 import { until } from '../../test/helpers/until.js'
 
@@ -143,7 +149,10 @@ forEachBackend(
       const token = formToken((await page(session)).body)
       const res = await resend(session, deliveryId, token)
       assert.equal(res.statusCode, 303)
-      assert.equal(res.headers.location, `/dashboard/events/1/webhooks?resent=${deliveryId}`)
+      assert.match(
+        String(res.headers.location),
+        new RegExp(`^/dashboard/events/1/webhooks\\?partner=\\d+&resent=${deliveryId}$`),
+      )
       await until('the resent attempt', async () => receiver.log.length === 2)
       assert.equal(receiver.log[1]!.headers['webhook-id'], receiver.log[0]!.headers['webhook-id'])
       await until('the delivery to be delivered', async () => (await attemptsOf(deliveryId)) === 2)
@@ -158,6 +167,19 @@ forEachBackend(
         .executeTakeFirstOrThrow()
       assert.match(String(audit.actor), /^dashboard_user:\d+$/)
       assert.match(String(audit.detail), new RegExp(`"delivery_id":${deliveryId}`))
+    })
+
+    test("the page is per partner: another partner's tab shows none of these deliveries", async () => {
+      const session = await dashboardSession(t, 'partner1')
+      const { partnerId } = await ownerOf(t, keys.rival)
+      const rival = await page(session, `?partner=${partnerId}`)
+      assert.equal(rival.statusCode, 200)
+      assert.doesNotMatch(rival.body, new RegExp(`data-delivery="${deliveryId}"`))
+      assert.match(rival.body, /No receiver is registered/)
+      assert.match((await page(session)).body, new RegExp(`data-delivery="${deliveryId}"`))
+      // A partner of another event is not found.
+      const other = await ownerOf(t, keys.other)
+      assert.equal((await page(session, `?partner=${other.partnerId}`)).statusCode, 404)
     })
 
     test('with the receiver removed, Resend answers 409 and says why', async () => {

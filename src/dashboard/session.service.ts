@@ -1,5 +1,13 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { checkTotp, type TotpDeps } from '../mfa/mfa.service.js'
+import {
+  type AccountLoader,
+  type AuthenticationResponseJSON,
+  finishSignIn,
+  type PasskeyAccount,
+  type PasskeyDeps,
+  policyFor,
+} from '../passkeys/passkeys.service.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { safeEqual, sha256Hex } from '../platform/digest.js'
@@ -35,12 +43,34 @@ export interface SessionDeps {
   totp: TotpDeps
   /** Seals the sign-in waiting for its next step, kept in a cookie between the two forms. */
   signInSealer: Sealer
+  /** Passkeys of every kind of dashboard account (`accounts` loads viewers). */
+  passkeys: PasskeyDeps
 }
 
 export interface Session {
   viewer: Viewer
   csrfToken: string
   tokenHash: string
+  /** When the session's second factor (TOTP code or passkey) was given; null: the password alone. */
+  mfaVerifiedAt: number | null
+}
+
+/** The dashboard's accounts of every kind, for its passkeys. */
+export function viewerAccounts(db: Db): AccountLoader {
+  return async (kind, id) => {
+    const viewer = await loadViewer(db, kind, id)
+    return viewer && passkeyAccountOf(viewer)
+  }
+}
+
+/** A viewer as an account that may hold passkeys. */
+export function passkeyAccountOf(viewer: Viewer): PasskeyAccount {
+  return {
+    kind: viewer.kind,
+    id: viewer.id,
+    name: viewer.label,
+    superadmin: viewer.kind === 'admin' && viewer.allEvents,
+  }
 }
 
 export const INVALID_SIGN_IN = 'Incorrect username or password'
@@ -71,9 +101,40 @@ export async function signIn(
       deps.audit.record({ kind: 'dashboard_login', actor: name.slice(0, 254), ip, outcome: 'failure' }),
     failure: INVALID_SIGN_IN,
   })
-  const { viewer, secondStep } = account
+  const { viewer } = account
+  // PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it instead of a TOTP code.
+  const policy = await policyFor(deps.passkeys, passkeyAccountOf(viewer))
+  const secondStep = policy === 'passkey' ? 'passkey' : account.secondStep
   if (secondStep) return { step: secondStep, pending: sealPending(deps, viewer, secondStep) }
   return { step: 'done', ...(await openSession(deps, viewer, ip)) }
+}
+
+/**
+ * A passkey sign-in (`finishSignIn`: one try per challenge, counters, the account's password budget).
+ * After the password (`pending`, any second step: a TOTP step may be answered with a passkey too) the
+ * challenge was bound to that account and only its passkeys count; without one it is the first factor.
+ * Either way the session opens with its second factor given.
+ */
+export async function signInWithPasskey(
+  deps: SessionDeps,
+  input: { pending: string | undefined; flow: string | undefined; response: AuthenticationResponseJSON },
+  ip: string,
+): Promise<{ token: string; session: Session }> {
+  const bound = input.pending ? await openPending(deps, input.pending, ['totp', 'passkey']) : undefined
+  const caller = bound && { kind: bound.kind, id: bound.id }
+  const account = await finishSignIn(
+    deps.passkeys,
+    { flow: input.flow, response: input.response, caller },
+    ip,
+  )
+  const viewer = await loadViewer(deps.db, account.kind, account.id)
+  if (!viewer) throw new UnauthorizedError('The sign-in has expired; sign in again')
+  return openSession(deps, viewer, ip, 'passkey')
+}
+
+/** The viewer a sealed sign-in waits for (for the passkey step's options), or 401. */
+export async function pendingViewer(deps: SessionDeps, pending: string | undefined): Promise<Viewer> {
+  return openPending(deps, pending, ['totp', 'passkey'])
 }
 
 /**
@@ -87,7 +148,7 @@ export async function signInWithTotp(
   code: string,
   ip: string,
 ): Promise<{ token: string; session: Session }> {
-  const viewer = await openPending(deps, pending, 'totp')
+  const viewer = await openPending(deps, pending, ['totp'])
   await checkTotp(deps.totp, viewer.id, code, ip, false)
   return openSession(deps, viewer, ip, 'totp')
 }
@@ -106,10 +167,14 @@ function sealPending(deps: SessionDeps, viewer: Viewer, step: SecondStep): strin
   return deps.signInSealer.seal(JSON.stringify(pending), PENDING_CONTEXT)
 }
 
-async function openPending(deps: SessionDeps, sealed: string | undefined, step: SecondStep): Promise<Viewer> {
+async function openPending(
+  deps: SessionDeps,
+  sealed: string | undefined,
+  steps: readonly SecondStep[],
+): Promise<Viewer> {
   const plain = sealed ? deps.signInSealer.open(sealed, PENDING_CONTEXT) : null
   const pending = plain === null ? null : (JSON.parse(plain) as Pending)
-  const live = pending !== null && pending.step === step && pending.exp > deps.clock.now()
+  const live = pending !== null && steps.includes(pending.step) && pending.exp > deps.clock.now()
   const viewer = live ? await loadViewer(deps.db, pending.kind, pending.id) : null
   if (!viewer) throw new UnauthorizedError('The sign-in has expired; sign in again')
   return viewer
@@ -143,8 +208,9 @@ async function openSession(
     created_at: now,
     last_seen_at: now,
     expires_at: now + SESSION_IDLE_MS,
+    mfa_verified_at: secondStep ? now : null,
   })
-  return { token, session: { viewer, csrfToken, tokenHash } }
+  return { token, session: { viewer, csrfToken, tokenHash, mfaVerifiedAt: secondStep ? now : null } }
 }
 
 /** The live session of a cookie value, or null when it is unknown, expired or its account is gone. */
@@ -169,7 +235,7 @@ export async function resumeSession(
       Math.min(now + SESSION_IDLE_MS, row.created_at + SESSION_MAX_MS),
     )
   }
-  return { viewer, csrfToken: row.csrf_token, tokenHash }
+  return { viewer, csrfToken: row.csrf_token, tokenHash, mfaVerifiedAt: row.mfa_verified_at ?? null }
 }
 
 export async function signOut(deps: Pick<SessionDeps, 'db'>, session: Session): Promise<void> {

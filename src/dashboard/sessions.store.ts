@@ -33,11 +33,15 @@ export async function purgeExpiredSessions(db: Db, now: number): Promise<void> {
   await db.deleteFrom('dashboard_sessions').where('expires_at', '<=', now).execute()
 }
 
-/** Ends every session of an account (password changed, account removed). */
-export async function deleteSessionsOf(db: Db, kind: string, id: number): Promise<void> {
-  await db
+/**
+ * Ends every session of an account (password changed, account removed); returns how many. The token
+ * authority's `endSessions` calls it (it is one of its `sessionStores`).
+ */
+export async function deleteSessionsOf(db: Db, kind: string, id: number): Promise<number> {
+  const r = await db
     .deleteFrom('dashboard_sessions')
     .where('subject_kind', '=', kind)
     .where('subject_id', '=', id)
-    .execute()
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
 }

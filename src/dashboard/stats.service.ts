@@ -9,8 +9,8 @@ import {
   balancesLoaded,
   eventListFigures,
   ticketTypeFigures,
-  usesPerBucket,
   usesPerGate,
+  usesPerSlot,
   webhookHealth,
 } from './stats.store.js'
 import type { Range } from './templates.js'
@@ -59,8 +59,8 @@ function wallToInstant(timeZone: string, wall: number): number {
 
 /**
  * Bucket boundaries on the event's wall clock (whole hours, local midnight), the last bucket holding
- * now; a day across a DST change is 23 or 25 hours long. Uses are counted by the database on a grid
- * of `grainMs`, fine enough that every zone offset (whole, half or quarter hours) falls on it.
+ * now; a day across a DST change is 23 or 25 hours long. Uses are counted by the database per
+ * 5-minute slot, a grid on which every zone offset (whole, half or quarter hours) falls.
  */
 export function bucketStarts(
   timeZone: string,
@@ -71,7 +71,7 @@ export function bucketStarts(
   const starts = Array.from({ length: buckets }, (_, i) =>
     wallToInstant(timeZone, current - (buckets - 1 - i) * bucketMs),
   )
-  return { starts, to: wallToInstant(timeZone, current + bucketMs), grainMs: Math.min(bucketMs, 15 * MINUTE) }
+  return { starts, to: wallToInstant(timeZone, current + bucketMs) }
 }
 
 export async function findEvent({ db }: Pick<StatsDeps, 'db'>, eventId: number) {
@@ -82,6 +82,7 @@ export async function findEvent({ db }: Pick<StatsDeps, 'db'>, eventId: number) 
 
 /** The events a viewer may see, in name order, each with its ticket figures (the dashboard's list). */
 export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: Viewer) {
+  // Counters per ticket type (migration 019): as fast with a million tickets as with ten.
   const events = await visibleEvents(db, viewer)
   const figures = await eventListFigures(
     db,
@@ -93,29 +94,36 @@ export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: V
   })
 }
 
-/** The figures of one event, as the page and the JSON API show them. Access is the caller's check. */
+/**
+ * The figures of one event, as the page and the JSON API show them. Access is the caller's check.
+ * Read from counters (migration 019), on one pooled connection one query after another: a dashboard's
+ * poll never holds several of the connections that ticket use needs.
+ */
 export async function eventStats(
   deps: StatsDeps,
   eventId: number,
   range: Range,
 ): Promise<Static<typeof EventStats>> {
-  const { db } = deps
-  const event = await findEvent(deps, eventId)
   const now = deps.clock.now()
-
-  const { starts, to, grainMs } = bucketStarts(event.timezone, now, RANGE_BUCKETS[range])
+  const read = await deps.db.connection().execute(async (db) => {
+    const event = await findEvent({ db }, eventId)
+    const { starts, to } = bucketStarts(event.timezone, now, RANGE_BUCKETS[range])
+    return {
+      event,
+      starts,
+      to,
+      types: await ticketTypeFigures(db, eventId),
+      balances: await balancesLoaded(db, eventId),
+      perSlot: await usesPerSlot(db, eventId, starts[0]!, to),
+      gates: await usesPerGate(db, eventId),
+      webhook: await webhookHealth(db, eventId),
+    }
+  })
+  const { event, starts, to, types, balances, perSlot, gates, webhook } = read
   const from = starts[0]!
-  const [types, balances, perBucket, gates, webhook] = await Promise.all([
-    ticketTypeFigures(db, eventId),
-    balancesLoaded(db, eventId),
-    usesPerBucket(db, eventId, from, to, grainMs),
-    usesPerGate(db, eventId),
-    webhookHealth(db, eventId),
-  ])
 
   const counts = starts.map(() => 0)
-  for (const [grain, count] of perBucket) {
-    const at = from + grain * grainMs
+  for (const [at, count] of perSlot) {
     let i = starts.length - 1
     while (i > 0 && starts[i]! > at) i--
     counts[i]! += count

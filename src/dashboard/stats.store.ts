@@ -1,21 +1,28 @@
 import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import { SLOT_MS } from '../platform/db/migrations/019-scale.js'
 
 // Every figure is counted by the database. Counts and sums come back as numbers on SQLite and as
 // numbers or numeric strings on PostgreSQL, hence the Number() around each.
 
+/**
+ * The counters of an event's ticket types (kept by the database in every write of a ticket, migration
+ * 019): issued, claimed and used, one row per type, in the order the types were created.
+ */
 export async function ticketTypeFigures(db: Db, eventId: number) {
+  const measure = (name: string) =>
+    sql<number>`coalesce(sum(case when ${sql.ref('c.measure')} = ${name} then ${sql.ref('c.n')} end), 0)`
   const rows = await db
     .selectFrom('ticket_types as tt')
-    .leftJoin('transfers as t', 't.ticket_type_id', 'tt.id')
-    .select((eb) => [
+    .leftJoin('ticket_counts as c', 'c.ticket_type_id', 'tt.id')
+    .select([
       'tt.uid',
       'tt.name',
       'tt.ticket_date',
       'tt.price',
-      eb.fn.count('t.id').as('issued'),
-      eb.fn.count('t.claimed_at').as('claimed'),
-      eb.fn.count('t.used_at').as('used'),
+      measure('issued').as('issued'),
+      measure('claimed').as('claimed'),
+      measure('used').as('used'),
     ])
     .where('tt.event_id', '=', eventId)
     .groupBy(['tt.id', 'tt.uid', 'tt.name', 'tt.ticket_date', 'tt.price'])
@@ -36,16 +43,23 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
 export async function eventListFigures(db: Db, eventIds: number[]) {
   if (eventIds.length === 0) return new Map<number, { issued: number; used: number; revenue: number }>()
   const rows = await db
-    .selectFrom('transfers as t')
-    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
-    .select((eb) => [
-      't.event_id',
-      eb.fn.countAll().as('issued'),
-      eb.fn.count('t.used_at').as('used'),
-      eb.fn.sum('tt.price').as('revenue'),
+    .selectFrom('ticket_counts as c')
+    .innerJoin('ticket_types as tt', 'tt.id', 'c.ticket_type_id')
+    .select([
+      'c.event_id',
+      sql<number>`sum(case when ${sql.ref('c.measure')} = 'issued' then ${sql.ref('c.n')} else 0 end)`.as(
+        'issued',
+      ),
+      sql<number>`sum(case when ${sql.ref('c.measure')} = 'used' then ${sql.ref('c.n')} else 0 end)`.as(
+        'used',
+      ),
+      sql<number>`sum(case when ${sql.ref('c.measure')} = 'issued' then ${sql.ref('c.n')} * ${sql.ref('tt.price')} else 0 end)`.as(
+        'revenue',
+      ),
     ])
-    .where('t.event_id', 'in', eventIds)
-    .groupBy('t.event_id')
+    .where('c.event_id', 'in', eventIds)
+    .where('c.measure', 'in', ['issued', 'used'])
+    .groupBy('c.event_id')
     .execute()
   return new Map(
     rows.map((r) => [
@@ -57,42 +71,39 @@ export async function eventListFigures(db: Db, eventIds: number[]) {
 
 /** Balances and promotional balances loaded through transfers, in minor units. */
 export async function balancesLoaded(db: Db, eventId: number) {
-  const r = await db
-    .selectFrom('transfers')
-    .select((eb) => [eb.fn.sum('balance').as('balance'), eb.fn.sum('promo_balance').as('promo_balance')])
+  const rows = await db
+    .selectFrom('ticket_counts')
+    .select(['measure', (eb) => eb.fn.sum<number>('n').as('n')])
     .where('event_id', '=', eventId)
-    .executeTakeFirst()
-  return { balance: Number(r?.balance ?? 0), promo_balance: Number(r?.promo_balance ?? 0) }
+    .where('measure', 'in', ['balance', 'promo_balance'])
+    .groupBy('measure')
+    .execute()
+  const of = (measure: string) => Number(rows.find((r) => r.measure === measure)?.n ?? 0)
+  return { balance: of('balance'), promo_balance: of('promo_balance') }
 }
 
-/** Uses per `grainMs` step in [from, to), keyed by step index. */
-export async function usesPerBucket(db: Db, eventId: number, from: number, to: number, grainMs: number) {
+/** Uses per 5-minute slot (`SLOT_MS`) in [from, to), keyed by the slot's start (epoch ms). */
+export async function usesPerSlot(db: Db, eventId: number, from: number, to: number) {
   const rows = await db
-    .selectFrom('transfers')
-    .select((eb) => [
-      sql<number>`cast((${sql.ref('used_at')} - ${from}) / ${grainMs} as integer)`.as('bucket'),
-      eb.fn.countAll().as('count'),
-    ])
+    .selectFrom('use_slot_counts')
+    .select(['slot', 'n'])
     .where('event_id', '=', eventId)
-    .where('used_at', '>=', from)
-    .where('used_at', '<', to)
-    // By position: PostgreSQL would not match the select's expression, whose parameters differ.
-    .groupBy(sql`1`)
+    .where('slot', '>=', Math.floor(from / SLOT_MS))
+    .where('slot', '<', Math.ceil(to / SLOT_MS))
     .execute()
-  return new Map(rows.map((r) => [Number(r.bucket), Number(r.count)]))
+  return new Map(rows.map((r) => [Number(r.slot) * SLOT_MS, Number(r.n)]))
 }
 
 /** Every use of the event by gate: the gate the scan named, else the gate printed on the ticket. */
 export async function usesPerGate(db: Db, eventId: number) {
   const rows = await db
-    .selectFrom('transfers')
-    .select((eb) => [eb.fn.coalesce('used_gate', 'access_gate').as('gate'), eb.fn.countAll().as('count')])
+    .selectFrom('gate_use_counts')
+    .select(['gate', 'n'])
     .where('event_id', '=', eventId)
-    .where('used_at', 'is not', null)
-    .groupBy(sql`1`)
+    .where('n', '<>', 0)
     .execute()
   return rows
-    .map((r) => ({ access_gate: r.gate, count: Number(r.count) }))
+    .map((r) => ({ access_gate: r.gate === '-' ? null : r.gate.slice(1), count: Number(r.n) }))
     .sort((a, b) => b.count - a.count || (a.access_gate ?? '\uffff').localeCompare(b.access_gate ?? '\uffff'))
 }
 
@@ -103,23 +114,17 @@ export async function webhookHealth(db: Db, eventId: number) {
     .where('event_id', '=', eventId)
     .executeTakeFirst()
   const counts = await db
-    .selectFrom('webhook_deliveries')
-    .select((eb) => [
-      'status',
-      sql<number>`case when ${sql.ref('attempts')} = 0 then 0 else 1 end`.as('tried'),
-      eb.fn.countAll().as('count'),
-    ])
+    .selectFrom('delivery_counts')
+    .select(['status', 'tried', 'n as count'])
     .where('event_id', '=', eventId)
-    .groupBy([sql`1`, sql`2`])
     .execute()
   const lastError = await db
     .selectFrom('webhook_attempts as a')
     .innerJoin('webhook_deliveries as d', 'd.id', 'a.delivery_id')
     .select(['a.attempted_at', 'a.status_code', 'a.error'])
     .where('d.event_id', '=', eventId)
-    .where((eb) =>
-      eb.or([eb('a.status_code', 'is', null), eb('a.status_code', '<', 200), eb('a.status_code', '>=', 300)]),
-    )
+    // The predicate of the partial index webhook_attempts_failed (migration 019), written as it is there.
+    .where(sql<boolean>`(status_code is null or status_code < 200 or status_code >= 300)`)
     .orderBy('a.attempted_at', 'desc')
     .orderBy('a.id', 'desc')
     .limit(1)

@@ -37,12 +37,15 @@ interface LayoutOptions {
   session?: { viewer: Viewer; csrfToken: string }
   /** Pages with figures load the chart library and the page script. */
   scripts?: boolean
+  /** Pages with passkey buttons load @simplewebauthn/browser and the passkey script. */
+  passkeyScripts?: boolean
 }
 
 export function layout(opts: LayoutOptions, body: SafeHtml): string {
   const account = opts.session
     ? html`<div class="account">
         <span class="who">${opts.session.viewer.label}</span>
+        <a class="link" href="/dashboard/passkeys">Passkeys</a>
         <form method="post" action="/dashboard/logout">
           <input type="hidden" name="csrf_token" value="${opts.session.csrfToken}">
           <button type="submit" class="link">Sign out</button>
@@ -54,6 +57,10 @@ export function layout(opts: LayoutOptions, body: SafeHtml): string {
   <script src="${ASSETS}/uplot/uPlot.iife.min.js" defer></script>
   <script src="${ASSETS}/dashboard.js" defer></script>`
     : ''
+  const passkeyScripts = opts.passkeyScripts
+    ? html`<script src="${ASSETS}/webauthn/index.umd.min.js" defer></script>
+  <script src="${ASSETS}/passkeys.js" defer></script>`
+    : ''
   return `<!doctype html>${html`<html lang="en">
 <head>
   <meta charset="utf-8">
@@ -63,6 +70,7 @@ export function layout(opts: LayoutOptions, body: SafeHtml): string {
   <title>${opts.title} · wristband</title>
   <link rel="stylesheet" href="${ASSETS}/dashboard.css">
   ${scripts}
+  ${passkeyScripts}
 </head>
 <body>
   <header class="top">
@@ -77,7 +85,7 @@ export function layout(opts: LayoutOptions, body: SafeHtml): string {
 
 export function signInPage(opts: { csrfToken: string; username?: string; error?: string }): string {
   return layout(
-    { title: 'Sign in' },
+    { title: 'Sign in', passkeyScripts: true },
     html`<main class="narrow">
     <h1>Sign in</h1>
     <p class="hint">Dashboard users sign in with their username; administrators and network managers with their e-mail address.</p>
@@ -85,13 +93,96 @@ export function signInPage(opts: { csrfToken: string; username?: string; error?:
     <form method="post" action="/dashboard/login" class="stack">
       <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
       <label>Username or e-mail
-        <input name="username" autocomplete="username" required maxlength="254" value="${opts.username ?? ''}" autofocus>
+        <input name="username" autocomplete="username webauthn" required maxlength="254" value="${opts.username ?? ''}" autofocus>
       </label>
       <label>Password
         <input name="password" type="password" autocomplete="current-password" required maxlength="1024">
       </label>
       <button type="submit">Sign in</button>
     </form>
+    ${passkeySignInForm(opts.csrfToken, 'Use a passkey', 'Or sign in with a passkey, without password or code.')}
+  </main>`,
+  )
+}
+
+/**
+ * The passkey button of a sign-in page: the script asks for options, lets the browser's authenticator
+ * answer, and posts the answer with this form. Without a passkey-capable browser it says so.
+ */
+function passkeySignInForm(csrfToken: string, label: string, hint?: string) {
+  return html`<form method="post" action="/dashboard/login/passkey" class="stack passkey" data-passkey-sign-in>
+      ${hint ? html`<p class="hint">${hint}</p>` : ''}
+      <input type="hidden" name="csrf_token" value="${csrfToken}">
+      <input type="hidden" name="response" value="">
+      <button type="button" class="secondary" data-passkey-start>${label}</button>
+      <p class="error" role="alert" data-passkey-error hidden></p>
+    </form>`
+}
+
+/** The step after the password for an administrator who must use a passkey (PASSKEYS_REQUIRED_FOR). */
+export function passkeyStepPage(opts: { csrfToken: string; error?: string }): string {
+  return layout(
+    { title: 'Passkey', passkeyScripts: true },
+    html`<main class="narrow">
+    <h1>Passkey</h1>
+    <p class="hint">Confirm the sign-in with your passkey: your device asks for your fingerprint, face or PIN.</p>
+    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${passkeySignInForm(opts.csrfToken, 'Use my passkey')}
+    <p class="hint"><a href="/dashboard/login">Start again</a></p>
+  </main>`,
+  )
+}
+
+export interface PasskeyListItem {
+  id: number
+  name: string
+  created_at: number
+  last_used_at: number | null
+  backed_up: boolean
+}
+
+/** The signed-in account's passkeys: add one (the browser's authenticator), remove one. */
+export function passkeysPage(
+  session: { viewer: Viewer; csrfToken: string },
+  passkeys: PasskeyListItem[],
+  opts: { notice?: string; error?: string; available: boolean },
+): string {
+  const when = (ms: number | null) =>
+    ms === null ? 'never' : new Date(ms).toISOString().slice(0, 16).replace('T', ' ')
+  const list =
+    passkeys.length === 0
+      ? html`<p class="empty">No passkeys yet.</p>`
+      : html`<table class="passkeys">
+        <thead><tr><th>Name</th><th>Added (UTC)</th><th>Last used (UTC)</th><th>Synced</th><th></th></tr></thead>
+        <tbody>${passkeys.map(
+          (
+            p,
+          ) => html`<tr data-passkey="${p.id}"><td>${p.name}</td><td>${when(p.created_at)}</td><td>${when(p.last_used_at)}</td><td>${p.backed_up ? 'yes' : 'no'}</td>
+            <td><form method="post" action="/dashboard/passkeys/${p.id}/delete">
+              <input type="hidden" name="csrf_token" value="${session.csrfToken}">
+              <button type="submit" class="link" aria-label="Remove ${p.name}">Remove</button>
+            </form></td></tr>`,
+        )}</tbody>
+      </table>`
+  const add = opts.available
+    ? html`<form method="post" action="/dashboard/passkeys" class="stack passkey" data-passkey-register>
+      <input type="hidden" name="csrf_token" value="${session.csrfToken}">
+      <input type="hidden" name="response" value="">
+      <label>Name <input name="name" maxlength="100" placeholder="Work laptop"></label>
+      <button type="button" data-passkey-start>Add a passkey</button>
+      <p class="error" role="alert" data-passkey-error hidden></p>
+    </form>`
+    : html`<p class="hint">Passkeys are off on this service (no WEBAUTHN_RP_ID).</p>`
+  return layout(
+    { title: 'Passkeys', session, passkeyScripts: true },
+    html`<main class="narrow">
+    <nav class="crumbs"><a href="/dashboard">Events</a></nav>
+    <h1>Passkeys</h1>
+    <p class="hint">A passkey signs you in with your device's fingerprint, face or PIN instead of a password and code, and cannot be used on a look-alike site.</p>
+    ${opts.notice ? html`<p class="notice" role="status">${opts.notice}</p>` : ''}
+    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${list}
+    ${add}
   </main>`,
   )
 }
@@ -111,7 +202,7 @@ export function totpStepPage(opts: { csrfToken: string; error?: string }): strin
       </label>
       <button type="submit">Verify</button>
     </form>
-    <p class="hint"><a href="/dashboard/login">Start again</a></p>
+    <p class="hint"><a href="/dashboard/login/passkey">Use a passkey instead</a> · <a href="/dashboard/login">Start again</a></p>
   </main>`,
   )
 }

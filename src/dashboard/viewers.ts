@@ -32,8 +32,8 @@ export interface DashboardAccount {
   secondStep: SecondStep | null
 }
 
-/** What a sign-in asks after the password: a TOTP code (passkeys would be another step here). */
-export type SecondStep = 'totp'
+/** What a sign-in asks after the password: a TOTP code, or a passkey (PASSKEYS_REQUIRED_FOR). */
+export type SecondStep = 'totp' | 'passkey'
 
 /**
  * The accounts a sign-in name may belong to, one slot per kind: dashboard users by username,

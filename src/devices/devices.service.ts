@@ -1,6 +1,11 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
-import { storedGrant, updatePasswordHash } from '../identities/identities.store.js'
+import {
+  findOperatorAtEvent,
+  findOperatorSignIn,
+  storedGrant,
+  updatePasswordHash,
+} from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import { MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -16,8 +21,6 @@ import type { TokenService } from '../tokens/token.service.js'
 import {
   deleteSession,
   findActiveDevice,
-  findOperatorAtEvent,
-  findOperatorByEmail,
   findSession,
   findSessionOperator,
   getDevice,
@@ -199,7 +202,7 @@ export class DeviceService {
       slots: [
         {
           backoffKey: passwordBudget('operator', input.email),
-          find: () => findOperatorByEmail(db, input.email),
+          find: () => findOperatorSignIn(db, input.email),
           storeHash: (u, hash) => updatePasswordHash(db, 'operator', u.id, hash),
         },
       ],

@@ -115,24 +115,6 @@ export async function setDeviceOperator(db: Db, id: number, operatorId: number):
   await db.updateTable('devices').set({ operator_id: operatorId }).where('id', '=', id).execute()
 }
 
-/** The operator with this id when it belongs to `eventId`. */
-export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
-  return db
-    .selectFrom('users')
-    .select(['id', 'event_id'])
-    .where('id', '=', id)
-    .where('event_id', '=', eventId)
-    .executeTakeFirst()
-}
-
-export async function findOperatorByEmail(db: Db, email: string) {
-  return db
-    .selectFrom('users')
-    .select(['id', 'email', 'password_hash', 'event_id', 'mode', 'permissions'])
-    .where('email', '=', email.trim().toLowerCase())
-    .executeTakeFirst()
-}
-
 export async function findSession(db: Db, userId: number) {
   return db
     .selectFrom('operator_sessions')

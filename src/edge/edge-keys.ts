@@ -40,8 +40,8 @@ async function edgeKey(key: KeyObject): Promise<EdgeKey> {
 
 /**
  * The signing key: EDGE_SIGNING_KEY when set; otherwise outside production one generated into
- * DATA_DIR/edge-key.pem (mode 0600) with a warning, as for the JWT secret. In production without it the
- * service runs without ticket codes (a warning says so) rather than refusing to start.
+ * DATA_DIR/edge-key.pem (mode 0600) with a warning, as for the JWT secret. Production refuses to start
+ * without it (config.ts); a configuration built by hand without it runs without ticket codes, warned.
  */
 function resolveSigningKey(config: Config, log: Pick<FastifyBaseLogger, 'warn'>): KeyObject | undefined {
   if (config.EDGE_SIGNING_KEY) return config.EDGE_SIGNING_KEY

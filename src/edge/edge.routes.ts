@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { type Static, Type } from 'typebox'
 import { CompanyTicketIdParams, TicketCode } from '../partner/partner.schemas.js'
-import { PARTNER_RATE_LIMIT, partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { ForbiddenError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
@@ -11,7 +11,7 @@ import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { EdgeService, type EdgeServiceDeps, FEED_PAGE_SIZE, type SnapshotPage } from './edge.service.js'
 
-export interface EdgeRoutesDeps extends EdgeServiceDeps {
+export interface EdgeRoutesDeps extends EdgeServiceDeps, Pick<PartnerAuthDeps, 'partnerRateLimit'> {
   tokens: TokenService
 }
 
@@ -193,7 +193,6 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
   app.post(
     '/companies/transfer/:company_ticket_id/reissue',
     {
-      config: perMinute(PARTNER_RATE_LIMIT),
       ...write,
       schema: {
         tags: ['partner'],

@@ -1,7 +1,7 @@
 import { promisify } from 'node:util'
 import { brotliCompress, constants, gzip } from 'node:zlib'
 import { LRUCache } from 'lru-cache'
-import { eventExists } from '../events/events.store.js'
+import { eventExists, feedPosition } from '../events/events.store.js'
 import type { Partner } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -16,7 +16,6 @@ import { type ColumnsPage, columnsPage } from './feed-columns.js'
 import {
   type FeedRow,
   feedPage,
-  feedPosition,
   findTransferForReissue,
   replaceCode,
   ticketsAfter,
@@ -233,8 +232,8 @@ export class EdgeService {
   /** A new code for a partner's transfer; the previous versions are revoked. A used ticket keeps its code. */
   async reissue(partner: Partner, companyTicketId: string) {
     const { db, codes, clock } = this.deps
-    const t = await findTransferForReissue(db, partner.eventId, companyTicketId)
-    if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
+    const t = await findTransferForReissue(db, partner.partnerId, companyTicketId)
+    if (!t) throw new NotFoundError('No transfer with this company_ticket_id')
     if (!codes.enabled) throw new ServiceUnavailableError('The service has no edge signing key')
     const used = () =>
       new ConflictError('A used ticket keeps its code', 'already_used', {

@@ -1,3 +1,4 @@
+import { nextFeedSeq } from '../events/events.store.js'
 import type { Db } from '../platform/db/database.js'
 
 const FEED_COLUMNS = [
@@ -43,18 +44,12 @@ export function ticketsAfter(db: Db, eventId: number, afterId: number, limit: nu
     .execute()
 }
 
-/** The event's current feed position, or undefined when there is no such event. */
-export async function feedPosition(db: Db, eventId: number): Promise<number | undefined> {
-  const r = await db.selectFrom('events').select('feed_seq').where('id', '=', eventId).executeTakeFirst()
-  return r === undefined ? undefined : Number(r.feed_seq)
-}
-
-export function findTransferForReissue(db: Db, eventId: number, companyTicketId: string) {
+export function findTransferForReissue(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
     .select(['t.id', 't.uid', 'tt.uid as ticket_uid', 'tt.ticket_date', 't.code_version', 't.used_timestamp'])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }
@@ -80,22 +75,6 @@ export async function replaceCode(
     await markChanged(tx, t.id, t.eventId)
     return true
   })
-}
-
-/**
- * The next position in an event's sync feed. The UPDATE also locks the event's row until the caller's
- * transaction ends, so positions become visible in the order they were handed out and a scanner's
- * cursor never passes a change that commits later. Call it last in a transaction (after its other row
- * locks) so that every transaction takes the locks in the same order.
- */
-export async function nextFeedSeq(tx: Db, eventId: number): Promise<number> {
-  const r = await tx
-    .updateTable('events')
-    .set((eb) => ({ feed_seq: eb('feed_seq', '+', 1) }))
-    .where('id', '=', eventId)
-    .returning('feed_seq')
-    .executeTakeFirstOrThrow()
-  return Number(r.feed_seq)
 }
 
 /** Moves a changed transfer to the end of its event's sync feed (last in the transaction, as above). */

@@ -67,3 +67,39 @@ export async function upsertEvent(
     .execute()
   return id
 }
+
+/** The event's current feed position, or undefined when there is no such event. */
+export async function feedPosition(db: Db, eventId: number): Promise<number | undefined> {
+  const r = await db.selectFrom('events').select('feed_seq').where('id', '=', eventId).executeTakeFirst()
+  return r === undefined ? undefined : Number(r.feed_seq)
+}
+
+/**
+ * The next position in an event's sync feed. The UPDATE also locks the event's row until the caller's
+ * transaction ends, so positions become visible in the order they were handed out and a scanner's
+ * cursor never passes a change that commits later. Call it last in a transaction (after its other row
+ * locks) so that every transaction takes the locks in the same order.
+ */
+export async function nextFeedSeq(tx: Db, eventId: number): Promise<number> {
+  const r = await tx
+    .updateTable('events')
+    .set((eb) => ({ feed_seq: eb('feed_seq', '+', 1) }))
+    .where('id', '=', eventId)
+    .returning('feed_seq')
+    .executeTakeFirstOrThrow()
+  return Number(r.feed_seq)
+}
+
+/**
+ * `n` consecutive positions in an event's sync feed (a batch of new transfers), locking the event's
+ * row as nextFeedSeq does; answers the first of them.
+ */
+export async function reserveFeedSeqs(tx: Db, eventId: number, n: number): Promise<number> {
+  const r = await tx
+    .updateTable('events')
+    .set((eb) => ({ feed_seq: eb('feed_seq', '+', n) }))
+    .where('id', '=', eventId)
+    .returning('feed_seq')
+    .executeTakeFirstOrThrow()
+  return Number(r.feed_seq) - n + 1
+}

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { TicketCode } from '../partner/partner.schemas.js'
-import { PARTNER_RATE_LIMIT } from '../partner/partner-auth.js'
+import { PARTNER_ADDRESS_RATE_LIMIT } from '../partner/partner-auth.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -13,7 +13,7 @@ export interface HolderRoutesDeps extends HolderServiceDeps {
 }
 
 /** decisions.md §3: holder endpoints share the partner limit. */
-const HOLDER_RATE_LIMIT = PARTNER_RATE_LIMIT
+const HOLDER_RATE_LIMIT = PARTNER_ADDRESS_RATE_LIMIT
 const bearer = [{ OAuth2PasswordBearer: [] }]
 
 const Ticket = Type.Object({

@@ -106,3 +106,90 @@ export async function claimLink(db: Db, linkId: number, eventId: number, custome
     return true
   })
 }
+
+/**
+ * The open link of an address in an event, created when missing. The upsert also takes the link's row
+ * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
+ */
+export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
+  const r = await db
+    .insertInto('holder_links')
+    .values({ event_id: eventId, email, created_at: now, updated_at: now })
+    .onConflict((oc) =>
+      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
+    )
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  return r.id
+}
+
+/**
+ * The open links of many addresses of an event (each created when missing), by address, in one
+ * statement per 200 addresses; give the addresses sorted, so concurrent batches lock links in the
+ * same order.
+ */
+export async function openLinks(db: Db, eventId: number, emails: string[], now: number) {
+  const links = new Map<string, number>()
+  for (let i = 0; i < emails.length; i += 200) {
+    const rows = await db
+      .insertInto('holder_links')
+      .values(
+        emails
+          .slice(i, i + 200)
+          .map((email) => ({ event_id: eventId, email, created_at: now, updated_at: now })),
+      )
+      .onConflict((oc) =>
+        oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
+      )
+      .returning(['id', 'email'])
+      .execute()
+    for (const r of rows) links.set(r.email, r.id)
+  }
+  return links
+}
+
+/** Holds a link's row for the rest of the transaction (the transfer mail's grouping); null when gone. */
+export async function holdLink(tx: Db, linkId: number, now: number) {
+  const link = await tx
+    .updateTable('holder_links')
+    .set({ updated_at: now })
+    .where('id', '=', linkId)
+    .returning(['email', 'event_id'])
+    .executeTakeFirst()
+  return link ?? null
+}
+
+/** Stores the hash of a claim token mailed for a link. */
+export async function insertLinkToken(tx: Db, linkId: number, tokenHash: string, now: number): Promise<void> {
+  await tx
+    .insertInto('holder_link_tokens')
+    .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
+    .execute()
+}
+
+/** Drops a claim token (its mail was never sent). */
+export async function deleteLinkToken(tx: Db, tokenHash: string): Promise<void> {
+  await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+}
+
+/**
+ * Deletes up to `limit` claim-link tokens made before `before` whose link was claimed (the tickets are
+ * in the claimer's account); the token of a link nobody claimed yet stays, however old. Returns how many.
+ */
+export async function pruneClaimedLinkTokens(db: Db, before: number, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('holder_link_tokens')
+    .where(
+      'token_hash',
+      'in',
+      db
+        .selectFrom('holder_link_tokens as k')
+        .innerJoin('holder_links as l', 'l.id', 'k.link_id')
+        .select('k.token_hash')
+        .where('k.created_at', '<', before)
+        .where('l.claimed_at', 'is not', null)
+        .limit(limit),
+    )
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
+}

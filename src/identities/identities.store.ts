@@ -1,4 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
+import { customerExists } from '../consumers/consumers.store.js'
 import { type Db, upsertById } from '../platform/db/database.js'
 import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
@@ -86,8 +87,7 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
       return r ? networkManagerGrant(r) : null
     }
     case 'consumer': {
-      const r = await db.selectFrom('customers').select(['id']).where('id', '=', id).executeTakeFirst()
-      return r ? consumerGrant(r) : null
+      return (await customerExists(db, id)) ? consumerGrant({ id }) : null
     }
     default:
       return null
@@ -370,4 +370,23 @@ export async function upsertOperator(
 /** An operator's id by (lower-case) e-mail. */
 export async function findOperatorByEmail(db: Db, email: string) {
   return db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
+}
+
+/** The operator with this id when it belongs to `eventId`. */
+export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
+  return db
+    .selectFrom('users')
+    .select(['id', 'event_id'])
+    .where('id', '=', id)
+    .where('event_id', '=', eventId)
+    .executeTakeFirst()
+}
+
+/** An operator's sign-in record (the device login's operator step). */
+export async function findOperatorSignIn(db: Db, email: string) {
+  return db
+    .selectFrom('users')
+    .select(['id', 'email', 'password_hash', 'event_id', 'mode', 'permissions'])
+    .where('email', '=', email.trim().toLowerCase())
+    .executeTakeFirst()
 }

@@ -1,10 +1,10 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { insertCustomer } from '../consumers/consumers.store.js'
+import { customersWithProvenEmail, insertCustomer } from '../consumers/consumers.store.js'
 import { consumerGrant } from '../identities/grants.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
-import { findCustomerByProvenEmail, findLinkedCustomer, insertIdentity, touchIdentity } from './idp.store.js'
+import { findLinkedCustomer, insertIdentity, linkedToIssuer, touchIdentity } from './idp.store.js'
 import type { IdpVerifier, ProviderIdentity } from './idp.verifier.js'
 
 export interface IdpLoginDeps {
@@ -13,6 +13,17 @@ export interface IdpLoginDeps {
   tokens: TokenService
   audit: AuditLog
   verifier: IdpVerifier
+}
+
+/**
+ * The oldest consumer with this proven e-mail address that has no other account of the same provider
+ * linked. Self-asserted addresses never match: otherwise anyone could register with a victim's address
+ * and be handed the victim's provider sign-in.
+ */
+async function consumerByProvenEmail(db: Db, email: string, issuer: string): Promise<number | null> {
+  const candidates = await customersWithProvenEmail(db, email)
+  const taken = await linkedToIssuer(db, candidates, issuer)
+  return candidates.find((id) => !taken.has(id)) ?? null
 }
 
 /**
@@ -31,7 +42,7 @@ async function linkOrCreate(deps: IdpLoginDeps, who: ProviderIdentity): Promise<
     }
     try {
       return await db.transaction().execute(async (tx) => {
-        const byEmail = who.emailVerified ? await findCustomerByProvenEmail(tx, who.email!, who.issuer) : null
+        const byEmail = who.emailVerified ? await consumerByProvenEmail(tx, who.email!, who.issuer) : null
         const id =
           byEmail ??
           (await insertCustomer(tx, {

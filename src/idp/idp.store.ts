@@ -19,35 +19,27 @@ export async function touchIdentity(db: Db, issuer: string, subject: string, now
     .execute()
 }
 
-/**
- * The oldest consumer with this proven e-mail address that has no other account of the same
- * provider linked. Self-asserted addresses never match: otherwise anyone could register with a
- * victim's address and be handed the victim's provider sign-in.
- */
-export async function findCustomerByProvenEmail(
-  db: Db,
-  email: string,
-  issuer: string,
-): Promise<number | null> {
-  const r = await db
-    .selectFrom('customers')
-    .select('id')
-    .where('email', '=', email)
-    .where('email_self_asserted', '=', 0)
-    .where((eb) =>
-      eb.not(
-        eb.exists(
-          eb
-            .selectFrom('customer_identities')
-            .select('customer_identities.id')
-            .whereRef('customer_identities.customer_id', '=', 'customers.id')
-            .where('customer_identities.issuer', '=', issuer),
-        ),
-      ),
-    )
+/** The issuers of the external accounts linked to a consumer, in the order they were linked. */
+export async function identityIssuers(db: Db, customerId: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('customer_identities')
+    .select('issuer')
+    .where('customer_id', '=', customerId)
     .orderBy('id')
-    .executeTakeFirst()
-  return r?.id ?? null
+    .execute()
+  return rows.map((r) => r.issuer)
+}
+
+/** Of these consumers, those that already have an account of this issuer linked. */
+export async function linkedToIssuer(db: Db, customerIds: number[], issuer: string): Promise<Set<number>> {
+  if (customerIds.length === 0) return new Set()
+  const rows = await db
+    .selectFrom('customer_identities')
+    .select('customer_id')
+    .where('customer_id', 'in', customerIds)
+    .where('issuer', '=', issuer)
+    .execute()
+  return new Set(rows.map((r) => r.customer_id))
 }
 
 export async function insertIdentity(

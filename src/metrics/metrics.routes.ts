@@ -15,12 +15,11 @@ import type { Metrics } from './metrics.js'
  */
 export function instrumentRequests(app: FastifyInstance, metrics: Metrics): void {
   app.addHook('onResponse', (request, reply, done) => {
-    metrics.observeRequest(
-      request.method,
-      request.routeOptions.url ?? 'unmatched',
-      reply.statusCode,
-      reply.elapsedTime / 1000,
-    )
+    const route = request.routeOptions.url ?? 'unmatched'
+    metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000)
+    // Every 429, whoever refused: the per-address limits, an account's back-off, a quota (password
+    // reset e-mails, first syncs). The verify lane answers only 200s; its 429s come through here.
+    if (reply.statusCode === 429) metrics.rateLimitRejections.inc({ route })
     done()
   })
 }

@@ -11,6 +11,7 @@ import {
 } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { sample } from '../../test/helpers/scrape.js'
+import { BACKOFF_POLICY } from '../platform/backoff.js'
 import { ConfigError, loadConfig } from '../platform/config.js'
 import { buildMetricsServer } from './metrics.routes.js'
 
@@ -100,6 +101,28 @@ forEachBackend(
           sample(before, 'wristband_rate_limit_rejections_total', route),
         2,
       )
+    })
+
+    test("an account's back-off refusals (429) are rate-limit rejections too", async () => {
+      const before = await scrape(t)
+      // From a fresh address each time: the per-address limit stays out of it, the account's back-off not.
+      const attempt = (password: string) =>
+        t.request({
+          method: 'POST',
+          url: '/auth/login',
+          payload: { email: 'ev1@example.com', password, role: 'admin' },
+        })
+      for (let i = 0; i <= BACKOFF_POLICY.FREE_FAILURES; i++)
+        assert.equal((await attempt('wrong-password')).statusCode, 401)
+      assert.equal((await attempt('s3cret-pass')).statusCode, 429)
+      const after = await scrape(t)
+      const route = { route: '/auth/login' }
+      assert.equal(
+        sample(after, 'wristband_rate_limit_rejections_total', route) -
+          sample(before, 'wristband_rate_limit_rejections_total', route),
+        1,
+      )
+      t.clock.advance(BACKOFF_POLICY.MAX_LOCK_MS + 1)
     })
 
     test('database errors are counted even when the failing write is swallowed', async () => {

@@ -19,7 +19,7 @@ type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
  *
  * How a feature reports:
  * - tokens: `tokenIssued(type)` per signed token, `tokenVerified(type, outcome)` per check;
- * - rate limit: `rateLimitRejections.inc({ route })` (wired in app.ts);
+ * - rate limit: every 429 answered is counted by route in `instrumentRequests` (metrics.routes.ts);
  * - sign-ins: `passwordChecks.inc()` per password hash checked (wired in app.ts);
  * - mail and SMS: `mailSends.inc({ outcome: 'sent' | 'failed' })`, `smsSends.inc(...)` after each attempt;
  * - webhooks: `webhookDeliveries.inc({ outcome })` after each delivery attempt, and the outbox depth as
@@ -69,25 +69,8 @@ export interface MetricConfig<L extends string> {
   name: `wristband_${string}`
   help: string
   labelNames?: readonly L[]
-}
-
-/** Wraps a mail or SMS transport so that each attempt moves `counter` by its outcome. */
-export function countSends<M, T extends { send(message: M): Promise<void> }>(
-  transport: T,
-  counter: Counter<'outcome'>,
-): T {
-  return {
-    ...transport,
-    async send(message: M) {
-      try {
-        await transport.send(message)
-      } catch (err) {
-        counter.inc({ outcome: 'failed' })
-        throw err
-      }
-      counter.inc({ outcome: 'sent' })
-    },
-  }
+  /** How a cluster's workers' values add up (prom-client's; default sum). */
+  aggregator?: 'sum' | 'min' | 'max' | 'average' | 'first' | 'omit'
 }
 
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
@@ -103,10 +86,27 @@ function inner<K, L, V>(outer: Map<K, Map<L, V>>, key: K): Map<L, V> {
   return map
 }
 
-export function createMetrics(): Metrics {
+export function createMetrics(build: { version: string } = { version: 'unknown' }): Metrics {
   const registry = new Registry()
   const registers = [registry]
   collectDefaultMetrics({ register: registry })
+  // Gauges that prom-client names like counters, which `promtool check metrics` rightly refuses; each
+  // has a twin without the suffix (nodejs_active_handles, ...), which stays.
+  for (const name of [
+    'nodejs_active_handles_total',
+    'nodejs_active_requests_total',
+    'nodejs_active_resources_total',
+  ])
+    registry.removeSingleMetric(name)
+  // Which release (and Node) each instance runs: during a rolling upgrade, or after a rollback, a
+  // scrape tells the two apart. One series of value 1, the same in every worker.
+  new Gauge({
+    name: 'wristband_build_info',
+    help: 'The release and Node version this instance runs (value 1)',
+    labelNames: ['version', 'node_version'] as const,
+    aggregator: 'max',
+    registers,
+  }).set({ version: build.version, node_version: process.version }, 1)
 
   const httpRequestDuration = new RequestDurations({
     name: 'wristband_http_request_duration_seconds',
@@ -139,7 +139,7 @@ export function createMetrics(): Metrics {
   })
   const rateLimitRejections = new Counter({
     name: 'wristband_rate_limit_rejections_total',
-    help: 'Requests answered 429, by route template',
+    help: 'Requests answered 429 (rate limits, back-off, quotas), by route template',
     labelNames: ['route'] as const,
     registers,
   })

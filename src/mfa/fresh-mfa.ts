@@ -59,19 +59,25 @@ export type ProtectCredentials = (opts?: GuardOptions) => {
  * The guard of the routes that create lasting credentials or accounts, and of `POST /admin/mfa/setup`
  * (decisions of 2026-11-25): `protect(...)`, then, while the calling administrator's MFA is enabled, a
  * fresh `mfa_verified_at` is needed (403 `{"detail", "error": "mfa_required"}`, audited as denied), so
- * a password alone never creates what outlives the session. Other roles, and administrators without
- * MFA (whose first enrolment needs only the password), pass as `protect` lets them.
+ * a password alone never creates what outlives the session. An administrator with a passkey counts as
+ * one whose MFA is on (issue 27). Other roles, and administrators without MFA (whose first enrolment
+ * needs only the password), pass as `protect` lets them.
  */
 export function credentialGuard(deps: {
   db: Db
   tokens: TokenService
   audit: AuditLog
   freshness: MfaFreshness
+  /** Whether the administrator has a passkey: a second factor too, so a password alone adds none. */
+  hasPasskey?: (adminId: number) => Promise<boolean>
 }): ProtectCredentials {
   const whileMfaEnabled: preHandlerAsyncHookHandler = async (request) => {
     const claims = claimsOf(request)
     if (claims.role !== 'admin' || mfaFreshness(claims, deps.freshness) === 'fresh') return
-    if (!(await adminMfaEnabled(deps.db, Number(claims.sub)))) return
+    const adminId = Number(claims.sub)
+    const secondFactor =
+      (await adminMfaEnabled(deps.db, adminId)) || ((await deps.hasPasskey?.(adminId)) ?? false)
+    if (!secondFactor) return
     await deps.audit.record({
       kind: 'mfa_required',
       actor: `admin:${claims.sub}`,

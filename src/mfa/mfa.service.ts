@@ -25,6 +25,11 @@ export interface TotpDeps {
   sealer: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff
+  /**
+   * PASSKEYS_REQUIRED_FOR: throws (403 `passkey_required`) when the administrator must give a passkey
+   * instead of a code.
+   */
+  passkeyPolicy?: (adminId: number, ip: string) => Promise<void>
 }
 
 export interface MfaDeps extends TotpDeps {
@@ -153,6 +158,7 @@ export async function checkTotp(
   ip: string,
   freshMfa: boolean,
 ): Promise<number> {
+  await deps.passkeyPolicy?.(adminId, ip)
   const backoffKey = `mfa:admin:${adminId}`
   await deps.backoff.countAttempt([backoffKey])
   const admin = await findMfaAdmin(deps.db, adminId)

@@ -10,7 +10,8 @@ const DependencyState = Type.Object({
 })
 
 const ReadinessBody = Type.Object({
-  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  /** `degraded`: serving (200), but Redis is down; the service works without it. */
+  status: Type.Union([Type.Literal('ready'), Type.Literal('degraded'), Type.Literal('unavailable')]),
   /** Present while the instance drains after SIGTERM: it still serves, but wants no new traffic. */
   shutting_down: Type.Optional(Type.Literal(true)),
   checks: Type.Object({
@@ -20,6 +21,7 @@ const ReadinessBody = Type.Object({
       reason: Type.Optional(Type.String()),
       pending_migrations: Type.Optional(Type.Array(Type.String())),
     }),
+    data_dir: DependencyState,
     redis: DependencyState,
   }),
 })
@@ -31,6 +33,11 @@ declare module 'fastify' {
      * keeps answering, so a load balancer takes it out of rotation before the listener closes.
      */
     beginDrain(): void
+    /**
+     * The listener has closed (the end of the drain): every answer from now on carries
+     * `connection: close`, so no kept-alive connection is left to be cut.
+     */
+    endKeepAlive(): void
   }
 }
 
@@ -48,18 +55,21 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
       config: perMinute(600),
       schema: {
         tags: ['health'],
-        summary: 'Readiness probe: 200 when the database (and Redis, when configured) answer',
+        summary: 'Readiness probe: 200 while the instance can serve (the database answers and takes writes)',
         description:
-          '503 while the database or a configured Redis is unreachable, or migrations are pending, ' +
-          'and from the moment the instance is told to stop (SIGTERM; `shutting_down` is then true); ' +
-          'the body gives the state of each dependency. GET /health stays the liveness probe.',
+          '503 while the database is unreachable or cannot be written (read-only, disk full: `reason` ' +
+          'says which), DATA_DIR cannot be written, or migrations are pending, and from the moment the ' +
+          'instance is told to stop (SIGTERM; `shutting_down` is then true). Redis down is `degraded`: ' +
+          '200, since the service works without it (rate limits fail open, revocations come from the ' +
+          'database). The body gives the state of each dependency. GET /health stays the liveness probe.',
         response: { 200: ReadinessBody, 503: ReadinessBody, ...errorResponses() },
       },
     },
     async (_request, reply) => {
-      const { ready, checks } = await checkReadiness(deps)
+      const { ready, degraded, checks } = await checkReadiness(deps)
       if (deps.draining()) return reply.code(503).send({ status: 'unavailable', shutting_down: true, checks })
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks })
+      if (!ready) return reply.code(503).send({ status: 'unavailable', checks })
+      return reply.code(200).send({ status: degraded ? 'degraded' : 'ready', checks })
     },
   )
 }

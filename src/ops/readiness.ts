@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { DatabaseHandle } from '../platform/db/database.js'
+import type { StorageHealth } from './storage-health.js'
 
 export type DependencyState =
   | { status: 'up' }
@@ -13,15 +14,19 @@ export interface DatabaseState {
   pending_migrations?: string[]
 }
 
-/** What readiness is checked on: the database and, when configured, Redis. */
+/** What readiness is checked on: the database, DATA_DIR and, when configured, Redis. */
 export interface ReadinessDeps {
   database: DatabaseHandle
+  storage: StorageHealth
   redis?: Redis
 }
 
 export interface Readiness {
+  /** Whether the instance can serve: the database answers and takes writes, DATA_DIR takes files. */
   ready: boolean
-  checks: { database: DatabaseState; redis: DependencyState }
+  /** Ready, but a dependency the service can do without (Redis) is down. */
+  degraded: boolean
+  checks: { database: DatabaseState; data_dir: DependencyState; redis: DependencyState }
 }
 
 // A probe that waits longer than the orchestrator's own timeout tells it nothing.
@@ -42,12 +47,12 @@ function reasonOf(err: unknown): string {
   return e?.code ?? 'unreachable'
 }
 
-async function checkDatabase(database: DatabaseHandle): Promise<DatabaseState> {
+async function checkDatabase(database: DatabaseHandle, storage: StorageHealth): Promise<DatabaseState> {
   try {
-    const pending = await withTimeout(
+    const [pending, readOnly] = await withTimeout(
       (async () => {
         await database.ping()
-        return database.pendingMigrations()
+        return Promise.all([database.pendingMigrations(), database.readOnly()])
       })(),
     )
     if (pending.length > 0)
@@ -57,6 +62,14 @@ async function checkDatabase(database: DatabaseHandle): Promise<DatabaseState> {
         reason: 'migrations_pending',
         pending_migrations: pending,
       }
+    if (readOnly) {
+      storage.report({ code: database.dialect === 'sqlite' ? 'SQLITE_READONLY' : '25006' }, database.name)
+      return { status: 'down', dialect: database.dialect, reason: 'read_only' }
+    }
+    // A write that failed a moment ago (a full disk shows itself no other way on PostgreSQL).
+    const failed = storage.recent()
+    if (failed && failed.path === database.name)
+      return { status: 'down', dialect: database.dialect, reason: failed.problem }
     return { status: 'up', dialect: database.dialect, pending_migrations: [] }
   } catch (err) {
     return { status: 'down', dialect: database.dialect, reason: reasonOf(err) }
@@ -74,11 +87,27 @@ async function checkRedis(redis: Redis | undefined): Promise<DependencyState> {
   }
 }
 
+async function checkDataDir(storage: StorageHealth): Promise<DependencyState> {
+  const problem = await storage.probeDataDir()
+  if (problem) return { status: 'down', reason: problem }
+  const failed = storage.recent()
+  if (failed && failed.path === storage.dataDir) return { status: 'down', reason: failed.problem }
+  return { status: 'up' }
+}
+
 /**
- * Whether this instance can serve: the database answers and carries every migration this code
- * expects (a restored older backup would not), and Redis answers when it is configured.
+ * Whether this instance can serve: the database answers, takes writes and carries every migration
+ * this code expects (a restored older backup would not), and DATA_DIR takes files. Redis down is
+ * "degraded", not unready: the service works without it (rate limits fail open, revocations are read
+ * from the database), and a balancer that took every instance out over it would take the service down.
  */
 export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
-  const [database, redis] = await Promise.all([checkDatabase(deps.database), checkRedis(deps.redis)])
-  return { ready: database.status === 'up' && redis.status !== 'down', checks: { database, redis } }
+  const [database, data_dir, redis] = await Promise.all([
+    checkDatabase(deps.database, deps.storage),
+    checkDataDir(deps.storage),
+    checkRedis(deps.redis),
+  ])
+  const ready = database.status === 'up' && data_dir.status === 'up'
+  if (ready) deps.storage.healthy()
+  return { ready, degraded: ready && redis.status === 'down', checks: { database, data_dir, redis } }
 }

@@ -94,12 +94,26 @@ describe('GET /ready follows Redis going away and coming back', {
     await stopRedis()
   })
 
-  test('503 while Redis is down, 200 when it is back', async () => {
-    assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
+  test('Redis down is degraded, not unready: 200 naming Redis in the body and the metric; ready when back', async () => {
+    const before = await t.request({ method: 'GET', url: '/ready' })
+    assert.equal(before.statusCode, 200)
+    assert.equal(before.json().status, 'ready')
     await stopRedis()
-    const down = await readyUntil(t, 503)
-    assert.equal(down.json().checks.redis.status, 'down')
+    // A balancer that took every instance out over Redis would take the whole service down with it.
+    const down = await waitFor(
+      async () => {
+        const res = await t.request({ method: 'GET', url: '/ready' })
+        return res.json().checks.redis.status === 'down' && res
+      },
+      10_000,
+      '/ready to see Redis down',
+    )
+    assert.equal(down.statusCode, 200)
+    assert.equal(down.json().status, 'degraded')
     assert.equal(down.json().checks.database.status, 'up')
+    const scraped = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+    assert.equal(sample(scraped.body, 'wristband_dependency_up', { dependency: 'redis' }), 0)
+    assert.equal(sample(scraped.body, 'wristband_dependency_up', { dependency: 'database' }), 1)
     // The service itself keeps answering: rate limits fail open, revocations come from the database.
     assert.equal((await t.request({ method: 'GET', url: '/health' })).statusCode, 200)
     // The client reports each failed reconnection; the first comes after its first back-off.
@@ -114,8 +128,18 @@ describe('GET /ready follows Redis going away and coming back', {
     )
     assert.ok(errors > 0, 'redis errors were not counted')
     await startRedis()
-    const up = await readyUntil(t, 200)
+    const up = await waitFor(
+      async () => {
+        const res = await t.request({ method: 'GET', url: '/ready' })
+        return res.json().status === 'ready' && res
+      },
+      10_000,
+      '/ready to see Redis back',
+    )
+    assert.equal(up.statusCode, 200)
     assert.equal(up.json().checks.redis.status, 'up')
+    const again = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+    assert.equal(sample(again.body, 'wristband_dependency_up', { dependency: 'redis' }), 1)
   })
 })
 

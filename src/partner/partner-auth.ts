@@ -1,24 +1,36 @@
 import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import { apiKeyClaims } from '../api-keys/api-key.credential.js'
-import { findLiveApiKey, touchApiKey } from '../api-keys/api-keys.store.js'
+import {
+  type ApiKeyRecord,
+  assignOwnPartner,
+  findLiveApiKey,
+  touchApiKey,
+} from '../api-keys/api-keys.store.js'
 import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError, UnauthorizedError } from '../platform/errors.js'
+import { perCredential, type RouteLimit } from '../platform/rate-limit.js'
 import { hasScope } from '../tokens/claims.js'
 
-/** The partner behind a request: its API key and the one event the key belongs to. */
+/**
+ * The partner behind a request: its API key, the partner the key belongs to (whose transfers,
+ * receiver and deliveries it reaches, and no other partner's) and the one event of the key.
+ */
 export interface Partner {
   keyId: number
+  partnerId: number
   eventId: number
   eventUid: string
 }
 
 /**
- * decisions.md §3: requests per minute on the partner-facing endpoints (partner, holder, edge,
- * webhooks); it sits beside the partner hooks, which those features import too.
+ * decisions.md §3: requests per minute and address on the partner-facing endpoints (holder; and the
+ * partner, edge and webhook ones for requests without a valid API key, decisions of 2026-11-25); it
+ * sits beside the partner hooks, which those features import too. A valid key counts against its own
+ * limit, PARTNER_RATE_LIMIT.
  */
-export const PARTNER_RATE_LIMIT = 120
+export const PARTNER_ADDRESS_RATE_LIMIT = 120
 
 /** How often last_used_at is refreshed; a write per request would make every call a write. */
 const TOUCH_EVERY_MS = 60_000
@@ -26,6 +38,8 @@ const TOUCH_EVERY_MS = 60_000
 export interface PartnerAuthDeps {
   db: Db
   clock: Clock
+  /** PARTNER_RATE_LIMIT: requests per minute of one API key */
+  partnerRateLimit: number
 }
 
 /**
@@ -37,19 +51,44 @@ export interface PartnerAuthDeps {
 export function partnerAuth(
   deps: PartnerAuthDeps,
   access: 'read' | 'write',
-): { preParsing: preParsingAsyncHookHandler; preHandler: preHandlerAsyncHookHandler } {
+): {
+  config: { rateLimit: RouteLimit }
+  preParsing: preParsingAsyncHookHandler
+  preHandler: preHandlerAsyncHookHandler
+} {
+  // The key of a request, looked up once: by the rate limit (which counts a valid key on its own) and
+  // then by the authentication hook.
+  const found = new WeakMap<FastifyRequest, Promise<ApiKeyRecord | null>>()
+  const keyOf = (request: FastifyRequest): Promise<ApiKeyRecord | null> => {
+    let key = found.get(request)
+    if (key === undefined) {
+      const given = request.headers.api_key
+      key = typeof given === 'string' && given !== '' ? findLiveApiKey(deps.db, given) : Promise.resolve(null)
+      found.set(request, key)
+    }
+    return key
+  }
   return {
+    config: perCredential(PARTNER_ADDRESS_RATE_LIMIT, {
+      name: 'partner',
+      max: deps.partnerRateLimit,
+      of: async (request) => {
+        const key = await keyOf(request)
+        return key ? `api_key:${key.id}` : undefined
+      },
+    }),
     async preParsing(request, _reply, payload) {
       const given = request.headers.api_key
       if (typeof given !== 'string' || given === '') throw new UnauthorizedError('Missing api_key header')
-      const key = await findLiveApiKey(deps.db, given)
+      const key = await keyOf(request)
       if (!key) throw new UnauthorizedError('Invalid API key')
       const event = await findEventSummary(deps.db, key.event_id)
       if (!event) throw new UnauthorizedError('Invalid API key')
       const now = deps.clock.now()
       if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
         await touchApiKey(deps.db, key.id, now)
-      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid }
+      const partnerId = key.partner_id ?? (await assignOwnPartner(deps.db, key, now))
+      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid, partner_id: partnerId }
       return payload
     },
     async preHandler(request) {
@@ -74,6 +113,7 @@ export function partnerOf(request: FastifyRequest): Partner {
   if (c?.type !== 'api_key') throw new UnauthorizedError('Missing api_key header')
   return {
     keyId: Number(c.sub),
+    partnerId: Number(c.partner_id),
     eventId: c.event_ids![0]!,
     eventUid: String(c.event_uid),
   }

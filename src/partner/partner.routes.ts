@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
 import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
-import { perMinute } from '../platform/rate-limit.js'
+import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses } from '../platform/schemas.js'
 import { idempotent } from './idempotency.js'
 import {
@@ -12,6 +12,8 @@ import {
   TicketType,
   TicketTypeList,
   TicketTypeRequest,
+  TransferBatchRequest,
+  TransferBatchResult,
   TransferCreated,
   TransferDetail,
   TransferRequest,
@@ -19,11 +21,13 @@ import {
 import {
   createTicketType,
   createTransfer,
+  createTransfers,
   type PartnerServiceDeps,
   ticketTypesOf,
   transferByCompanyId,
 } from './partner.service.js'
-import { PARTNER_RATE_LIMIT, type Partner, partnerAuth, partnerOf } from './partner-auth.js'
+import { type Partner, type PartnerAuthDeps, partnerAuth, partnerOf } from './partner-auth.js'
+import { TRANSFER_MAIL_JOB, type TransferMailDeps, transferMailJob } from './transfer-mail.js'
 
 const security = [{ APIKeyHeader: [] }]
 
@@ -51,7 +55,16 @@ function checkValues(fields: string[], dateField?: string): preHandlerAsyncHookH
   }
 }
 
-export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = async (app, deps) => {
+export interface PartnerRoutesDeps
+  extends PartnerServiceDeps,
+    Pick<PartnerAuthDeps, 'partnerRateLimit'>,
+    Omit<TransferMailDeps, keyof PartnerServiceDeps> {
+  /** The job queue, which sends the grouped transfer mail (the feature registers its job here). */
+  jobs: JobRunner
+}
+
+export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, deps) => {
+  deps.jobs.register(TRANSFER_MAIL_JOB, transferMailJob(deps))
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
 
@@ -71,7 +84,7 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
   app.post(
     '/companies/ticket',
     {
-      config: perMinute(PARTNER_RATE_LIMIT),
+      config: write.config,
       preParsing: write.preParsing,
       preHandler: [checkValues(['price'], 'ticket_date'), write.preHandler],
       schema: {
@@ -90,7 +103,6 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
   app.get(
     '/companies/tickets',
     {
-      config: perMinute(PARTNER_RATE_LIMIT),
       ...read,
       schema: {
         tags: ['partner'],
@@ -106,14 +118,15 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
   app.post(
     '/companies/transfer',
     {
-      config: perMinute(PARTNER_RATE_LIMIT),
+      config: write.config,
       preParsing: write.preParsing,
       preHandler: [checkValues(['balance', 'promo_balance']), write.preHandler],
       schema: {
         tags: ['partner'],
         summary: 'Send a ticket to a holder by e-mail',
         description:
-          'A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.',
+          'A company_ticket_id this partner already used answers 409 with `"error": "duplicate_company_ticket_id"`; ' +
+          "another partner's identifiers are never compared (partners are isolated).",
         security,
         headers: IdempotencyHeaders,
         body: TransferRequest,
@@ -124,10 +137,38 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerServiceDeps> = asyn
       createdOnce(request, reply, (partner) => createTransfer(deps, partner, request.body)),
   )
 
+  app.post(
+    '/companies/transfers',
+    {
+      // 500 transfers of the largest size; the service-wide BODY_LIMIT_BYTES is for single requests.
+      bodyLimit: 1024 * 1024,
+      ...write,
+      schema: {
+        tags: ['partner'],
+        summary: 'Send up to 500 tickets in one request, each answered on its own',
+        description:
+          'Each transfer is made as by POST /companies/transfer, or answered with the error that call would have ' +
+          'answered (`status` and `error` in its result): one bad transfer does not stop the others. Under one ' +
+          '`Idempotency-Key` the whole batch is made once; a retry gets the same results. Transfers to one ' +
+          'address are grouped into one holder e-mail, as single transfers are.',
+        security,
+        headers: IdempotencyHeaders,
+        body: TransferBatchRequest,
+        response: { 200: TransferBatchResult, ...errorResponses(401, 403, 409) },
+      },
+    },
+    async (request, reply) => {
+      const partner = partnerOf(request)
+      return idempotent(deps, request, reply, partner.keyId, async () => ({
+        status: 200,
+        body: { results: await createTransfers(deps, partner, request.body.transfers) },
+      }))
+    },
+  )
+
   app.get(
     '/companies/transfer/:company_ticket_id',
     {
-      config: perMinute(PARTNER_RATE_LIMIT),
       ...read,
       schema: {
         tags: ['partner'],

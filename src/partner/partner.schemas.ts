@@ -1,5 +1,6 @@
 import { Type } from 'typebox'
 import { LOCAL_DATE_TIME, MAX_AMOUNT } from '../platform/formats.js'
+import { HTTPValidationError } from '../platform/schemas.js'
 
 const strict = { additionalProperties: false } as const
 
@@ -44,22 +45,20 @@ const AdditionalInfo = Type.Object(
   strict,
 )
 
-export const TransferRequest = Type.Object(
-  {
-    event_uid: EventUid,
-    email: Type.String({
-      maxLength: 254,
-      pattern: '^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$',
-      description: 'Holder e-mail address; transfers are grouped by it, compared case-insensitively',
-    }),
-    ticket_uid: Uid32,
-    company_ticket_id: Type.String({ minLength: 1, maxLength: 100 }),
-    balance: Type.Optional(Amount('Balance loaded onto the holder wallet; default 0')),
-    promo_balance: Type.Optional(Amount('Promotional balance; default 0')),
-    additional_info: Type.Optional(AdditionalInfo),
-  },
-  strict,
-)
+const transferFields = {
+  email: Type.String({
+    maxLength: 254,
+    pattern: '^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$',
+    description: 'Holder e-mail address; transfers are grouped by it, compared case-insensitively',
+  }),
+  ticket_uid: Uid32,
+  company_ticket_id: Type.String({ minLength: 1, maxLength: 100 }),
+  balance: Type.Optional(Amount('Balance loaded onto the holder wallet; default 0')),
+  promo_balance: Type.Optional(Amount('Promotional balance; default 0')),
+  additional_info: Type.Optional(AdditionalInfo),
+}
+
+export const TransferRequest = Type.Object({ event_uid: EventUid, ...transferFields }, strict)
 
 export const TicketCode = Type.Union([Type.String(), Type.Null()], {
   description:
@@ -74,6 +73,42 @@ export const TransferCreated = Type.Object({
   status: Type.Literal('TRANSFERRED'),
   created_at: Type.String({ format: 'date-time' }),
   ticket_code: TicketCode,
+})
+
+/** POST /companies/transfers: up to 500 transfers of one event. */
+export const TransferBatchRequest = Type.Object(
+  {
+    event_uid: EventUid,
+    transfers: Type.Array(Type.Object(transferFields, strict), {
+      minItems: 1,
+      maxItems: 500,
+      description: 'The transfers, each as the body of POST /companies/transfer without event_uid',
+    }),
+  },
+  strict,
+)
+
+const ItemError = Type.Object(
+  {
+    detail: Type.Union([Type.String(), HTTPValidationError.properties.detail]),
+    error: Type.Optional(Type.String({ description: 'e.g. duplicate_company_ticket_id' })),
+  },
+  { additionalProperties: true, description: 'The error body POST /companies/transfer would have answered' },
+)
+
+export const TransferBatchResult = Type.Object({
+  results: Type.Array(
+    Type.Object({
+      company_ticket_id: Type.String(),
+      status: Type.Integer({
+        description:
+          '201: made (`transfer`); otherwise the status POST /companies/transfer would have answered (`error`): 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 an invalid amount',
+      }),
+      transfer: Type.Optional(TransferCreated),
+      error: Type.Optional(ItemError),
+    }),
+    { description: 'One result per transfer, in the order sent' },
+  ),
 })
 
 export const TransferDetail = Type.Object({

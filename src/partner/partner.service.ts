@@ -1,18 +1,28 @@
 import { randomBytes } from 'node:crypto'
-import { nextFeedSeq } from '../edge/scan-sync.store.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
+import { nextFeedSeq, reserveFeedSeqs } from '../events/events.store.js'
+import { openLink, openLinks } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
-import { ConflictError, NotFoundError } from '../platform/errors.js'
-import { fromMinorUnits, toMinorUnits } from '../platform/formats.js'
-import { enqueue } from '../platform/jobs/jobs.js'
+import {
+  AppError,
+  ConflictError,
+  errorBody,
+  NotFoundError,
+  ValidationFailed,
+  type ValidationIssue,
+} from '../platform/errors.js'
+import { fromMinorUnits, moneyIssue, toMinorUnits } from '../platform/formats.js'
+import { enqueue, enqueueMany } from '../platform/jobs/jobs.js'
 import {
   findTicketType,
+  findTicketTypes,
   findTransferByCompanyId,
   insertTicketType,
   insertTransfer,
+  insertTransfers,
   listTicketTypes,
-  openLink,
+  usedCompanyTicketIds,
 } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
 import { TRANSFER_MAIL_JOB, type TransferMailPayload } from './transfer-mail.js'
@@ -77,6 +87,81 @@ export interface TransferInput {
   additional_info?: { access_gate?: string; seat_number?: string }
 }
 
+const duplicate = () =>
+  new ConflictError('company_ticket_id has already been used by this partner', 'duplicate_company_ticket_id')
+
+/** The stored row of a new transfer (feed position and link to be set). */
+function transferRow(
+  partner: Partner,
+  uid: string,
+  type: { id: number },
+  input: TransferInput,
+  email: string,
+  now: number,
+  code: { body: string; digest: string } | null,
+) {
+  return {
+    uid,
+    event_id: partner.eventId,
+    partner_id: partner.partnerId,
+    ticket_type_id: type.id,
+    company_ticket_id: input.company_ticket_id,
+    email,
+    balance: toMinorUnits(input.balance ?? 0)!,
+    promo_balance: toMinorUnits(input.promo_balance ?? 0)!,
+    access_gate: input.additional_info?.access_gate ?? null,
+    seat_number: input.additional_info?.seat_number ?? null,
+    created_at: now,
+    code_body: code?.body ?? null,
+    code_digest: code?.digest ?? null,
+  }
+}
+
+/** The 201 answer of a transfer. */
+function transferCreated(
+  uid: string,
+  type: { uid: string },
+  input: TransferInput,
+  email: string,
+  now: number,
+  code: { code: string } | null,
+) {
+  return {
+    transfer_uid: uid,
+    ticket_uid: type.uid,
+    company_ticket_id: input.company_ticket_id,
+    email,
+    status: 'TRANSFERRED' as const,
+    created_at: iso(now),
+    ticket_code: code?.code ?? null,
+  }
+}
+
+/** The first ticket code (version 1) of a new transfer; null without an edge key. */
+const firstCode = (
+  deps: PartnerServiceDeps,
+  partner: Partner,
+  uid: string,
+  type: { uid: string; ticket_date: string },
+  now: number,
+) =>
+  deps.codes.issue({
+    eventId: partner.eventId,
+    transferUid: uid,
+    ticketUid: type.uid,
+    version: 1,
+    issuedAt: now,
+    ticketDate: type.ticket_date,
+  })
+
+/** The grouped e-mail of a link (a pending one with the same dedupe key takes the transfer along). */
+const mailJob = (deps: PartnerServiceDeps, linkId: number, now: number) => ({
+  kind: TRANSFER_MAIL_JOB,
+  payload: { linkId } satisfies TransferMailPayload,
+  runAt: now + deps.mailDelaySeconds * 1000,
+  dedupeKey: `transfer-mail:${linkId}`,
+})
+
 /**
  * Records a transfer, joins it to the open link of its address (lower-cased) and schedules the link's
  * grouped e-mail, all in one transaction. The first transfer of a burst schedules the e-mail; the
@@ -89,63 +174,133 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   const now = clock.now()
   const uid = newUid()
   const email = input.email.trim().toLowerCase()
-  const code = await deps.codes.issue({
-    eventId: partner.eventId,
-    transferUid: uid,
-    ticketUid: type.uid,
-    version: 1,
-    issuedAt: now,
-    ticketDate: type.ticket_date,
-  })
+  const code = await firstCode(deps, partner, uid, type, now)
   try {
     await db.transaction().execute(async (tx) => {
       const linkId = await openLink(tx, partner.eventId, email, now)
       await insertTransfer(tx, {
-        uid,
-        event_id: partner.eventId,
-        ticket_type_id: type.id,
-        company_ticket_id: input.company_ticket_id,
-        email,
-        balance: toMinorUnits(input.balance ?? 0)!,
-        promo_balance: toMinorUnits(input.promo_balance ?? 0)!,
-        access_gate: input.additional_info?.access_gate ?? null,
-        seat_number: input.additional_info?.seat_number ?? null,
+        ...transferRow(partner, uid, type, input, email, now, code),
         link_id: linkId,
-        created_at: now,
-        code_body: code?.body ?? null,
-        code_digest: code?.digest ?? null,
         // Last, after the link's lock: see nextFeedSeq.
         feed_seq: await nextFeedSeq(tx, partner.eventId),
       })
-      await enqueue(tx, now, {
-        kind: TRANSFER_MAIL_JOB,
-        payload: { linkId } satisfies TransferMailPayload,
-        runAt: now + deps.mailDelaySeconds * 1000,
-        dedupeKey: `transfer-mail:${linkId}`,
-      })
+      await enqueue(tx, now, mailJob(deps, linkId, now))
     })
   } catch (err) {
-    if (isUniqueViolation(err))
-      throw new ConflictError(
-        'company_ticket_id has already been used in this event',
-        'duplicate_company_ticket_id',
-      )
+    if (isUniqueViolation(err)) throw duplicate()
     throw err
   }
-  return {
-    transfer_uid: uid,
-    ticket_uid: type.uid,
-    company_ticket_id: input.company_ticket_id,
-    email,
-    status: 'TRANSFERRED' as const,
-    created_at: iso(now),
-    ticket_code: code?.code ?? null,
+  return transferCreated(uid, type, input, email, now, code)
+}
+
+/** Most transfers in one batch request. */
+export const MAX_BATCH_TRANSFERS = 500
+
+/** One transfer of a batch: its 201 answer, or its error as that status's body. */
+export type BatchResult =
+  | { company_ticket_id: string; status: 201; transfer: ReturnType<typeof transferCreated> }
+  | {
+      company_ticket_id: string
+      status: number
+      error: { detail: string | ValidationIssue[]; error?: string }
+    }
+
+const failed = (input: TransferInput, err: AppError): BatchResult => ({
+  company_ticket_id: input.company_ticket_id,
+  status: err.statusCode,
+  error: errorBody(err) as { detail: string | ValidationIssue[]; error?: string },
+})
+
+/**
+ * Up to 500 transfers, each answered on its own: 201 with what POST /companies/transfer answers, or
+ * the error it would have answered (404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 an
+ * amount with more than two decimals). The valid ones are written in one transaction (links locked
+ * in address order, one feed reservation, one e-mail job per link), so 500 transfers cost a few
+ * statements, not 500 transactions. A company_ticket_id taken meanwhile by a concurrent request makes
+ * the batch fall back to one transfer at a time, which answers that one 409.
+ */
+export async function createTransfers(
+  deps: PartnerServiceDeps,
+  partner: Partner,
+  inputs: TransferInput[],
+): Promise<BatchResult[]> {
+  const { db, clock } = deps
+  const results: (BatchResult | undefined)[] = inputs.map((input, i) => {
+    const issues = (['balance', 'promo_balance'] as const).flatMap((f) => {
+      const issue = moneyIssue(f, input[f])
+      return issue ? [{ ...issue, loc: ['body', 'transfers', i, f] }] : []
+    })
+    return issues.length ? failed(input, new ValidationFailed(issues)) : undefined
+  })
+  const types = await findTicketTypes(db, partner.eventId, [...new Set(inputs.map((t) => t.ticket_uid))])
+  const used = await usedCompanyTicketIds(db, partner.partnerId, [
+    ...new Set(inputs.map((t) => t.company_ticket_id)),
+  ])
+  const now = clock.now()
+  const todo: { i: number; input: TransferInput; type: { id: number; uid: string; ticket_date: string } }[] =
+    []
+  inputs.forEach((input, i) => {
+    if (results[i]) return
+    const type = types.get(input.ticket_uid)
+    if (!type) results[i] = failed(input, new NotFoundError('Unknown ticket_uid for this event'))
+    else if (used.has(input.company_ticket_id)) results[i] = failed(input, duplicate())
+    else {
+      used.add(input.company_ticket_id)
+      todo.push({ i, input, type })
+    }
+  })
+  const made = await Promise.all(
+    todo.map(async ({ input, type }) => {
+      const uid = newUid()
+      const code = await firstCode(deps, partner, uid, type, now)
+      return { uid, code, email: input.email.trim().toLowerCase() }
+    }),
+  )
+  try {
+    await db.transaction().execute(async (tx) => {
+      // Links in address order, so two batches lock them in the same order; the feed last (nextFeedSeq).
+      const links = await openLinks(tx, partner.eventId, [...new Set(made.map((m) => m.email))].sort(), now)
+      const first = todo.length ? await reserveFeedSeqs(tx, partner.eventId, todo.length) : 0
+      await insertTransfers(
+        tx,
+        todo.map(({ input, type }, n) => ({
+          ...transferRow(partner, made[n]!.uid, type, input, made[n]!.email, now, made[n]!.code),
+          link_id: links.get(made[n]!.email)!,
+          feed_seq: first + n,
+        })),
+      )
+      await enqueueMany(
+        tx,
+        now,
+        [...links.values()].map((linkId) => mailJob(deps, linkId, now)),
+      )
+    })
+  } catch (err) {
+    if (!isUniqueViolation(err)) throw err
+    for (const { i, input } of todo)
+      results[i] = await createTransfer(deps, partner, input).then(
+        (transfer) => ({ company_ticket_id: input.company_ticket_id, status: 201 as const, transfer }),
+        (e: unknown) => {
+          if (e instanceof AppError && e.statusCode < 500) return failed(input, e)
+          throw e
+        },
+      )
+    return results as BatchResult[]
   }
+  todo.forEach(({ i, input, type }, n) => {
+    const m = made[n]!
+    results[i] = {
+      company_ticket_id: input.company_ticket_id,
+      status: 201,
+      transfer: transferCreated(m.uid, type, input, m.email, now, m.code),
+    }
+  })
+  return results as BatchResult[]
 }
 
 export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, partner: Partner, id: string) {
-  const t = await findTransferByCompanyId(db, partner.eventId, id)
-  if (!t) throw new NotFoundError('No transfer with this company_ticket_id in this event')
+  const t = await findTransferByCompanyId(db, partner.partnerId, id)
+  if (!t) throw new NotFoundError('No transfer with this company_ticket_id')
   return {
     transfer_uid: t.uid,
     event_uid: partner.eventUid,

@@ -1,3 +1,4 @@
+import { deleteLinkToken, holdLink, insertLinkToken } from '../holder/holder.store.js'
 import type { Db } from '../platform/db/database.js'
 import type { TransfersTable } from '../platform/db/schema.js'
 
@@ -26,22 +27,6 @@ export function findTicketType(db: Db, eventId: number, uid: string) {
     .executeTakeFirst()
 }
 
-/**
- * The open link of an address in an event, created when missing. The upsert also takes the link's row
- * lock on PostgreSQL, which orders a transfer against a concurrent claim or grouping e-mail of the link.
- */
-export async function openLink(db: Db, eventId: number, email: string, now: number): Promise<number> {
-  const r = await db
-    .insertInto('holder_links')
-    .values({ event_id: eventId, email, created_at: now, updated_at: now })
-    .onConflict((oc) =>
-      oc.columns(['event_id', 'email']).where('claimed_at', 'is', null).doUpdateSet({ updated_at: now }),
-    )
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  return r.id
-}
-
 export async function insertTransfer(
   db: Db,
   t: Pick<
@@ -59,7 +44,7 @@ export async function insertTransfer(
     | 'created_at'
     | 'code_body'
     | 'code_digest'
-  > & { feed_seq: number },
+  > & { feed_seq: number; partner_id: number },
 ) {
   await db
     .insertInto('transfers')
@@ -67,8 +52,45 @@ export async function insertTransfer(
     .execute()
 }
 
-/** A transfer with what its answers show, looked up by the partner's identifier. */
-export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId: string) {
+/** The ticket types of an event among `uids`, by uid. */
+export async function findTicketTypes(db: Db, eventId: number, uids: string[]) {
+  const rows = uids.length
+    ? await db
+        .selectFrom('ticket_types')
+        .select(['id', 'uid', 'ticket_date'])
+        .where('event_id', '=', eventId)
+        .where('uid', 'in', uids)
+        .execute()
+    : []
+  return new Map(rows.map((r) => [r.uid, r]))
+}
+
+/** Which of `ids` the partner has already used as company_ticket_id. */
+export async function usedCompanyTicketIds(db: Db, partnerId: number, ids: string[]): Promise<Set<string>> {
+  const used = new Set<string>()
+  for (let i = 0; i < ids.length; i += 500) {
+    const rows = await db
+      .selectFrom('transfers')
+      .select('company_ticket_id')
+      .where('partner_id', '=', partnerId)
+      .where('company_ticket_id', 'in', ids.slice(i, i + 500))
+      .execute()
+    for (const r of rows) used.add(r.company_ticket_id)
+  }
+  return used
+}
+
+/** Many transfers in one statement per 100 (the caller's transaction). */
+export async function insertTransfers(db: Db, rows: Parameters<typeof insertTransfer>[1][]) {
+  for (let i = 0; i < rows.length; i += 100)
+    await db
+      .insertInto('transfers')
+      .values(rows.slice(i, i + 100).map((t) => ({ ...t, status: 'TRANSFERRED' })))
+      .execute()
+}
+
+/** A partner's transfer with what its answers show, looked up by the partner's identifier. */
+export function findTransferByCompanyId(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
@@ -88,7 +110,7 @@ export function findTransferByCompanyId(db: Db, eventId: number, companyTicketId
       't.created_at',
       't.code_body',
     ])
-    .where('t.event_id', '=', eventId)
+    .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()
 }
@@ -109,12 +131,7 @@ export async function takeTransfersToMail(
   onLinkHeld: (tx: Db) => Promise<void>,
 ) {
   return db.transaction().execute(async (tx) => {
-    const link = await tx
-      .updateTable('holder_links')
-      .set({ updated_at: now })
-      .where('id', '=', linkId)
-      .returning(['email', 'event_id'])
-      .executeTakeFirst()
+    const link = await holdLink(tx, linkId, now)
     if (!link) return null
     await onLinkHeld(tx)
     const ids = await tx
@@ -125,10 +142,7 @@ export async function takeTransfersToMail(
       .returning('id')
       .execute()
     if (ids.length === 0) return null
-    await tx
-      .insertInto('holder_link_tokens')
-      .values({ token_hash: tokenHash, link_id: linkId, created_at: now })
-      .execute()
+    await insertLinkToken(tx, linkId, tokenHash, now)
     return { link, ids: ids.map((r) => r.id) }
   })
 }
@@ -162,6 +176,6 @@ export async function releaseTakenTransfers(db: Db, ids: number[], takenAt: numb
       .where('id', 'in', ids)
       .where('mailed_at', '=', takenAt)
       .execute()
-    await tx.deleteFrom('holder_link_tokens').where('token_hash', '=', tokenHash).execute()
+    await deleteLinkToken(tx, tokenHash)
   })
 }

@@ -375,14 +375,27 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
     assert.equal(Number(n.n), 1)
   })
 
-  test('partner endpoints allow 120 requests per minute per address', async () => {
-    const headers = { api_key: keys.read, 'x-forwarded-for': '198.51.100.77' }
-    const codes: number[] = []
-    for (let i = 0; i < 121; i++)
-      codes.push((await t.request({ method: 'GET', url: '/companies/tickets', headers })).statusCode)
-    assert.equal(codes.filter((c) => c === 200).length, 120)
-    const last = await t.request({ method: 'GET', url: '/companies/tickets', headers })
-    assert.equal(last.statusCode, 429)
-    assert.equal(last.json().limit, 120)
+  test('requests without a valid key are limited to 120 per minute per address, before the 401', async () => {
+    const headers = { api_key: 'wb_not-a-key', 'x-forwarded-for': '198.51.100.77' }
+    t.clock.freeze()
+    try {
+      const codes: number[] = []
+      for (let i = 0; i < 120; i++)
+        codes.push((await t.request({ method: 'GET', url: '/companies/tickets', headers })).statusCode)
+      assert.deepEqual([...new Set(codes)], [401])
+      const last = await t.request({ method: 'GET', url: '/companies/tickets', headers })
+      assert.equal(last.statusCode, 429)
+      assert.equal(last.json().limit, 120)
+      assert.equal(last.headers['ratelimit-limit'], '120')
+      // A valid key from the same address has its own budget.
+      const valid = await t.request({
+        method: 'GET',
+        url: '/companies/tickets',
+        headers: { ...headers, api_key: keys.read },
+      })
+      assert.equal(valid.statusCode, 200)
+    } finally {
+      t.clock.thaw()
+    }
   })
 })

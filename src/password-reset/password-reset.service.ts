@@ -1,6 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { deleteSessionsOf } from '../dashboard/sessions.store.js'
-import { findAdminByEmail, setAdminPassword } from '../identities/identities.store.js'
+import { findAdminByEmail, findAdminById, setAdminPassword } from '../identities/identities.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -9,11 +8,11 @@ import { GoneError, TooManyRequestsError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
 import { type MailMessage, queueMail } from '../platform/mail.js'
 import { hashPassword } from '../platform/passwords.js'
-import type { TokenService } from '../tokens/token.service.js'
+import type { EndSessions } from '../tokens/authority.js'
 import {
   consumeToken,
   countRequest,
-  findUsableToken,
+  findLiveToken,
   pruneRequests,
   retireTokens,
 } from './password-reset.store.js'
@@ -22,7 +21,8 @@ import { RESET_MAIL_JOB, type ResetMailPayload } from './reset-mail.js'
 export interface PasswordResetDeps {
   db: Db
   clock: Clock
-  tokens: TokenService
+  /** The token authority's: the reset ends every session of the account in its transaction. */
+  endSessions: EndSessions
   audit: AuditLog
   config: Pick<Config, 'PASSWORD_RESET_HOURLY_QUOTA'>
 }
@@ -94,20 +94,22 @@ export async function confirmReset(
     await audit.record({ kind: 'password_reset_completed', ip, outcome: 'failure' })
     return new GoneError(INVALID_LINK)
   }
-  const found = await findUsableToken(db, sha256Hex(token), clock.now())
-  if (!found) throw await invalid()
+  const live = await findLiveToken(db, sha256Hex(token), clock.now())
+  // A link of an administrator removed or disabled since it was sent changes nothing.
+  const admin = live && (await findAdminById(db, live.admin_id))
+  if (!live || !admin) throw await invalid()
+  const found = { id: live.id, admin_id: live.admin_id, email: admin.email }
   const hash = await hashPassword(newPassword)
   const done = await db.transaction().execute(async (tx) => {
     const now = clock.now()
     if (!(await consumeToken(tx, found.id, now))) return false
     await setAdminPassword(tx, found.admin_id, hash, now)
-    await deleteSessionsOf(tx, 'admin', found.admin_id)
+    await deps.endSessions(tx, 'admin', found.admin_id)
     await retireTokens(tx, found.admin_id, now)
     await queueMail(tx, now, passwordChangedMail(found.email))
     return true
   })
   if (!done) throw await invalid()
-  await deps.tokens.revokeSubject('admin', found.admin_id)
   await audit.record({
     kind: 'password_reset_completed',
     actor: `admin:${found.admin_id}`,

@@ -53,16 +53,15 @@ export async function deleteResetToken(db: Db, tokenHash: string): Promise<void>
   await db.deleteFrom('password_reset_tokens').where('token_hash', '=', tokenHash).execute()
 }
 
-/** The live token with this hash whose administrator still exists and is enabled. */
-export async function findUsableToken(db: Db, tokenHash: string, now: number) {
+/** The live (unused, unexpired) token with this hash. Whether its administrator may still reset is the
+ * identities store's to say. */
+export async function findLiveToken(db: Db, tokenHash: string, now: number) {
   return db
-    .selectFrom('password_reset_tokens as t')
-    .innerJoin('administrators as a', 'a.id', 't.admin_id')
-    .select(['t.id', 't.admin_id', 'a.email'])
-    .where('t.token_hash', '=', tokenHash)
-    .where('t.used_at', 'is', null)
-    .where('t.expires_at', '>', now)
-    .where('a.disabled', '=', 0)
+    .selectFrom('password_reset_tokens')
+    .select(['id', 'admin_id'])
+    .where('token_hash', '=', tokenHash)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', now)
     .executeTakeFirst()
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import path from 'node:path'
 import { describe, test } from 'node:test'
+import { PRODUCTION_ENV } from '../../test/helpers/app.js'
 import { ConfigError, loadConfig } from './config.js'
 
 const SECRET = 'x'.repeat(32)
@@ -88,10 +89,37 @@ describe('configuration', () => {
   })
 
   test('NODE_ENV=production refuses to start without JWT_SECRET', () => {
-    const problems = problemsOf({ NODE_ENV: 'production' })
+    const problems = problemsOf({ ...PRODUCTION_ENV })
     assert.equal(problems.length, 1)
     assert.match(problems[0]!, /^JWT_SECRET: required when NODE_ENV=production/)
-    assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: SECRET }).JWT_SECRET, SECRET)
+    assert.equal(loadConfig({ ...PRODUCTION_ENV, JWT_SECRET: SECRET }).JWT_SECRET, SECRET)
+  })
+
+  test('production refuses mail and SMS to the outbox unless told MAIL_TRANSPORT=outbox, and a missing EDGE_SIGNING_KEY', () => {
+    const problems = problemsOf({ NODE_ENV: 'production', JWT_SECRET: SECRET })
+    assert.equal(problems.length, 3, problems.join('\n'))
+    assert.match(problems[0]!, /^SMTP_URL: required when NODE_ENV=production \(or MAIL_TRANSPORT=outbox/)
+    assert.match(problems[1]!, /^SMS_WEBHOOK_URL: required when NODE_ENV=production/)
+    assert.match(problems[2]!, /^EDGE_SIGNING_KEY: required when NODE_ENV=production/)
+    const EDGE_SIGNING_KEY = PRODUCTION_ENV.EDGE_SIGNING_KEY!
+    // Real transports, or the files asked for by name.
+    const withTransports = {
+      NODE_ENV: 'production',
+      JWT_SECRET: SECRET,
+      EDGE_SIGNING_KEY,
+      SMTP_URL: 'smtp://mail.example.com:587',
+      SMS_WEBHOOK_URL: 'https://sms.example.com/send',
+    }
+    assert.equal(loadConfig(withTransports).SMTP_URL, 'smtp://mail.example.com:587')
+    assert.equal(loadConfig({ ...PRODUCTION_ENV, JWT_SECRET: SECRET }).MAIL_TRANSPORT, 'outbox')
+    // SMTP alone still leaves SMS to a folder nobody reads.
+    assert.match(
+      problemsOf({ ...withTransports, SMS_WEBHOOK_URL: '' })[0]!,
+      /^SMS_WEBHOOK_URL: required when NODE_ENV=production/,
+    )
+    assert.match(problemsOf({ MAIL_TRANSPORT: 'smtp' })[0]!, /^MAIL_TRANSPORT: smtp needs SMTP_URL/)
+    // Outside production the outbox stays the silent default.
+    assert.equal(loadConfig({}).MAIL_TRANSPORT, undefined)
   })
 
   test('a JWT_SECRET (or previous secret) shorter than 32 bytes is refused', () => {

@@ -101,6 +101,27 @@ const secretList: Parser<string[]> = (raw) =>
     .map((s) => s.trim())
     .filter(Boolean)
 
+/** A WebAuthn RP ID: a host name (no scheme, port or path), never an IP address. */
+const rpId: Parser<string> = (raw) => {
+  const v = raw.trim().toLowerCase()
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(v) || isIP(v) !== 0)
+    throw new Error(`must be a host name such as example.com (no scheme, port or IP address), got "${raw}"`)
+  return v
+}
+
+/** Origins as browsers send them: scheme, host and port only. */
+const originList: Parser<string[]> = (raw) =>
+  secretList(raw).map((o) => {
+    let u: URL
+    try {
+      u = new URL(o)
+    } catch {
+      throw new Error(`must be origins such as https://example.com, got "${o}"`)
+    }
+    if (u.origin !== o.replace(/\/$/, '')) throw new Error(`must be origins (no path), got "${o}"`)
+    return u.origin
+  })
+
 /**
  * An Ed25519 key as PKCS#8/SPKI PEM or the base64 body of one (a PEM's newlines are awkward in an
  * environment variable). Private keys are tried first; `allowPublic` takes public keys too (previous keys
@@ -177,7 +198,7 @@ export const settings = {
   HOST: setting('Address to listen on', '127.0.0.1', text),
   PORT: setting('Port to listen on', '8000', integer(0, 65535)),
   NODE_ENV: setting(
-    '`production` refuses to start without JWT_SECRET',
+    '`production` refuses to start without JWT_SECRET, EDGE_SIGNING_KEY and SMTP_URL / SMS_WEBHOOK_URL (or MAIL_TRANSPORT=outbox)',
     'development',
     oneOf('development', 'production', 'test'),
   ),
@@ -254,11 +275,31 @@ export const settings = {
     '8',
     integer(1, 24 * 30),
   ),
+  PASSKEYS_REQUIRED_FOR: setting(
+    'Administrators who must sign in with a passkey once they have one (password + TOTP refused) and are asked to register one at sign-in until then: `none`, `superadmin`, `admins` (every administrator)',
+    'none',
+    oneOf('none', 'superadmin', 'admins'),
+  ),
+  WEBAUTHN_RP_ID: setting(
+    'The WebAuthn relying party ID passkeys are bound to: the host name of the dashboard (or a parent domain of it); unset outside production: the host of PUBLIC_BASE_URL (`localhost` for an IP address); unset in production: passkeys off (refused at start when PASSKEYS_REQUIRED_FOR or WEBAUTHN_ORIGINS is set)',
+    undefined,
+    rpId,
+  ),
+  WEBAUTHN_ORIGINS: setting(
+    'Comma-separated origins whose pages may register and use passkeys, each on WEBAUTHN_RP_ID or below it, https except for localhost; unset: the origin of PUBLIC_BASE_URL when it is on the RP ID, else https://<RP ID> (outside production also http://localhost:<PORT>)',
+    undefined,
+    originList,
+  ),
   PUBLIC_BASE_URL: setting('Base address used in links sent by e-mail', 'http://127.0.0.1:8000', url),
   SMTP_URL: setting(
     'SMTP server for mail (`smtp://user:pass@host:port`); unset: outbox folder',
     undefined,
     url,
+  ),
+  MAIL_TRANSPORT: setting(
+    '`outbox`: mail and SMS are written as files under DATA_DIR/outbox even when SMTP_URL / SMS_WEBHOOK_URL are set; `smtp`: needs SMTP_URL; unset: SMTP_URL when set, else the outbox (production refuses to start without SMTP_URL and SMS_WEBHOOK_URL unless this is `outbox`)',
+    undefined,
+    oneOf('smtp', 'outbox'),
   ),
   MAIL_FROM: setting('Sender address of outgoing mail', 'wristband <no-reply@wristband.local>', text),
   PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
@@ -309,10 +350,25 @@ export const settings = {
     '5,30,120,600,1800,3600,10800,21600,43200,86400,86400',
     seconds,
   ),
+  PARTNER_RATE_LIMIT: setting(
+    'Requests per minute of one partner API key on the partner endpoints (/companies/*), answered with RateLimit-* headers; requests without a valid key are limited to 120 a minute per address',
+    '6000',
+    integer(1, 1_000_000),
+  ),
   TRANSFER_EMAIL_DELAY_SECONDS: setting(
     'Delay before the grouped transfer e-mail goes out',
     '60',
     integer(0, 86400),
+  ),
+  RETENTION_DAYS: setting(
+    'Days finished jobs, finished webhook deliveries (with their attempts) and the claim-link tokens of claimed links are kept before the hourly retention job deletes them in small batches; revocations and refresh tokens go when they expire, pending deliveries and unclaimed links stay',
+    '90',
+    integer(1, 36_500),
+  ),
+  AUDIT_RETENTION_DAYS: setting(
+    'Days audit rows are kept before the retention job deletes them',
+    '365',
+    integer(1, 36_500),
   ),
   JOBS_POLL_MS: setting(
     'How often background jobs (mail, webhooks) are polled, in milliseconds',
@@ -376,6 +432,10 @@ export type Config = {
   readonly databaseUrl: string
   /** Resolved from NODE_ENV when unset. */
   readonly DEVICE_KEYS_REQUIRED: boolean
+  /** Resolved from PUBLIC_BASE_URL outside production; undefined: passkeys are off. */
+  readonly WEBAUTHN_RP_ID: string | undefined
+  /** Resolved when unset; empty while passkeys are off. */
+  readonly WEBAUTHN_ORIGINS: string[]
 }
 
 export class ConfigError extends Error {
@@ -412,22 +472,73 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Buffer.byteLength(s) < 32)
       problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
-  if (
-    out.OFFLINE_TOKEN_ALG === 'EdDSA' &&
-    out.NODE_ENV === 'production' &&
-    out.EDGE_SIGNING_KEY === undefined
-  )
-    problems.push('OFFLINE_TOKEN_ALG: EdDSA needs EDGE_SIGNING_KEY in production')
+  // Production mistakes that would otherwise go unnoticed: mails counted as sent while they pile up in
+  // a folder, ticket codes and the scanners' key set silently off.
+  if (out.NODE_ENV === 'production' && out.MAIL_TRANSPORT !== 'outbox') {
+    if (out.SMTP_URL === undefined)
+      problems.push(
+        'SMTP_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
+      )
+    if (out.SMS_WEBHOOK_URL === undefined)
+      problems.push(
+        'SMS_WEBHOOK_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
+      )
+  }
+  if (out.MAIL_TRANSPORT === 'smtp' && out.SMTP_URL === undefined)
+    problems.push('MAIL_TRANSPORT: smtp needs SMTP_URL')
+  if (out.NODE_ENV === 'production' && out.EDGE_SIGNING_KEY === undefined)
+    problems.push(
+      "EDGE_SIGNING_KEY: required when NODE_ENV=production (ticket codes and the scanners' key set; generate one with `openssl genpkey -algorithm ed25519`)",
+    )
   if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
     problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
   const dbUrl =
     (out.DATABASE_URL as string | undefined) ?? `sqlite:${path.join(String(out.DATA_DIR), 'wristband.db')}`
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
     problems.push('DATABASE_URL: must start with sqlite: or postgres://')
+  problems.push(...resolveWebAuthn(out))
   if (problems.length > 0) throw new ConfigError(problems)
   // Key-less device sign-in (the specification's) stays the development default only.
   out.DEVICE_KEYS_REQUIRED ??= out.NODE_ENV === 'production'
   return Object.freeze({ ...out, databaseUrl: dbUrl }) as Config
+}
+
+/**
+ * Resolves WEBAUTHN_RP_ID and WEBAUTHN_ORIGINS (in `out`) and answers their problems: passkeys are on
+ * when there is an RP ID; production takes none by default, and refuses to start when passkeys are asked
+ * for (PASSKEYS_REQUIRED_FOR, WEBAUTHN_ORIGINS) without one. Every origin must be on the RP ID (or below
+ * it) and https, except for localhost, or browsers would refuse every ceremony.
+ */
+function resolveWebAuthn(out: Record<string, unknown>): string[] {
+  const problems: string[] = []
+  const base = typeof out.PUBLIC_BASE_URL === 'string' ? new URL(out.PUBLIC_BASE_URL) : undefined
+  const production = out.NODE_ENV === 'production'
+  if (out.WEBAUTHN_RP_ID === undefined && !production && base)
+    out.WEBAUTHN_RP_ID = isIP(base.hostname.replace(/^\[|\]$/g, '')) !== 0 ? 'localhost' : base.hostname
+  const rp = out.WEBAUTHN_RP_ID as string | undefined
+  const asked = out.PASSKEYS_REQUIRED_FOR !== 'none' || out.WEBAUTHN_ORIGINS !== undefined
+  if (rp === undefined) {
+    if (production && asked)
+      problems.push(
+        'WEBAUTHN_RP_ID: required in production when passkeys are on (PASSKEYS_REQUIRED_FOR or WEBAUTHN_ORIGINS is set)',
+      )
+    out.WEBAUTHN_ORIGINS = []
+    return problems
+  }
+  const onRp = (host: string) => host === rp || host.endsWith(`.${rp}`)
+  if (out.WEBAUTHN_ORIGINS === undefined) {
+    const origins = base && onRp(base.hostname) ? [base.origin] : [`https://${rp}`]
+    if (!production && rp === 'localhost' && typeof out.PORT === 'number')
+      origins.push(`http://localhost:${out.PORT}`)
+    out.WEBAUTHN_ORIGINS = [...new Set(origins)]
+  }
+  for (const origin of out.WEBAUTHN_ORIGINS as string[]) {
+    const u = new URL(origin)
+    if (!onRp(u.hostname)) problems.push(`WEBAUTHN_ORIGINS: ${origin} is not on WEBAUTHN_RP_ID ${rp}`)
+    else if (u.protocol !== 'https:' && u.hostname !== 'localhost')
+      problems.push(`WEBAUTHN_ORIGINS: ${origin} must be https (browsers allow http for localhost only)`)
+  }
+  return problems
 }
 
 /** Edit distance (insertions, deletions, substitutions) between two short names. */

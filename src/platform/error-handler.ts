@@ -11,6 +11,7 @@ import {
   ValidationFailed,
   type ValidationIssue,
 } from './errors.js'
+import { storageProblem } from './storage.js'
 import { toValidationIssues } from './validation.js'
 
 function sendValidation(reply: FastifyReply, issues: ValidationIssue[]) {
@@ -20,6 +21,14 @@ function sendValidation(reply: FastifyReply, issues: ValidationIssue[]) {
 /** Sends an error's documented answer: its status, its headers and `errorBody`. */
 export function sendError(reply: FastifyReply, err: AppError) {
   return reply.code(err.statusCode).headers(err.headers).send(errorBody(err))
+}
+
+/**
+ * A dependency's failure rather than the request's: the database unreachable, or storage that takes
+ * no writes (read-only, disk full). Answered 503; nothing was changed.
+ */
+export function isDependencyFailure(err: unknown): boolean {
+  return isUnavailable(err) || storageProblem(err) !== undefined
 }
 
 /** Errors raised by a database driver when the server cannot be reached. */
@@ -100,6 +109,12 @@ function answer(err: FastifyError, request: FastifyRequest, reply: FastifyReply)
   }
   if (isUnavailable(err)) {
     request.log.error({ err }, 'dependency unavailable')
+    return sendError(reply, new ServiceUnavailableError())
+  }
+  // Storage that takes no writes was announced once, naming its path (ops/storage-health.ts): one
+  // line per outage, not one per refused request.
+  if (storageProblem(err) !== undefined) {
+    request.log.debug({ err }, 'storage unavailable')
     return sendError(reply, new ServiceUnavailableError())
   }
   const status = err.statusCode ?? 500

@@ -33,6 +33,11 @@ export const ERROR_CODES = {
     field: 'error',
     when: "the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification",
   },
+  passkey_required: {
+    status: 403,
+    field: 'error',
+    when: 'PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code',
+  },
   username_taken: { status: 409, field: 'error', when: 'the dashboard username exists' },
   already_used: { status: 409, field: 'error', when: 'the ticket was used; `used_timestamp` tells when' },
   concurrent_change: {

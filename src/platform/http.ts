@@ -56,7 +56,10 @@ export function createHttpApp(config: Config, logStream: DestinationStream | und
     bodyLimit: config.BODY_LIMIT_BYTES,
     genReqId: requestId,
     requestIdHeader: false,
-    return503OnClosing: true,
+    // A request that reaches the instance on a connection it accepted before closing its listener is
+    // answered, not turned away with 503 "server is closing" (the drain, docs/operations.md); its
+    // answer carries `connection: close` (server.ts), so the connection ends with it.
+    return503OnClosing: false,
     // A request whose headers and body have not all arrived REQUEST_TIMEOUT_SECONDS after it began is
     // answered 408 and its connection closed: a client trickling a body, or never finishing it, holds
     // a connection for that long at most. It is the server's timeout, so it covers the verify lane
@@ -144,8 +147,6 @@ export interface RateLimitDeps {
   clock: Clock
   redis: Redis | undefined
   config: Pick<Config, 'REDIS_PREFIX' | 'RATE_LIMIT_SYNC_MS'>
-  /** Called for every refused request (the metrics count them). */
-  onRefused: (route: string) => void
   /** Called once per address and route per minute of excess, however many requests it sends (the audit). */
   onLimited: (ip: string, route: string) => void
 }
@@ -172,7 +173,6 @@ export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): R
               config.RATE_LIMIT_SYNC_MS,
             ),
     onExceeded: (ip, route) => {
-      deps.onRefused(route)
       const key = `${ip} ${route}`
       if (recentlyLimited.has(key)) return
       recentlyLimited.set(key, true)

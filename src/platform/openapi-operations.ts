@@ -43,6 +43,79 @@ const MFA_REQUIRED: Record<number, ErrorCase[]> = {
   ],
 }
 
+/** PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it, never a TOTP code. */
+const PASSKEY_REQUIRED: ErrorCase = {
+  code: 'passkey_required',
+  when: 'PASSKEYS_REQUIRED_FOR covers the administrator, who has a passkey: sign in with it at /auth/passkey',
+  detail: 'PASSKEYS_REQUIRED_FOR: this account signs in with its passkey, not with a TOTP code',
+}
+
+// WebAuthn examples (some values shortened; a browser or @simplewebauthn/browser produces the real ones).
+const PASSKEY_FLOW = 'v3yJ0H8k2M1qQ7bL9xW4tZr6uA5sD0fG1hJ2kL3mN4o'
+const CHALLENGE = 'q8Yc2m1Kx0v9bN3rT6wE5uI4oP7aS1dF2gH3jK4lZ5x'
+const CREDENTIAL_ID = 'AX1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v'
+const creationOptions = {
+  rp: { name: 'wristband', id: 'wristband.example.com' },
+  user: { id: 'YWRtaW46MQ', name: 'admin@example.com', displayName: '' },
+  challenge: CHALLENGE,
+  pubKeyCredParams: [
+    { alg: -8, type: 'public-key' },
+    { alg: -7, type: 'public-key' },
+    { alg: -257, type: 'public-key' },
+  ],
+  timeout: 300000,
+  attestation: 'none',
+  excludeCredentials: [],
+  authenticatorSelection: {
+    residentKey: 'preferred',
+    userVerification: 'required',
+    requireResidentKey: false,
+  },
+  extensions: { credProps: true },
+}
+const requestOptions = {
+  rpId: 'wristband.example.com',
+  challenge: CHALLENGE,
+  timeout: 300000,
+  userVerification: 'required',
+}
+const registrationCredential = {
+  id: CREDENTIAL_ID,
+  rawId: CREDENTIAL_ID,
+  type: 'public-key',
+  response: {
+    clientDataJSON:
+      'eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoicThZYzJtMUt4MHY5Yk4zclQ2d0U1dUk0b1A3YVMxZEYyZ0gzaks0bFo1eCIsIm9yaWdpbiI6Imh0dHBzOi8vd3Jpc3RiYW5kLmV4YW1wbGUuY29tIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+    attestationObject: 'o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF',
+    transports: ['internal', 'hybrid'],
+  },
+  clientExtensionResults: { credProps: { rk: true } },
+  authenticatorAttachment: 'platform',
+}
+const authenticationCredential = {
+  id: CREDENTIAL_ID,
+  rawId: CREDENTIAL_ID,
+  type: 'public-key',
+  response: {
+    clientDataJSON:
+      'eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoicThZYzJtMUt4MHY5Yk4zclQ2d0U1dUk0b1A3YVMxZEYyZ0gzaks0bFo1eCIsIm9yaWdpbiI6Imh0dHBzOi8vd3Jpc3RiYW5kLmV4YW1wbGUuY29tIiwiY3Jvc3NPcmlnaW4iOmZhbHNlfQ',
+    authenticatorData: 'SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ',
+    signature:
+      'MEUCIQDx3Xq1y0bQ7pN2aK9sJ4fV6hT8rL1mC5wE0gZ2uI3oYgIgW7vB9nD4kF6jH1sA8qP0tR5eX2cU3yM7lN9oZ4iK6bQ',
+    userHandle: 'YWRtaW46MQ',
+  },
+  clientExtensionResults: {},
+  authenticatorAttachment: 'platform',
+}
+const passkeyExample = {
+  id: 1,
+  name: 'Work laptop',
+  created_at: 1782900000000,
+  last_used_at: null,
+  backed_up: true,
+  transports: ['internal', 'hybrid'],
+}
+
 /** Example values reused across operations, so that one example request leads to the next's answer. */
 const EVENT = 'summer-festival-2026'
 const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
@@ -154,6 +227,42 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
     returns: 'MFA is on; tokens carrying mfa_verified_at',
+    errors: { 403: [PASSKEY_REQUIRED] },
+  },
+  'POST /admin/passkeys/registration/options': {
+    operationId: 'startPasskeyRegistration',
+    returns: 'WebAuthn creation options, and the flow the challenge is bound to',
+    response: { flow: PASSKEY_FLOW, options: creationOptions },
+    errors: MFA_REQUIRED,
+  },
+  'POST /admin/passkeys/registration': {
+    operationId: 'registerPasskey',
+    returns: 'The passkey, stored',
+    request: { flow: PASSKEY_FLOW, name: 'Work laptop', response: registrationCredential },
+    response: passkeyExample,
+    errors: MFA_REQUIRED,
+  },
+  'GET /admin/passkeys': {
+    operationId: 'listPasskeys',
+    returns: "The calling administrator's passkeys",
+    response: [{ ...passkeyExample, last_used_at: 1782901800000 }],
+  },
+  'DELETE /admin/passkeys/{id}': {
+    operationId: 'removePasskey',
+    returns: 'The passkey is removed',
+    response: { message: 'Passkey removed' },
+    errors: MFA_REQUIRED,
+  },
+  'POST /auth/passkey/options': {
+    operationId: 'startPasskeySignIn',
+    returns: 'WebAuthn request options, and the flow the challenge is bound to',
+    response: { flow: PASSKEY_FLOW, options: requestOptions },
+  },
+  'POST /auth/passkey': {
+    operationId: 'signInWithPasskey',
+    returns: 'An access token with a fresh mfa_verified_at and a refresh token',
+    request: { flow: PASSKEY_FLOW, response: authenticationCredential },
+    response: tokenPair,
   },
   'GET /admin/sensitive/ping': {
     operationId: 'pingSensitive',
@@ -228,6 +337,31 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /dashboard/login/code': { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
   'POST /dashboard/login/code': { operationId: 'dashboardLoginCode', returns: 'Signed in' },
+  'GET /dashboard/login/passkey': {
+    operationId: 'getDashboardPasskeyStepPage',
+    returns: 'The passkey step page',
+  },
+  'POST /dashboard/login/passkey/options': {
+    operationId: 'dashboardPasskeySignInOptions',
+    returns: 'WebAuthn request options; the flow is in a cookie',
+  },
+  'POST /dashboard/login/passkey': { operationId: 'dashboardLoginPasskey', returns: 'Signed in' },
+  'GET /dashboard/passkeys': {
+    operationId: 'getDashboardPasskeysPage',
+    returns: "The account's passkeys page",
+  },
+  'POST /dashboard/passkeys/options': {
+    operationId: 'dashboardPasskeyRegistrationOptions',
+    returns: 'WebAuthn creation options; the flow is in a cookie',
+  },
+  'POST /dashboard/passkeys': {
+    operationId: 'dashboardAddPasskey',
+    returns: 'Added: back to the passkeys page',
+  },
+  'POST /dashboard/passkeys/{id}/delete': {
+    operationId: 'dashboardRemovePasskey',
+    returns: 'Removed: back to the passkeys page',
+  },
   'POST /dashboard/logout': { operationId: 'dashboardLogout', returns: 'Signed out' },
   'GET /dashboard': { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
   'GET /dashboard/events/{event_id}': {
@@ -343,12 +477,55 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       409: [
         {
           code: 'duplicate_company_ticket_id',
-          when: 'the company_ticket_id was already used in the event',
-          detail: 'company_ticket_id has already been used in this event',
+          when: 'the company_ticket_id was already used by this partner',
+          detail: 'company_ticket_id has already been used by this partner',
         },
         idempotencyInUse,
       ],
     },
+  },
+  'POST /companies/transfers': {
+    operationId: 'createTransfers',
+    returns:
+      'One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered',
+    request: {
+      event_uid: EVENT,
+      transfers: [
+        { email: 'holder@example.com', ticket_uid: TICKET_UID, company_ticket_id: 'order-1042-1' },
+        {
+          email: 'holder@example.com',
+          ticket_uid: TICKET_UID,
+          company_ticket_id: 'order-1042-2',
+          balance: 20,
+        },
+      ],
+    },
+    response: {
+      results: [
+        {
+          company_ticket_id: 'order-1042-1',
+          status: 201,
+          transfer: {
+            transfer_uid: TRANSFER_UID,
+            ticket_uid: TICKET_UID,
+            company_ticket_id: 'order-1042-1',
+            email: 'holder@example.com',
+            status: 'TRANSFERRED',
+            created_at: AT,
+            ticket_code: TICKET_CODE,
+          },
+        },
+        {
+          company_ticket_id: 'order-1042-2',
+          status: 409,
+          error: {
+            detail: 'company_ticket_id has already been used by this partner',
+            error: 'duplicate_company_ticket_id',
+          },
+        },
+      ],
+    },
+    errors: { 409: [idempotencyInUse] },
   },
   'GET /companies/transfer/{company_ticket_id}': {
     operationId: 'getTransfer',
@@ -516,7 +693,7 @@ export const EXAMPLE_PARAMS: Record<string, string> = {
 }
 
 /** Tags whose operations must carry request (when they take a body) and response examples. */
-export const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth']
+export const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth', 'passkeys']
 
 export const TAG_DESCRIPTIONS: Record<string, string> = {
   partner: 'Ticket partners (API key in the `api_key` header): the ticket catalogue and transfers',
@@ -531,6 +708,7 @@ export const TAG_DESCRIPTIONS: Record<string, string> = {
   'api-keys': 'API keys of ticket partners',
   admin: 'The signed-in administrator',
   mfa: 'Multi-factor authentication (TOTP)',
+  passkeys: "The administrator's passkeys (WebAuthn); sign-in with a passkey is under auth",
   'password-reset': 'Administrator password reset',
   audit: 'Security events',
   dashboard: 'Dashboard users and event figures (JSON)',

@@ -5,6 +5,7 @@ import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
 import { SENT_ERROR_CODES } from './errors.js'
 import { OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+import { releaseVersion } from './version.js'
 
 interface Media {
   schema?: { $ref?: string }
@@ -49,9 +50,9 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     doc = res.json()
   })
 
-  test('OpenAPI 3.1, version 0.1.0, OAuth2 password flow with token URL /auth/login', () => {
+  test('OpenAPI 3.1, the release version, OAuth2 password flow with token URL /auth/login', () => {
     assert.match(doc.openapi, /^3\.1\./)
-    assert.equal(doc.info.version, '0.1.0')
+    assert.equal(doc.info.version, releaseVersion())
     const schemes = Object.values(doc.components.securitySchemes)
     const oauth = schemes.find((s) => s.type === 'oauth2')
     assert.ok(oauth, 'an oauth2 scheme')

@@ -7,6 +7,22 @@ import { TooManyRequestsError } from './errors.js'
 export interface RouteLimit {
   max: number
   windowMs: number
+  /** Limits per credential besides per address: see `perCredential`. */
+  credential?: CredentialLimit
+}
+
+/**
+ * A limit per credential (an API key): `of` names the request's valid credential, or answers
+ * undefined for a request without one (missing, unknown or revoked). A request with a valid credential
+ * counts against `max` of that credential, whatever its address; one without counts against the
+ * route's limit per address. Answers of such routes carry the IETF `RateLimit-Limit`, `-Remaining` and
+ * `-Reset` headers besides `x-ratelimit-*`.
+ */
+export interface CredentialLimit {
+  /** Routes with the same name share one budget per credential (a partner key's, over every partner route). */
+  name: string
+  max: number
+  of: (request: FastifyRequest) => string | undefined | Promise<string | undefined>
 }
 
 declare module 'fastify' {
@@ -31,6 +47,14 @@ export function countedExactly(limit: RouteLimit): boolean {
 /** Route config for a limit of `max` requests per address per minute. */
 export function perMinute(max: number): { rateLimit: RouteLimit } {
   return { rateLimit: { max, windowMs: 60_000 } }
+}
+
+/**
+ * Route config for `credential.max` requests per minute per credential, and `perAddress` per minute
+ * per address for requests without a valid credential.
+ */
+export function perCredential(perAddress: number, credential: CredentialLimit): { rateLimit: RouteLimit } {
+  return { rateLimit: { max: perAddress, windowMs: 60_000, credential } }
 }
 
 /**
@@ -344,9 +368,14 @@ export function applyCount(
   ip: string,
   count: number,
   resetInMs: number,
+  /** Also the IETF `RateLimit-Limit`, `-Remaining` and `-Reset` (routes limited per credential). */
+  ietf = false,
 ): TooManyRequestsError | undefined {
   const headers = rateLimitHeaders(limiter.max, count, resetInMs)
-  for (let i = 0; i < headers.length; i += 2) reply.header(headers[i]!, headers[i + 1])
+  for (let i = 0; i < headers.length; i += 2) {
+    reply.header(headers[i]!, headers[i + 1])
+    if (ietf) reply.header(headers[i]!.slice(2), headers[i + 1])
+  }
   if (count <= limiter.max) return undefined
   limiter.exceeded(ip)
   return new TooManyRequestsError(limiter.max, resetSeconds(resetInMs))
@@ -378,6 +407,7 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
   const { countersFor, onExceeded } = opts
   const routes = new Map<string, RouteLimiter>()
   const stores: CounterStore[] = []
+  const credentialStores = new Map<string, CounterStore>()
   app.addHook('onClose', async () => {
     for (const s of stores) s.stop?.()
   })
@@ -393,18 +423,51 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
     if (!limit) return
     const name = `${String(route.method)} ${route.url}`
     const routeLimiter = make(name, route.url, limit)
-    const { store, windowMs } = routeLimiter
     routes.set(name, routeLimiter)
-    const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-      const ip = request.ip
-      const count = store.hit(ip, windowMs)
-      if (typeof count === 'number') {
-        done(count < 0 ? undefined : applyCount(reply, routeLimiter, ip, count, store.resetInMs))
+    const { credential } = limit
+    // Routes with one credential limit's name share its counters (a partner key's budget spans them).
+    let byCredential: RouteLimiter | undefined
+    if (credential) {
+      let store = credentialStores.get(credential.name)
+      if (!store) {
+        store = countersFor(`credential ${credential.name}`, {
+          max: credential.max,
+          windowMs: limit.windowMs,
+        })
+        credentialStores.set(credential.name, store)
+        stores.push(store)
+      }
+      byCredential = { max: credential.max, windowMs: limit.windowMs, store, exceeded: routeLimiter.exceeded }
+    }
+    const ietf = credential !== undefined
+    /** Counts one request of `key` under `limiter` and answers (done) with its outcome. */
+    const count = (
+      limiter: RouteLimiter,
+      key: string,
+      reply: FastifyReply,
+      ip: string,
+      done: HookHandlerDoneFunction,
+    ) => {
+      const n = limiter.store.hit(key, limiter.windowMs)
+      if (typeof n === 'number') {
+        done(n < 0 ? undefined : applyCount(reply, limiter, ip, n, limiter.store.resetInMs, ietf))
         return
       }
-      count.then(([n, resetInMs]) =>
-        done(n < 0 ? undefined : applyCount(reply, routeLimiter, ip, n, resetInMs)),
-      )
+      n.then(([c, resetInMs]) => done(c < 0 ? undefined : applyCount(reply, limiter, ip, c, resetInMs, ietf)))
+    }
+    const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+      const ip = request.ip
+      if (credential && byCredential) {
+        // A valid credential counts on its own; anything else per address.
+        const limiter = byCredential
+        Promise.resolve(credential.of(request)).then(
+          (id) =>
+            id === undefined ? count(routeLimiter, ip, reply, ip, done) : count(limiter, id, reply, ip, done),
+          (err: Error) => done(err),
+        )
+        return
+      }
+      count(routeLimiter, ip, reply, ip, done)
     }
     const existing = route.onRequest
     route.onRequest =

@@ -89,7 +89,7 @@ export function webhookSmsSender(opts: WebhookSmsOptions): SmsSender & { close()
   }
 }
 
-/** The configured provider: the webhook when SMS_WEBHOOK_URL is set, else the outbox folder. */
+/** The configured provider: the webhook when SMS_WEBHOOK_URL is set (and MAIL_TRANSPORT is not `outbox`), else the outbox folder. */
 export function createSmsSender(
   config: Pick<
     Config,
@@ -98,10 +98,11 @@ export function createSmsSender(
     | 'SMS_WEBHOOK_AUTHORIZATION'
     | 'SMS_WEBHOOK_TIMEOUT_SECONDS'
     | 'SMS_WEBHOOK_RETRIES'
+    | 'MAIL_TRANSPORT'
   >,
   clock: Clock,
 ): SmsSender & { close(): Promise<void> } {
-  if (config.SMS_WEBHOOK_URL)
+  if (config.SMS_WEBHOOK_URL && config.MAIL_TRANSPORT !== 'outbox')
     return webhookSmsSender({
       url: config.SMS_WEBHOOK_URL,
       authorization: config.SMS_WEBHOOK_AUTHORIZATION,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { Agent, request } from 'undici'
-import { nextAddress, STANDARD_SEED, TEST_SECRET } from '../../test/helpers/app.js'
+import { nextAddress, PRODUCTION_ENV, STANDARD_SEED, TEST_SECRET } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 import { wristband } from '../../test/helpers/cli.js'
 import { freePort } from '../../test/helpers/processes.js'
@@ -75,7 +75,7 @@ eachBackend(httpBackends, 'SIGKILL during a burst', (backend) => {
       WEBHOOK_ALLOW_PRIVATE: 'true',
       JOBS_POLL_MS: '50',
       LOG_LEVEL: 'warn',
-      NODE_ENV: 'production',
+      ...PRODUCTION_ENV,
     }
     const seeded = await wristband(['seed', '-'], env, JSON.stringify(STANDARD_SEED))
     assert.equal(seeded.code, 0, seeded.stderr)

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict'
 import { before, describe, test } from 'node:test'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
-import { forEachBackend, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import {
+  forEachBackend,
+  PRODUCTION_ENV,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+} from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 
 /**
@@ -135,7 +141,7 @@ describe('client address: start-up warning', () => {
   const warned = (logs: string[]) => logs.some((l) => /TRUST_PROXY=true/.test(l) && /"level":"warn"/.test(l))
 
   test('TRUST_PROXY=true in production logs a warning at start-up', async () => {
-    const t = await startApp(backend, { NODE_ENV: 'production', TRUST_PROXY: 'true' })
+    const t = await startApp(backend, { ...PRODUCTION_ENV, TRUST_PROXY: 'true' })
     try {
       assert.ok(warned(t.logs), t.logs.join(''))
     } finally {
@@ -144,7 +150,7 @@ describe('client address: start-up warning', () => {
   })
 
   test('the default gives no such warning', async () => {
-    const t = await startApp(backend, { NODE_ENV: 'production' })
+    const t = await startApp(backend, PRODUCTION_ENV)
     try {
       assert.ok(!warned(t.logs), t.logs.join(''))
     } finally {

@@ -178,7 +178,11 @@ forEachBackend(
 )
 
 test('DEVICE_KEYS_REQUIRED defaults to true in production only', () => {
-  const base = { JWT_SECRET: 'x'.repeat(32) }
+  const base = {
+    JWT_SECRET: 'x'.repeat(32),
+    EDGE_SIGNING_KEY: PRODUCTION.EDGE_SIGNING_KEY,
+    MAIL_TRANSPORT: 'outbox',
+  }
   assert.equal(loadConfig({ ...base, NODE_ENV: 'production' }).DEVICE_KEYS_REQUIRED, true)
   assert.equal(loadConfig({ ...base, NODE_ENV: 'development' }).DEVICE_KEYS_REQUIRED, false)
   assert.equal(

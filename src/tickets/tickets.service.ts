@@ -94,14 +94,17 @@ export class TicketsService {
         })
       // Scanners learn of the use through the sync feed.
       await markChanged(tx, t.id, t.event_id)
-      const notified = await queueNotification(tx, now, t.event_id, t.id, {
-        event_uid: t.uid,
-        transfer_uid: transferUid,
-        user_email: t.email,
-        company_ticket_id: t.company_ticket_id,
-        status: 'USED',
-        used_timestamp: usedTimestamp,
-      })
+      // The partner that transferred the ticket is told, and no other.
+      const notified =
+        t.partner_id !== null &&
+        (await queueNotification(tx, now, { eventId: t.event_id, partnerId: t.partner_id }, t.id, {
+          event_uid: t.uid,
+          transfer_uid: transferUid,
+          user_email: t.email,
+          company_ticket_id: t.company_ticket_id,
+          status: 'USED',
+          used_timestamp: usedTimestamp,
+        }))
       return { won, notified }
     })
     if (outcome.notified) this.deps.runDueJobs()

@@ -9,6 +9,7 @@ export function findTransferToUse(db: Db, transferUid: string) {
     .select([
       't.id',
       't.event_id',
+      't.partner_id',
       't.email',
       't.company_ticket_id',
       't.used_at',

@@ -2,11 +2,13 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { AuditLog } from '../audit/audit.store.js'
 import { type EdgeKeys, jwtEdgeOptions } from '../edge/edge-keys.js'
+import type { Role } from '../identities/grants.js'
 import type { Metrics } from '../metrics/metrics.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { JwtCodec } from './jwt.js'
+import { revokeSubject } from './refresh.store.js'
 import { memoryRevocations, type Revocation, type RevocationStore, redisRevocations } from './revocations.js'
 import { TokenService } from './token.service.js'
 
@@ -17,7 +19,21 @@ export interface TokenAuthorityDeps {
   /** Redis when configured: a revocation reaches every instance at once instead of at the next poll. */
   redis: Redis | undefined
   config: Pick<Config, 'REDIS_PREFIX' | 'REVOCATION_POLL_MS'>
+  /**
+   * The sessions other features keep for an account (the dashboard's), ended with its tokens by
+   * `endSessions`; each deletes them in the given transaction and says how many it ended. Given by the
+   * app and the command line alike, so no way of ending sessions forgets one kind.
+   */
+  sessionStores: readonly SessionStore[]
 }
+
+/** Whose sessions: a token role, or a kind of account that has only dashboard sessions. */
+export type SessionKind = Role | 'dashboard_user'
+
+export type SessionStore = (tx: Db, kind: SessionKind, id: number) => Promise<number>
+
+/** The one way to end an account's sessions (see TokenAuthority.endSessions). */
+export type EndSessions = (tx: Db, kind: SessionKind, id: number) => Promise<number>
 
 /** What signing tokens needs besides the authority's own deps: a serving app has it, the command line not. */
 export interface SigningDeps {
@@ -48,6 +64,14 @@ export interface TokenAuthority {
   /** Puts credentials on the revocation list; running instances refuse them from then on. */
   revoke(entries: Revocation[]): Promise<void>
   /**
+   * Ends every session of an account inside the caller's transaction `tx`: its refresh-token families
+   * and the sessions of `sessionStores`. Every one of them is refused through its row from the moment
+   * `tx` commits, by every instance at once, so nothing is left to publish after the commit (issue 25
+   * took refresh tokens off the revocation list). Access tokens already issued lapse within
+   * ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed. Returns how many sessions ended.
+   */
+  endSessions(tx: Db, kind: SessionKind, id: number): Promise<number>
+  /**
    * For a serving app: builds the codec and the token service, and loads the live revocations and
    * follows the feed until `stop`. The command line never calls it (it signs nothing and lives briefly).
    */
@@ -56,7 +80,9 @@ export interface TokenAuthority {
 }
 
 export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
-  const { db, clock, log, redis, config } = deps
+  const { db, clock, log, redis, config, sessionStores } = deps
+  // The serving app's token service (none on the command line): endSessions makes it forget at once.
+  let service: TokenService | undefined
   const revocationDeps = { db, clock, pollMs: config.REVOCATION_POLL_MS, log }
   const revocations = redis
     ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, log)
@@ -64,6 +90,12 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
   return {
     revocations,
     revoke: (entries) => revocations.revoke(entries),
+    async endSessions(tx, kind, id) {
+      let ended = await revokeSubject(tx, kind, id, clock.now())
+      for (const end of sessionStores) ended += await end(tx, kind, id)
+      service?.forgetRefreshChecks()
+      return ended
+    },
     async serve({ secrets, edgeKeys, audit, metrics, config: tokenConfig }) {
       const jwt = new JwtCodec({
         secret: secrets[0]!,
@@ -74,7 +106,16 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
         edge: jwtEdgeOptions(edgeKeys, tokenConfig.OFFLINE_TOKEN_ALG === 'EdDSA'),
       })
       await revocations.start()
-      return new TokenService({ db, jwt, revocations, clock, audit, config: tokenConfig, metrics })
+      service = new TokenService({
+        db,
+        jwt,
+        revocations,
+        clock,
+        audit,
+        config: { ...tokenConfig, REVOCATION_POLL_MS: config.REVOCATION_POLL_MS },
+        metrics,
+      })
+      return service
     },
     stop: () => revocations.stop(),
   }

@@ -40,26 +40,38 @@ export async function markRotated(db: Db, jti: string, now: number): Promise<boo
   return Number(r.numUpdatedRows) === 1
 }
 
-/** Revokes every not-yet-revoked token of a family; returns them for the blocklist. */
-export async function revokeFamily(db: Db, familyId: string, now: number) {
-  return db
+/** Revokes every not-yet-revoked token of a family. */
+export async function revokeFamily(db: Db, familyId: string, now: number): Promise<void> {
+  await db
     .updateTable('refresh_tokens')
     .set({ revoked_at: now })
     .where('family_id', '=', familyId)
     .where('revoked_at', 'is', null)
-    .returning(['jti', 'expires_at'])
     .execute()
 }
 
-/** Revokes every live refresh token of a subject (password reset, disable). */
-export async function revokeSubject(db: Db, kind: string, id: number, now: number) {
-  return db
+/** Revokes every live refresh token of a subject (password reset, disable); returns how many. */
+export async function revokeSubject(db: Db, kind: string, id: number, now: number): Promise<number> {
+  const r = await db
     .updateTable('refresh_tokens')
     .set({ revoked_at: now })
     .where('subject_kind', '=', kind)
     .where('subject_id', '=', id)
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', now)
-    .returning(['jti', 'expires_at'])
-    .execute()
+    .executeTakeFirst()
+  return Number(r.numUpdatedRows)
+}
+
+/** Deletes up to `limit` refresh tokens that expired before `before` (retention); returns how many. */
+export async function pruneExpiredRefresh(db: Db, before: number, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('refresh_tokens')
+    .where(
+      'jti',
+      'in',
+      db.selectFrom('refresh_tokens').select('jti').where('expires_at', '<', before).limit(limit),
+    )
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
 }

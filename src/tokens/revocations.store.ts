@@ -11,13 +11,29 @@ export async function insertRevocations(db: Db, now: number, entries: Revocation
     .execute()
 }
 
-/** The revocations that have not expired at `now`. */
-export function liveRevocations(db: Db, now: number) {
+/** A page of the revocations that have not expired at `now`, in jti order after `afterJti`. */
+export function liveRevocationsPage(db: Db, now: number, afterJti: string, limit: number) {
   return db
     .selectFrom('revoked_tokens')
     .select(['jti', 'expires_at', 'revoked_at'])
     .where('expires_at', '>', now)
+    .where('jti', '>', afterJti)
+    .orderBy('jti')
+    .limit(limit)
     .execute()
+}
+
+/** Deletes up to `limit` revocations that expired before `before` (retention); returns how many. */
+export async function pruneExpiredRevocations(db: Db, before: number, limit: number): Promise<number> {
+  const r = await db
+    .deleteFrom('revoked_tokens')
+    .where(
+      'jti',
+      'in',
+      db.selectFrom('revoked_tokens').select('jti').where('expires_at', '<', before).limit(limit),
+    )
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
 }
 
 /** The newest `revoked_at` of every revocation, expired ones included (undefined when there is none). */

@@ -5,7 +5,7 @@ import type { Db } from '../platform/db/database.js'
 import {
   insertRevocations,
   isRevokedInDb,
-  liveRevocations,
+  liveRevocationsPage,
   newestRevokedAt,
   revocationsSince,
 } from './revocations.store.js'
@@ -17,7 +17,9 @@ export interface Revocation {
 }
 
 /**
- * The jti blocklist. The database is the record (revocations survive restarts of the service and of
+ * The revocation list: API keys, access and offline tokens, devices' offline-token generations. A
+ * rotated or ended refresh token is not on it: its row refuses it (token.service.ts), so the list
+ * grows with what is actually revoked, not with every refresh. The database is the record (revocations survive restarts of the service and of
  * Redis, and every process on the database writes there: the service, the command line). Each
  * instance keeps every live revocation in its own memory, so a look-up is a synchronous map read:
  * it learns revocations written by other processes by reading the database from a cursor every
@@ -46,6 +48,21 @@ export interface RevocationDeps {
  */
 const CURSOR_OVERLAP_MS = 5_000
 
+/** Live revocations are read in pages of this many (start-up, Redis rebuild): no query holds them all. */
+export const REVOCATION_PAGE = 5_000
+
+/** Every live revocation at `now`, page by page. */
+async function eachLivePage(db: Db, now: number, page: (rows: Revocation[]) => void | Promise<void>) {
+  let after = ''
+  for (;;) {
+    const rows = await liveRevocationsPage(db, now, after, REVOCATION_PAGE)
+    if (rows.length === 0) return
+    await page(rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) })))
+    if (rows.length < REVOCATION_PAGE) return
+    after = rows.at(-1)!.jti
+  }
+}
+
 /**
  * Reads the revocations written since the last read, by any process on the database. The cursor is
  * the newest `revoked_at` seen, capped at this instance's clock, so one row dated in the future cannot
@@ -58,13 +75,14 @@ export function revocationCursor(db: Db, clock: Clock) {
     cursor = Math.min(cursor, clock.now())
   }
   return {
-    /** Every live revocation; the cursor starts at the newest. */
-    async all(): Promise<Revocation[]> {
-      const now = clock.now()
-      const rows = await liveRevocations(db, now)
+    /**
+     * Every live revocation, page by page; the cursor starts at the newest `revoked_at` read before the
+     * first page, so what is written while the pages are read comes again from `next`.
+     */
+    async all(page: (rows: Revocation[]) => void): Promise<void> {
       const newest = await newestRevokedAt(db)
-      advance([...rows, { revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
-      return rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
+      await eachLivePage(db, clock.now(), page)
+      advance([{ revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
     },
     /** The revocations written since the previous read (and a few seconds before it). */
     async next(): Promise<Revocation[]> {
@@ -110,7 +128,7 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
     add,
     catchUp,
     async start() {
-      add(await cursor.all())
+      await cursor.all(add)
       poller = setTimeout(poll, pollMs).unref()
       sweeper = setInterval(() => {
         const now = clock.now()
@@ -184,6 +202,7 @@ export function redisRevocations(
   const { db, clock } = deps
   const local = localBlocklist({ ...deps, log })
   const marker = `${prefix}rv:complete`
+  const rebuilding = `${prefix}rv:rebuilding`
   const channel = `${prefix}rv:feed`
   const key = (jti: string) => `${prefix}rv:${jti}`
   // Sent once as a script, then called by its hash (EVALSHA), not as the script's text every time.
@@ -203,22 +222,36 @@ export function redisRevocations(
     return isRevokedInDb(db, jti)
   }
 
-  async function reload() {
+  /**
+   * Copies the database's live revocations into Redis when its completeness marker is missing (Redis
+   * restarted empty, or never filled); a copy that is marked complete is left as it is, so neither a
+   * start-up nor a reconnect rewrites it. One instance of a fleet copies (a lock key); the others, like
+   * this one meanwhile, ask the database in a look-up while the marker is missing. Never awaited by
+   * start-up: the service listens while the copy is made.
+   */
+  async function rebuildIfIncomplete() {
     try {
-      await redis.del(marker)
-      const now = clock.now()
-      const rows = await liveRevocations(db, now)
-      for (let i = 0; i < rows.length; i += 1000) {
-        const p = redis.pipeline()
-        for (const r of rows.slice(i, i + 1000)) p.set(key(r.jti), '1', 'PX', Math.max(1, r.expires_at - now))
-        await p.exec()
+      if ((await redis.exists(marker)) === 1) return
+      if ((await redis.set(rebuilding, '1', 'PX', 120_000, 'NX')) !== 'OK') return
+      try {
+        // Another instance may have finished its copy between the check above and the lock.
+        if ((await redis.exists(marker)) === 1) return
+        const now = clock.now()
+        await eachLivePage(db, now, async (rows) => {
+          const p = redis.pipeline()
+          for (const r of rows) p.set(key(r.jti), '1', 'PX', Math.max(1, r.expiresAt - now))
+          await p.exec()
+        })
+        await redis.set(marker, '1')
+        log.info('revocations copied into redis')
+      } finally {
+        await redis.del(rebuilding)
       }
-      await redis.set(marker, '1')
     } catch (err) {
       log.warn({ err: { message: (err as Error).message } }, 'could not reload revocations into redis')
     }
   }
-  const onReady = () => void reload()
+  const onReady = () => void rebuildIfIncomplete()
 
   // Subscribed first, then caught up from the database: a revocation published before the
   // subscription took effect was written to the database before it was published, so the read sees it.
@@ -256,7 +289,7 @@ export function redisRevocations(
     async start() {
       await local.start()
       redis.on('ready', onReady)
-      if (redis.status === 'ready') await reload()
+      if (redis.status === 'ready') void rebuildIfIncomplete()
       const sub = redis.duplicate({ lazyConnect: true, autoResubscribe: false })
       subscriber = sub
       sub.on('error', () => {

@@ -9,7 +9,7 @@ import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { type Claims, deviceGenerationOf } from './claims.js'
 import type { JwtCodec } from './jwt.js'
-import { findRefresh, insertRefresh, markRotated, revokeFamily, revokeSubject } from './refresh.store.js'
+import { findRefresh, insertRefresh, markRotated, revokeFamily } from './refresh.store.js'
 import type { RevocationStore } from './revocations.js'
 
 export interface TokenResponse {
@@ -35,8 +35,12 @@ export interface TokenServiceDeps {
   config: Pick<
     Config,
     'ACCESS_TOKEN_EXPIRE_MINUTES' | 'REFRESH_TOKEN_EXPIRE_DAYS' | 'OFFLINE_TOKEN_EXPIRE_HOURS'
-  >
+  > &
+    Partial<Pick<Config, 'REVOCATION_POLL_MS'>>
 }
+
+/** Refresh tokens whose good row is remembered at once (a verify of one of them reads no row). */
+const REMEMBERED_REFRESH = 10_000
 
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
@@ -44,11 +48,20 @@ export class TokenService {
   readonly accessLifetime: number
   readonly refreshLifetime: number
   readonly offlineLifetime: number
+  /**
+   * Refresh tokens found good in their row, and until when (ms) that answer is reused: the fleet's
+   * revocation time (REVOCATION_POLL_MS, at most 1 s), so verifying a refresh token costs a row read
+   * at most once a second. A rotation, logout or ended family on this instance forgets at once; one
+   * made elsewhere is seen within that time, as a revocation is.
+   */
+  private readonly refreshGood = new Map<string, number>()
+  private readonly refreshGoodMs: number
 
   constructor(private readonly deps: TokenServiceDeps) {
     this.accessLifetime = deps.config.ACCESS_TOKEN_EXPIRE_MINUTES * 60
     this.refreshLifetime = deps.config.REFRESH_TOKEN_EXPIRE_DAYS * 86400
     this.offlineLifetime = deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3600
+    this.refreshGoodMs = Math.min(1000, deps.config.REVOCATION_POLL_MS ?? 1000)
   }
 
   registerCredential(prefix: string, resolver: CredentialResolver): void {
@@ -146,11 +159,46 @@ export class TokenService {
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.outcome(null)
     const byJti = this.deps.revocations.isRevoked(claims.jti)
+    if (claims.type === 'refresh') return this.refreshState(claims, byJti)
     // Access tokens, the bulk of verify calls, are bound to no device: one comparison more, nothing else.
     const revoked = claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti
     if (revoked === false) return this.outcome(claims)
     if (revoked === true) return this.outcome(null)
     return revoked.then((r) => this.outcome(r ? null : claims))
+  }
+
+  /**
+   * A refresh token is good while its row is neither rotated nor revoked: its family's state, read
+   * from the database, refuses it (not a revocation entry per refresh held in every instance's memory).
+   * Refresh tokens are rarely verified; access tokens never come here.
+   */
+  private refreshState(
+    claims: Claims,
+    byJti: boolean | Promise<boolean>,
+  ): Claims | null | Promise<Claims | null> {
+    if (byJti === true) return this.outcome(null)
+    const now = this.deps.clock.now()
+    const until = this.refreshGood.get(claims.jti)
+    if (byJti === false && until !== undefined && until > now) return this.outcome(claims)
+    return this.readRefreshRow(claims, byJti, now)
+  }
+
+  private async readRefreshRow(claims: Claims, byJti: boolean | Promise<boolean>, now: number) {
+    if (await byJti) return this.outcome(null)
+    const row = await findRefresh(this.deps.db, claims.jti)
+    const good = row !== undefined && row.rotated_at === null && row.revoked_at === null
+    this.refreshGood.delete(claims.jti)
+    if (good) {
+      if (this.refreshGood.size >= REMEMBERED_REFRESH)
+        this.refreshGood.delete(this.refreshGood.keys().next().value!)
+      this.refreshGood.set(claims.jti, now + this.refreshGoodMs)
+    }
+    return this.outcome(good ? claims : null)
+  }
+
+  /** Forgets every remembered good refresh token (a family or an account's sessions ended here). */
+  forgetRefreshChecks(): void {
+    this.refreshGood.clear()
   }
 
   private resolverFor(token: string): CredentialResolver | undefined {
@@ -174,6 +222,7 @@ export class TokenService {
     const row = await findRefresh(db, claims.jti)
     if (!row || row.revoked_at !== null) throw new UnauthorizedError()
     const now = clock.now()
+    this.refreshGood.delete(claims.jti)
     if (row.rotated_at !== null || !(await markRotated(db, claims.jti, now))) {
       await this.revokeFamily(row.family_id)
       await this.deps.audit.record({
@@ -185,7 +234,10 @@ export class TokenService {
       })
       throw new UnauthorizedError()
     }
-    await this.deps.revocations.revoke([{ jti: claims.jti, expiresAt: row.expires_at }])
+    // Rotated: refused from now on through its row (rotated_at): at /auth/refresh by every instance at
+    // once, at /tokens/verify by this one at once and by the others within a second (their remembered
+    // answers); no entry in the revocation list (one per refresh filled every instance's memory, issue 25).
+    this.refreshGood.delete(claims.jti)
     const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
     if (!grant) {
       await this.revokeFamily(row.family_id)
@@ -213,14 +265,9 @@ export class TokenService {
     await this.deps.revocations.revoke([{ jti, expiresAt: this.deps.clock.now() + forMs }])
   }
 
+  /** Ends a refresh-token family: its rows are marked revoked, which refuses each of its tokens. */
   async revokeFamily(familyId: string): Promise<void> {
-    const rows = await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
-    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
-  }
-
-  /** Revokes every live refresh token of a subject, e.g. after a password reset. */
-  async revokeSubject(kind: Role, id: number): Promise<void> {
-    const rows = await revokeSubject(this.deps.db, kind, id, this.deps.clock.now())
-    await this.deps.revocations.revoke(rows.map((r) => ({ jti: r.jti, expiresAt: r.expires_at })))
+    await revokeFamily(this.deps.db, familyId, this.deps.clock.now())
+    this.forgetRefreshChecks()
   }
 }

@@ -43,6 +43,8 @@ export interface VerifyLaneDeps {
   /** The route's budgets: the lane counts through the same counters as the route's hook. */
   callers: VerifyCallers
   metrics: Pick<Metrics, 'observeRequest'>
+  /** True while Fastify must answer every request (the instance is draining its connections). */
+  toFastify?: () => boolean
 }
 
 type Listener = (req: IncomingMessage, res: ServerResponse) => void
@@ -135,7 +137,8 @@ export function createVerifyLane(
         closing = true
       })
       replayLaneBodies(app)
-      const lane = laneListener(config, limits, deps, () => closing)
+      const toFastify = deps.toFastify ?? (() => false)
+      const lane = laneListener(config, limits, deps, () => closing || toFastify())
       server.removeListener('request', fastify)
       server.on('request', (req: IncomingMessage, res: ServerResponse) => {
         if (!lane(req, res, fastify)) fastify(req, res)

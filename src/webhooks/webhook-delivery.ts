@@ -52,7 +52,7 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       const { db, clock } = deps
       const delivery = await findDeliveryToSend(db, deliveryId)
       if (!delivery || delivery.status === 'delivered') return
-      const hook = await findWebhook(db, delivery.event_id)
+      const hook = delivery.partner_id !== null ? await findWebhook(db, delivery.partner_id) : undefined
       if (!hook || hook.disabled_at !== null) {
         await abandonDelivery(db, deliveryId)
         return

@@ -2,7 +2,7 @@ import type { Insertable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
-import { enqueue } from '../platform/jobs/jobs.js'
+import { enqueue, runPendingNow } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
 import { randomToken } from '../platform/random.js'
 
@@ -12,8 +12,9 @@ export interface WebhookJobPayload {
   deliveryId: number
 }
 
-export function findWebhook(db: Db, eventId: number) {
-  return db.selectFrom('webhooks').selectAll().where('event_id', '=', eventId).executeTakeFirst()
+/** A partner's receiver. */
+export function findWebhook(db: Db, partnerId: number) {
+  return db.selectFrom('webhooks').selectAll().where('partner_id', '=', partnerId).executeTakeFirst()
 }
 
 /**
@@ -58,7 +59,7 @@ export async function resealSecret(
 /**
  * Seals again every secret stored in plain text (rows from before sealing) or under a previous
  * signing secret, so that after a rotation every secret opens under the new key before the old one
- * is removed (there is one webhook per event at most). Returns how many were written.
+ * is removed. Returns how many were written.
  */
 export async function resealStoredSecrets(db: Db, sealer: Sealer): Promise<number> {
   const hooks = await db.selectFrom('webhooks').select(['id', 'event_id', 'secret']).execute()
@@ -67,25 +68,38 @@ export async function resealStoredSecrets(db: Db, sealer: Sealer): Promise<numbe
   return stale.length
 }
 
+/** Whose receiver: a partner of an event. */
+export interface ReceiverOwner {
+  eventId: number
+  partnerId: number
+}
+
 /**
- * Registers (or replaces) the event's receiver with a new secret (given sealed), enabled again if it
- * was disabled.
+ * Registers (or replaces) the partner's receiver with a new secret (given sealed), enabled again if it
+ * was disabled. Another partner's receiver is never touched.
  */
-export async function upsertWebhook(db: Db, eventId: number, url: string, secret: string, now: number) {
+export async function upsertWebhook(db: Db, owner: ReceiverOwner, url: string, secret: string, now: number) {
   return db
     .insertInto('webhooks')
-    .values({ event_id: eventId, url, secret, created_at: now, updated_at: now })
+    .values({
+      event_id: owner.eventId,
+      partner_id: owner.partnerId,
+      url,
+      secret,
+      created_at: now,
+      updated_at: now,
+    })
     .onConflict((oc) =>
       oc
-        .column('event_id')
+        .column('partner_id')
         .doUpdateSet({ url, secret, disabled_at: null, disabled_reason: null, updated_at: now }),
     )
     .returningAll()
     .executeTakeFirstOrThrow()
 }
 
-export async function deleteWebhook(db: Db, eventId: number): Promise<boolean> {
-  const r = await db.deleteFrom('webhooks').where('event_id', '=', eventId).executeTakeFirst()
+export async function deleteWebhook(db: Db, partnerId: number): Promise<boolean> {
+  const r = await db.deleteFrom('webhooks').where('partner_id', '=', partnerId).executeTakeFirst()
   return Number(r.numDeletedRows) > 0
 }
 
@@ -98,20 +112,20 @@ export async function disableWebhook(db: Db, id: number, reason: string, now: nu
 }
 
 /**
- * The outbox write: a delivery and its job, in the caller's transaction, when the event has an enabled
- * receiver. Returns whether one was written.
+ * The outbox write: a delivery and its job, in the caller's transaction, when the partner (the one
+ * that transferred the ticket) has an enabled receiver. Returns whether one was written.
  */
 export async function queueNotification(
   tx: Db,
   now: number,
-  eventId: number,
+  owner: ReceiverOwner,
   transferId: number | null,
   payload: Record<string, unknown>,
 ): Promise<boolean> {
   const hook = await tx
     .selectFrom('webhooks')
     .select('id')
-    .where('event_id', '=', eventId)
+    .where('partner_id', '=', owner.partnerId)
     .where('disabled_at', 'is', null)
     .executeTakeFirst()
   if (!hook) return false
@@ -119,7 +133,8 @@ export async function queueNotification(
     .insertInto('webhook_deliveries')
     .values({
       uid: `msg_${randomToken(18)}`,
-      event_id: eventId,
+      event_id: owner.eventId,
+      partner_id: owner.partnerId,
       transfer_id: transferId,
       payload: JSON.stringify(payload),
       status: 'pending',
@@ -152,24 +167,20 @@ export async function redeliver(db: Db, deliveryId: number, now: number): Promis
       payload: { deliveryId } satisfies WebhookJobPayload,
       dedupeKey: `webhook:${deliveryId}`,
     })
-    if (!queued)
-      await tx
-        .updateTable('jobs')
-        .set({ run_at: now })
-        .where('dedupe_key', '=', `webhook:${deliveryId}`)
-        .execute()
+    if (!queued) await runPendingNow(tx, `webhook:${deliveryId}`, now)
   })
 }
 
+/** A partner's deliveries, newest first, each with its attempts. */
 export async function listDeliveries(
   db: Db,
-  eventId: number,
+  partnerId: number,
   opts: { limit: number; before?: number; status?: string },
 ) {
   let q = db
     .selectFrom('webhook_deliveries')
     .selectAll()
-    .where('event_id', '=', eventId)
+    .where('partner_id', '=', partnerId)
     .orderBy('id', 'desc')
     .limit(opts.limit)
   if (opts.before !== undefined) q = q.where('id', '<', opts.before)
@@ -187,23 +198,34 @@ export async function listDeliveries(
   return deliveries.map((d) => ({ ...d, attempts_log: attempts.filter((a) => a.delivery_id === d.id) }))
 }
 
-export function findDelivery(db: Db, eventId: number, id: number) {
+export function findDelivery(db: Db, partnerId: number, id: number) {
   return db
     .selectFrom('webhook_deliveries')
     .select(['id', 'status'])
+    .where('partner_id', '=', partnerId)
+    .where('id', '=', id)
+    .executeTakeFirst()
+}
+
+/** One of an event's deliveries with its partner (the dashboard's Resend, which names the event). */
+export function findDeliveryOfEvent(db: Db, eventId: number, id: number) {
+  return db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'partner_id'])
     .where('event_id', '=', eventId)
     .where('id', '=', id)
     .executeTakeFirst()
 }
 
 /**
- * A manual resend (the partner API's retry and the dashboard's Resend button): the delivery of the
- * event goes out again now with the same webhook-id, provided the event's receiver is enabled.
+ * A manual resend (the partner API's retry and the dashboard's Resend button): the partner's delivery
+ * goes out again now with the same webhook-id, provided the partner's receiver is enabled. Another
+ * partner's delivery is "No such delivery", as an unknown one.
  */
-export async function resendDelivery(db: Db, eventId: number, id: number, now: number): Promise<void> {
-  const delivery = await findDelivery(db, eventId, id)
+export async function resendDelivery(db: Db, partnerId: number, id: number, now: number): Promise<void> {
+  const delivery = await findDelivery(db, partnerId, id)
   if (!delivery) throw new NotFoundError('No such delivery')
-  const hook = await findWebhook(db, eventId)
+  const hook = await findWebhook(db, partnerId)
   if (!hook || hook.disabled_at !== null)
     throw new ConflictError(
       'No enabled webhook: register the receiver again with PUT /companies/webhook',
@@ -216,7 +238,7 @@ export async function resendDelivery(db: Db, eventId: number, id: number, now: n
 export function findDeliveryToSend(db: Db, id: number) {
   return db
     .selectFrom('webhook_deliveries')
-    .select(['id', 'uid', 'event_id', 'payload', 'status'])
+    .select(['id', 'uid', 'event_id', 'partner_id', 'payload', 'status'])
     .where('id', '=', id)
     .executeTakeFirst()
 }
@@ -251,12 +273,38 @@ export async function recordAttempt(
   })
 }
 
-/** Notifications still waiting for delivery (their first attempt or a retry), over every event. */
+/**
+ * Notifications still waiting for delivery (their first attempt or a retry), over every event: a sum
+ * of the counters kept by migration 019's triggers, one row per event and state, not a scan.
+ */
 export async function countPendingDeliveries(db: Db): Promise<number> {
   const row = await db
-    .selectFrom('webhook_deliveries')
-    .select((eb) => eb.fn.countAll().as('n'))
+    .selectFrom('delivery_counts')
+    .select((eb) => eb.fn.sum<number>('n').as('n'))
     .where('status', '=', 'pending')
     .executeTakeFirstOrThrow()
   return Number(row.n)
+}
+
+/**
+ * Deletes up to `limit` deliveries created before `before` that are finished (delivered or failed),
+ * with their attempts, in one short transaction; pending ones stay whatever their age. Returns how many.
+ */
+export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
+  return db.transaction().execute(async (tx) => {
+    const ids = (
+      await tx
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('created_at', '<', before)
+        .where('status', '<>', 'pending')
+        .orderBy('created_at')
+        .limit(limit)
+        .execute()
+    ).map((r) => r.id)
+    if (ids.length === 0) return 0
+    await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', ids).execute()
+    await tx.deleteFrom('webhook_deliveries').where('id', 'in', ids).execute()
+    return ids.length
+  })
 }

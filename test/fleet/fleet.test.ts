@@ -1,7 +1,7 @@
 // The fleet test: HAProxy (deploy/haproxy.cfg, as shipped) on loopback in front of two instances on
-// PostgreSQL and Redis, with /ready as its health check. Each instance in turn gets SIGTERM and is
-// started again, under a steady bounded load of verify, login and partner requests, and not one
-// request may fail. Run with `npm run test:fleet` (and by `npm test`); skipped with a note when
+// PostgreSQL and a Redis of their own, with /ready as its health check. Each instance in turn gets
+// SIGTERM and is started again, and then Redis is killed and started again, under a steady bounded
+// load of verify, login and partner requests, and not one request may fail. Run with `npm run test:fleet` (and by `npm test`); skipped with a note when
 // haproxy, PostgreSQL or Redis is missing.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
@@ -14,7 +14,8 @@ import { openDatabase } from '../../src/platform/db/database.js'
 import { applySeed } from '../../src/seed/seed.js'
 import { STANDARD_SEED, TEST_SECRET } from '../helpers/app.js'
 import { httpBackends, type ProvisionedBackend } from '../helpers/backends.js'
-import { freePort, killProcess } from '../helpers/processes.js'
+import { freePort, killProcess, redisServerInstalled, startRedisServer } from '../helpers/processes.js'
+import { sample } from '../helpers/scrape.js'
 import { ServiceProcess } from '../helpers/service.js'
 import { until } from '../helpers/until.js'
 
@@ -24,8 +25,12 @@ const skip = !haproxyInstalled
   ? 'haproxy is not installed (apt-get install haproxy): fleet test SKIPPED'
   : !process.env.TEST_DATABASE_URL || !process.env.TEST_REDIS_URL
     ? 'TEST_DATABASE_URL and TEST_REDIS_URL are not both set: fleet test SKIPPED'
-    : undefined
+    : !redisServerInstalled
+      ? 'redis-server is not installed (the fleet kills a Redis of its own): fleet test SKIPPED'
+      : undefined
 if (skip) console.log(`!! ${skip}`)
+
+const METRICS_TOKEN = 'fleet-scrape-token-0123456789'
 
 /** Concurrent clients of the load, each waiting a little between requests: a steady, bounded load. */
 const CLIENTS = 4
@@ -109,6 +114,8 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
   let haproxyOutput = ''
   let origin = ''
   let stats = ''
+  let redis: ChildProcess | undefined
+  let redisPort = 0
 
   /** The state HAProxy gives each instance (UP, DOWN, ...), from its CSV statistics. */
   async function serverStates(): Promise<Record<string, string>> {
@@ -134,8 +141,13 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
     await applySeed(handle.db, systemClock, STANDARD_SEED)
     await handle.close()
     const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()])
+    // A Redis of the fleet's own, which the second test kills (the shared one serves other suites).
+    redisPort = await freePort()
+    redis = await startRedisServer(redisPort)
     const env = {
       ...p.env,
+      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      METRICS_TOKEN,
       JWT_SECRET: TEST_SECRET,
       LOG_LEVEL: 'warn',
       // HAProxy is the only peer: the client address is the one it forwards.
@@ -185,12 +197,18 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
   after(async () => {
     await Promise.all(instances.map((i) => i.stop()))
     if (haproxy) await killProcess(haproxy)
+    if (redis) await killProcess(redis)
     await p?.dispose()
   })
 
-  test('a rolling restart of each instance under load: zero failed requests', {
-    timeout: 300_000,
-  }, async () => {
+  /** How many /ready requests an instance answered (HAProxy's health checks). */
+  async function readyChecks(i: ServiceProcess): Promise<number> {
+    const res = await fetch(`${i.origin}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+    return sample(await res.text(), 'wristband_http_request_duration_seconds_count', { route: '/ready' })
+  }
+
+  /** An access token and a partner API key for the load. */
+  async function credentials(): Promise<{ token: string; apiKey: string }> {
     const login = await fetch(`${origin}/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-forwarded-for': '10.255.0.1' },
@@ -207,8 +225,14 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
       now: Date.now(),
     })
     await handle.close()
+    return { token: access_token, apiKey: plaintext }
+  }
 
-    const load = new Load(origin, access_token, plaintext)
+  test('a rolling restart of each instance under load: zero failed requests', {
+    timeout: 300_000,
+  }, async () => {
+    const { token, apiKey } = await credentials()
+    const load = new Load(origin, token, apiKey)
     load.start()
     try {
       for (const [i, instance] of instances.entries()) {
@@ -223,6 +247,42 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
       await load.stop()
     }
     console.log(`fleet: ${load.total} requests during the rolling restart: ${JSON.stringify(load.sent)}`)
+    assert.deepEqual(load.failures, [], haproxyOutput)
+    for (const kind of ['verify', 'login', 'partner'] as const) assert.ok(load.sent[kind] > 0, kind)
+  })
+
+  test('Redis killed under load: both instances stay in the balancer, zero failed requests', {
+    timeout: 300_000,
+  }, async () => {
+    const { token, apiKey } = await credentials()
+    const load = new Load(origin, token, apiKey)
+    const ready = async (i: ServiceProcess) =>
+      (await (await fetch(`${i.origin}/ready`)).json()) as { status: string }
+    load.start()
+    try {
+      await killProcess(redis!)
+      redis = undefined
+      for (const i of instances)
+        await until(`${i.origin} to say degraded`, async () => (await ready(i)).status === 'degraded', 30_000)
+      // HAProxy checked each instance more often than its `fall 2` while Redis was down, and still
+      // sends to both.
+      const checks = await Promise.all(instances.map(readyChecks))
+      const from = load.total
+      for (const [n, i] of instances.entries())
+        await until(
+          `HAProxy to check ${i.origin} 3 more times`,
+          async () => (await readyChecks(i)) >= checks[n]! + 3,
+          60_000,
+        )
+      assert.ok(load.total > from, 'requests went on without Redis')
+      assert.deepEqual(await serverStates(), { app1: 'UP', app2: 'UP' })
+      redis = await startRedisServer(redisPort)
+      for (const i of instances)
+        await until(`${i.origin} to say ready`, async () => (await ready(i)).status === 'ready', 30_000)
+    } finally {
+      await load.stop()
+    }
+    console.log(`fleet: ${load.total} requests while Redis was killed: ${JSON.stringify(load.sent)}`)
     assert.deepEqual(load.failures, [], haproxyOutput)
     for (const kind of ['verify', 'login', 'partner'] as const) assert.ok(load.sent[kind] > 0, kind)
   })

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { after, before } from 'node:test'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
@@ -10,6 +11,18 @@ import { type Backend, eachBackend, type ProvisionedBackend } from './backends.j
 import { TestClock } from './clock.js'
 
 export const TEST_SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
+
+/**
+ * What a production start needs besides JWT_SECRET: an edge key, and mail and SMS as files (explicitly,
+ * since production refuses the outbox otherwise).
+ */
+export const PRODUCTION_ENV: Readonly<Record<string, string>> = {
+  NODE_ENV: 'production',
+  EDGE_SIGNING_KEY: generateKeyPairSync('ed25519')
+    .privateKey.export({ format: 'pem', type: 'pkcs8' })
+    .toString(),
+  MAIL_TRANSPORT: 'outbox',
+}
 
 /** One running instance of the service on a provisioned backend, plus what tests need around it. */
 export interface TestApp {
@@ -228,4 +241,37 @@ export function logout(
     token: bearer,
     payload: { refresh_token: refreshToken },
   })
+}
+
+/**
+ * An API key of event 1 created and revoked through HTTP by its administrator: a credential on the
+ * revocation list (refresh tokens are refused through their rows and never are). Returns the key.
+ */
+export async function revokedApiKey(t: TestApp): Promise<string> {
+  const { key, revoke } = await apiKeyOf(t)
+  await revoke()
+  return key
+}
+
+/**
+ * An API key of event 1 created through HTTP by its administrator on `t`; `revoke(on)` revokes it
+ * through HTTP on `on` (another instance of the fleet) or `t`.
+ */
+export async function apiKeyOf(t: TestApp): Promise<{ key: string; revoke(on?: TestApp): Promise<void> }> {
+  const admin = (await login(t, 'ev1@example.com')).access_token
+  const created = await t.request({
+    method: 'POST',
+    url: '/tokens/api-key',
+    token: admin,
+    payload: { event_id: 1, name: `key-${nextAddress()}`, scopes: ['api:read'] },
+  })
+  assert.equal(created.statusCode, 200, created.body)
+  const { id, api_key } = created.json()
+  return {
+    key: api_key,
+    async revoke(on = t) {
+      const revoked = await on.request({ method: 'DELETE', url: `/tokens/api-key/${id}`, token: admin })
+      assert.equal(revoked.statusCode, 200, revoked.body)
+    },
+  }
 }

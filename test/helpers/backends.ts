@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { describe } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { Redis } from 'ioredis'
 import pg from 'pg'
+import { type DatabaseHandle, openDatabase } from '../../src/platform/db/database.js'
 
 /**
  * The storage backends a storage-touching test runs against: always SQLite with in-process state;
@@ -121,4 +122,28 @@ export function eachBackend(
     const reason = backend.skip ?? skip
     describe(`${title} [${backend.name}]`, reason ? { skip: reason } : {}, () => body(backend))
   }
+}
+
+/**
+ * For a storage suite: provisions the backend and opens its database before the suite's tests (applying
+ * the migrations unless `migrate` is false), closes and removes it after. The getters are valid inside
+ * tests.
+ */
+export function useDatabase(
+  backend: Backend,
+  opts: { migrate?: boolean } = {},
+): { handle: () => DatabaseHandle; env: () => Record<string, string> } {
+  let provisioned: ProvisionedBackend | undefined
+  let handle: DatabaseHandle | undefined
+  before(async () => {
+    provisioned = await backend.provision()
+    const env = provisioned.env
+    handle = await openDatabase(env.DATABASE_URL!, { schema: env.DATABASE_SCHEMA ?? 'public' })
+    if (opts.migrate !== false) await handle.migrate()
+  })
+  after(async () => {
+    await handle?.close()
+    await provisioned?.dispose()
+  })
+  return { handle: () => handle!, env: () => provisioned!.env }
 }

@@ -19,11 +19,13 @@ export interface Run {
 
 /**
  * Runs the real command line in its own process with only the given environment, in DATA_DIR when
- * given (else a fresh folder, so no stray .env is read).
+ * given and a folder (else a fresh folder, so no stray .env is read).
  */
 export function wristband(args: string[], env: Record<string, string>, input?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const own = env.DATA_DIR === undefined
+    // A DATA_DIR that is no folder (a start-up test's) cannot be the working directory either.
+    const own =
+      env.DATA_DIR === undefined || !fs.statSync(env.DATA_DIR, { throwIfNoEntry: false })?.isDirectory()
     const cwd = own ? fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-cli-')) : env.DATA_DIR!
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd,

@@ -4,16 +4,19 @@ import path from 'node:path'
 import type { LightMyRequestResponse } from 'fastify'
 import { createApiKey } from '../../src/api-keys/api-keys.store.js'
 import { BASELINE_SCOPES, consumerGrant } from '../../src/identities/grants.js'
+import { sha256Hex } from '../../src/platform/digest.js'
 import { JwtCodec } from '../../src/tokens/jwt.js'
 import { TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
 
 export interface PartnerKeys {
-  /** api:read + api:write on event 1 */
+  /** api:read + api:write on event 1, partner "Acme" */
   write: string
-  /** api:read only on event 1 */
+  /** api:read only on event 1, partner "Acme" (the same partner as `write`) */
   read: string
-  /** api:read + api:write on event 2 */
+  /** api:read + api:write on event 2, partner "Other" */
   other: string
+  /** api:read + api:write on event 1, partner "Rival": another partner of the same event */
+  rival: string
 }
 
 export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
@@ -25,7 +28,7 @@ export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
       ],
     }),
   )
-  const make = async (event_id: number, scopes: string[]) =>
+  const make = async (event_id: number, scopes: string[], partner: string) =>
     (
       await createApiKey(t.db.db, {
         event_id,
@@ -33,14 +36,26 @@ export async function seedPartner(t: TestApp): Promise<PartnerKeys> {
         scopes,
         created_by: null,
         now: t.clock.now(),
+        partner,
       })
     ).plaintext
   void seeded
   return {
-    write: await make(1, ['api:read', 'api:write']),
-    read: await make(1, ['api:read']),
-    other: await make(2, ['api:read', 'api:write']),
+    write: await make(1, ['api:read', 'api:write'], 'Acme'),
+    read: await make(1, ['api:read'], 'Acme'),
+    other: await make(2, ['api:read', 'api:write'], 'Other'),
+    rival: await make(1, ['api:read', 'api:write'], 'Rival'),
   }
+}
+
+/** The partner and event of a key (to write a partner's receiver or deliveries directly). */
+export async function ownerOf(t: TestApp, key: string): Promise<{ eventId: number; partnerId: number }> {
+  const r = await t.db.db
+    .selectFrom('event_clients')
+    .select(['event_id', 'partner_id'])
+    .where('token_hash', '=', sha256Hex(key))
+    .executeTakeFirstOrThrow()
+  return { eventId: r.event_id, partnerId: r.partner_id! }
 }
 
 function codec(t: TestApp) {

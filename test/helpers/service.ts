@@ -20,6 +20,8 @@ export class ServiceProcess {
     readonly port: number,
     private readonly env: Record<string, string>,
     private readonly cwd: string,
+    /** The command to run: this checkout's by default, another release's for the rollback test. */
+    private readonly bin: string = BIN,
   ) {}
 
   get origin(): string {
@@ -32,7 +34,7 @@ export class ServiceProcess {
 
   /** Starts the process and resolves once it answers /health; fails when it exits first (or after 2 minutes: a bound on a hang on a busy machine). */
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [BIN, 'serve', '--workers', '1'], {
+    const child = spawn(process.execPath, [this.bin, 'serve', '--workers', '1'], {
       cwd: this.cwd,
       env: { PATH: process.env.PATH ?? '', ...this.env, HOST: '127.0.0.1', PORT: String(this.port) },
       stdio: ['ignore', 'pipe', 'pipe'],

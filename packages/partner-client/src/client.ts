@@ -12,8 +12,14 @@ export interface RetryOptions {
   retries?: number
   /** First back-off without a Retry-After, doubled each attempt (with jitter). Default 500 ms. */
   baseDelayMs?: number
-  /** No wait is longer than this, Retry-After included. Default 30 s. */
+  /** No back-off (without Retry-After) is longer than this. Default 30 s. */
   maxDelayMs?: number
+  /**
+   * A `Retry-After` up to this long is waited in full before the next attempt; a longer one is not
+   * retried (the answer comes back, as a `RateLimitedError`). Default 120 s, so the service's
+   * per-minute windows (`Retry-After: 60`) are waited out rather than retried too early.
+   */
+  maxRetryAfterMs?: number
 }
 
 export interface PartnerClientOptions {
@@ -54,13 +60,16 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now)
 }
 
-/** The wait before attempt `attempt` (1 = the first retry). */
+/**
+ * The wait before attempt `attempt` (1 = the first retry): what Retry-After says, in full (the caller
+ * gives up when it is over `maxRetryAfterMs`), else an exponential back-off up to `maxDelayMs`.
+ */
 export function backoffMs(
   attempt: number,
   retryAfter: number | undefined,
-  opts: Required<RetryOptions>,
+  opts: Pick<Required<RetryOptions>, 'baseDelayMs' | 'maxDelayMs'>,
 ): number {
-  if (retryAfter !== undefined) return Math.min(retryAfter, opts.maxDelayMs)
+  if (retryAfter !== undefined) return retryAfter
   const exp = opts.baseDelayMs * 2 ** (attempt - 1)
   // Full jitter on the upper half, so clients that failed together don't retry together.
   return Math.min(exp / 2 + Math.random() * (exp / 2), opts.maxDelayMs)
@@ -79,6 +88,7 @@ function retryingFetch(opts: PartnerClientOptions): (request: Request) => Promis
     retries: opts.retry?.retries ?? 3,
     baseDelayMs: opts.retry?.baseDelayMs ?? 500,
     maxDelayMs: opts.retry?.maxDelayMs ?? 30_000,
+    maxRetryAfterMs: opts.retry?.maxRetryAfterMs ?? 120_000,
   }
   const base = new URL(opts.baseUrl)
   return async (request) => {
@@ -96,7 +106,10 @@ function retryingFetch(opts: PartnerClientOptions): (request: Request) => Promis
         continue
       }
       if (!RETRY_STATUSES.has(response.status) || attempt >= attempts) return response
-      const wait = backoffMs(attempt, retryAfterMs(response.headers.get('retry-after')), retry)
+      const retryAfter = retryAfterMs(response.headers.get('retry-after'))
+      // Longer than the caller is willing to wait: trying earlier would only be refused again.
+      if (retryAfter !== undefined && retryAfter > retry.maxRetryAfterMs) return response
+      const wait = backoffMs(attempt, retryAfter, retry)
       await response.body?.cancel()
       await sleep(wait)
     }

@@ -22,6 +22,14 @@ export {
 } from './errors.js'
 export type { components, operations, paths } from './generated/openapi.js'
 export {
+  type TransferItem,
+  type TransferManyOptions,
+  type TransferResult,
+  transferMany,
+} from './transfer-many.js'
+export {
+  memoryReplayStore,
+  type ReplayStore,
   type UseNotification,
   type VerifiedWebhook,
   WebhookReceiver,

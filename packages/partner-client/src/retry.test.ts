@@ -103,6 +103,32 @@ describe('partner client retries', () => {
     assert.deepEqual(waits, [])
   })
 
+  test("Retry-After: 60 (the service's window) is waited in full; one above maxRetryAfterMs is not retried", async () => {
+    seen.length = 0
+    script = [{ status: 429, headers: { 'retry-after': '60' } }]
+    const waits: number[] = []
+    await unwrap(client(waits).GET('/companies/tickets'))
+    assert.deepEqual(waits, [60_000])
+    assert.equal(seen.length, 2)
+
+    seen.length = 0
+    script = [{ status: 429, headers: { 'retry-after': '60' } }]
+    const impatient = createPartnerClient({
+      baseUrl,
+      apiKey: 'key',
+      retry: { maxRetryAfterMs: 10_000 },
+      sleep: async (ms) => {
+        waits.push(ms)
+      },
+    })
+    await assert.rejects(unwrap(impatient.GET('/companies/tickets')), (err: unknown) => {
+      assert.ok(err instanceof RateLimitedError)
+      assert.equal(err.retryAfterSeconds, 60)
+      return true
+    })
+    assert.equal(seen.length, 1, 'not retried before the window ends')
+  })
+
   test('after the last retry the 429 is a RateLimitedError with its Retry-After', async () => {
     seen.length = 0
     script = [
@@ -123,7 +149,9 @@ describe('partner client retries', () => {
     const now = Date.parse('2026-07-01T00:00:00Z')
     assert.equal(retryAfterMs('Wed, 01 Jul 2026 00:00:05 GMT', now), 5000)
     assert.equal(retryAfterMs('soon', now), undefined)
-    assert.equal(backoffMs(1, 120_000, { retries: 3, baseDelayMs: 100, maxDelayMs: 30_000 }), 30_000)
+    // Retry-After is waited in full (the client gives up on one above maxRetryAfterMs instead).
+    assert.equal(backoffMs(1, 60_000, { baseDelayMs: 100, maxDelayMs: 30_000 }), 60_000)
+    assert.equal(backoffMs(9, undefined, { baseDelayMs: 100, maxDelayMs: 30_000 }) <= 30_000, true)
     const base = new URL('https://w.example.com/api/')
     assert.ok(isIdempotent('GET', new URL('https://w.example.com/api/companies/tickets'), base))
     assert.ok(isIdempotent('POST', new URL('https://w.example.com/api/companies/ticket'), base))

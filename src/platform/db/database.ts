@@ -12,7 +12,7 @@ import {
 } from 'kysely'
 import pg from 'pg'
 import type { Config } from '../config.js'
-import { databaseUnavailable } from '../startup.js'
+import { databaseUnavailable, shownUrl } from '../startup.js'
 import { migrationNames, migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
 
@@ -29,8 +29,15 @@ export interface DatabaseHandle {
    * the release before it).
    */
   migrate(): Promise<{ ahead: string[] }>
+  /** The database as a log line may name it: the SQLite file, or the URL without its password. */
+  name: string
   /** One round trip to the database (`select 1`), for the readiness check. */
   ping(): Promise<void>
+  /**
+   * Whether writes would be refused without trying one: a SQLite file (or its folder) this process
+   * may not write, a PostgreSQL session that is read-only (a replica, `default_transaction_read_only`).
+   */
+  readOnly(): Promise<boolean>
   /** Names of migrations not yet applied. */
   pendingMigrations(): Promise<string[]>
   /** Every migration known here or applied to the database, in order, with when it was applied. */
@@ -101,9 +108,17 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   let db: Db
   const schema = options.schema ?? 'public'
   let migrationDb: Db
+  let name = shownUrl(url)
+  let readOnly: () => Promise<boolean>
   if (dialect === 'sqlite') {
     const file = url.slice('sqlite:'.length)
-    if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true })
+    if (file !== ':memory:') name = path.resolve(file)
+    if (file !== ':memory:') {
+      fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 })
+      // Created readable by its owner only: it holds password hashes and sealed secrets. SQLite gives
+      // its -wal and -shm files the mode of the database file.
+      fs.closeSync(fs.openSync(file, 'a', 0o600))
+    }
     const sqlite = new SqliteDatabase(file)
     sqlite.pragma('journal_mode = WAL')
     sqlite.pragma('busy_timeout = 5000')
@@ -111,6 +126,17 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     sqlite.pragma('synchronous = NORMAL')
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }), ...(log ? { log } : {}) })
     migrationDb = db
+    readOnly = async () => {
+      if (file === ':memory:') return false
+      try {
+        // The file, and its folder for the WAL and journal files SQLite creates beside it.
+        await fs.promises.access(name, fs.constants.W_OK)
+        await fs.promises.access(path.dirname(name), fs.constants.W_OK)
+        return false
+      } catch {
+        return true
+      }
+    }
   } else {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name: ${schema}`)
     const pool = new pg.Pool({
@@ -136,6 +162,10 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
     if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
     migrationDb = seeingOnly(db, schema)
+    readOnly = async () => {
+      const r = await sql<{ transaction_read_only: string }>`show transaction_read_only`.execute(db)
+      return r.rows[0]?.transaction_read_only === 'on'
+    }
   }
   const migratorFor = (ahead: string[]) =>
     new Migrator({ db: migrationDb, provider: migrationProvider(dialect, ahead) })
@@ -157,6 +187,8 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   return {
     db,
     dialect,
+    name,
+    readOnly,
     async migrate() {
       // Kysely refuses to migrate ("corrupted migrations") a database holding a migration it was not
       // given, which is what a rollback to the previous release meets. Those migrations are handed to

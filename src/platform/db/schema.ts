@@ -131,6 +131,16 @@ export interface EventClientsTable {
   created_at: number
   last_used_at: number | null
   revoked_at: number | null
+  /** The partner the key belongs to (migration 015); null only for a key written by an older release */
+  partner_id: number | null
+}
+
+/** A ticket partner of one event (migration 015): its keys, transfers, receiver and deliveries. */
+export interface PartnersTable {
+  id: Generated<number>
+  event_id: number
+  name: string
+  created_at: number
 }
 
 export interface JobsTable {
@@ -276,6 +286,40 @@ export interface TransfersTable {
   used_clock_adjusted: number | null
   /** 1: the use was a scan of a code version that had been re-issued (revoked) */
   used_revoked_code: number | null
+  /** The partner that transferred the ticket (migration 015) */
+  partner_id: number | null
+}
+
+/** Counters of a ticket type (migration 019, kept by triggers on transfers). */
+export interface TicketCountsTable {
+  ticket_type_id: number
+  /** issued, claimed, used, balance or promo_balance (minor units) */
+  measure: string
+  event_id: number
+  n: number
+}
+
+/** Uses of an event per gate: `-` for none, `+name` for a gate (migration 019). */
+export interface GateUseCountsTable {
+  event_id: number
+  gate: string
+  n: number
+}
+
+/** Uses of an event per 5-minute slot of `used_at` (floor(used_at / 300000), migration 019). */
+export interface UseSlotCountsTable {
+  event_id: number
+  slot: number
+  n: number
+}
+
+/** Webhook deliveries per event, status and whether tried (migration 019, kept by triggers). */
+export interface DeliveryCountsTable {
+  event_id: number
+  status: string
+  /** 0: no attempt yet, 1: tried */
+  tried: number
+  n: number
 }
 
 export interface WalletsTable {
@@ -302,6 +346,8 @@ export interface IdempotencyKeysTable {
 export interface WebhooksTable {
   id: Generated<number>
   event_id: number
+  /** The partner whose receiver this is (one per partner, migration 015) */
+  partner_id: number | null
   url: string
   /** Signing secret, sealed (platform/keys.ts); plain `whsec_…` in rows from before sealing */
   secret: string
@@ -316,6 +362,8 @@ export interface WebhookDeliveriesTable {
   /** the webhook-id header, the same on every attempt */
   uid: string
   event_id: number
+  /** The partner notified (migration 015) */
+  partner_id: number | null
   transfer_id: number | null
   /** the exact body that is signed and sent */
   payload: string
@@ -350,9 +398,49 @@ export interface DashboardSessionsTable {
   created_at: number
   last_seen_at: number
   expires_at: number
+  /** When the session's second factor (TOTP code or passkey) was given; null: password only (migration 020) */
+  mfa_verified_at?: number | null
+}
+
+/** WebAuthn credentials (migration 020). */
+export interface PasskeysTable {
+  id: Generated<number>
+  /** admin, dashboard_user or network_manager */
+  subject_kind: string
+  subject_id: number
+  /** base64url, as the authenticator gave it */
+  credential_id: string
+  /** COSE public key, base64url */
+  public_key: string
+  /** the signature counter last seen */
+  counter: number
+  /** comma-separated transports the browser reported (usb, internal, hybrid, ...) */
+  transports: string
+  name: string
+  aaguid: string
+  backed_up: number
+  created_at: number
+  last_used_at: number | null
+}
+
+/** Challenges waiting for their answer; hashes only (migration 020). */
+export interface WebauthnChallengesTable {
+  /** SHA-256 (hex) of the flow token the asking session holds */
+  flow_hash: string
+  /** SHA-256 (hex) of the challenge */
+  challenge_hash: string
+  /** registration or authentication */
+  purpose: string
+  /** the account the challenge is for; null for a first-factor sign-in */
+  subject_kind: string | null
+  subject_id: number | null
+  created_at: number
+  expires_at: number
 }
 
 export interface Database {
+  passkeys: PasskeysTable
+  webauthn_challenges: WebauthnChallengesTable
   dashboard_sessions: DashboardSessionsTable
   password_reset_tokens: PasswordResetTokensTable
   password_reset_requests: PasswordResetRequestsTable
@@ -360,6 +448,10 @@ export interface Database {
   holder_links: HolderLinksTable
   holder_link_tokens: HolderLinkTokensTable
   transfers: TransfersTable
+  ticket_counts: TicketCountsTable
+  gate_use_counts: GateUseCountsTable
+  use_slot_counts: UseSlotCountsTable
+  delivery_counts: DeliveryCountsTable
   wallets: WalletsTable
   idempotency_keys: IdempotencyKeysTable
   webhooks: WebhooksTable
@@ -367,6 +459,7 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable
   jobs: JobsTable
   event_clients: EventClientsTable
+  partners: PartnersTable
   events: EventsTable
   administrators: AdministratorsTable
   network_managers: NetworkManagersTable

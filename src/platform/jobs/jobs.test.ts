@@ -1,34 +1,29 @@
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import pino from 'pino'
-import { eachBackend, httpBackends } from '../../../test/helpers/backends.js'
+import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
-import { type DatabaseHandle, openDatabase } from '../db/database.js'
 import { enqueue, JobRunner, RetryLater } from './jobs.js'
 
 const log = pino({ level: 'silent' })
 
 eachBackend(httpBackends, 'job queue', (backend) => {
-  let handle: DatabaseHandle
-  let dispose: () => Promise<void>
+  const database = useDatabase(backend)
   const clock = new TestClock()
-  before(async () => {
-    const p = await backend.provision()
-    dispose = p.dispose
-    handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-    await handle.migrate()
-  })
-  after(async () => {
-    await handle.close()
-    await dispose()
-  })
-  const runner = () => new JobRunner({ db: handle.db, dialect: handle.dialect, clock, log, pollMs: 10_000 })
+  const runner = () =>
+    new JobRunner({
+      db: database.handle().db,
+      dialect: database.handle().dialect,
+      clock,
+      log,
+      pollMs: 10_000,
+    })
 
   test('a due job runs once and is marked done', async () => {
     const r = runner()
     const seen: unknown[] = []
     r.register('t1', { retrySchedule: [], run: async (p) => void seen.push(p) })
-    await enqueue(handle.db, clock.now(), { kind: 't1', payload: { n: 1 } })
+    await enqueue(database.handle().db, clock.now(), { kind: 't1', payload: { n: 1 } })
     assert.equal(await r.runDue(), 1)
     assert.equal(await r.runDue(), 0)
     assert.deepEqual(seen, [{ n: 1 }])
@@ -38,7 +33,7 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     const r = runner()
     let runs = 0
     r.register('t2', { retrySchedule: [], run: async () => void runs++ })
-    await enqueue(handle.db, clock.now(), { kind: 't2', payload: {}, runAt: clock.now() + 60_000 })
+    await enqueue(database.handle().db, clock.now(), { kind: 't2', payload: {}, runAt: clock.now() + 60_000 })
     await r.runDue()
     assert.equal(runs, 0)
     clock.advance(60_001)
@@ -56,7 +51,7 @@ eachBackend(httpBackends, 'job queue', (backend) => {
         throw new Error('receiver down')
       },
     })
-    await enqueue(handle.db, clock.now(), { kind: 't3', payload: {} })
+    await enqueue(database.handle().db, clock.now(), { kind: 't3', payload: {} })
     await r.runDue()
     clock.advance(4_000)
     await r.runDue()
@@ -70,8 +65,9 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     clock.advance(3_600_000)
     await r.runDue()
     assert.equal(runs, 3, 'ran after the schedule was exhausted')
-    const row = await handle.db
-      .selectFrom('jobs')
+    const row = await database
+      .handle()
+      .db.selectFrom('jobs')
       .selectAll()
       .where('kind', '=', 't3')
       .executeTakeFirstOrThrow()
@@ -88,7 +84,7 @@ eachBackend(httpBackends, 'job queue', (backend) => {
         if (++runs === 1) throw new RetryLater(120_000, 'busy')
       },
     })
-    await enqueue(handle.db, clock.now(), { kind: 't4', payload: {} })
+    await enqueue(database.handle().db, clock.now(), { kind: 't4', payload: {} })
     await r.runDue()
     clock.advance(60_000)
     await r.runDue()
@@ -102,11 +98,20 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     const r = runner()
     let runs = 0
     r.register('t5', { retrySchedule: [], run: async () => void runs++ })
-    assert.equal(await enqueue(handle.db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }), true)
-    assert.equal(await enqueue(handle.db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }), false)
+    assert.equal(
+      await enqueue(database.handle().db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }),
+      true,
+    )
+    assert.equal(
+      await enqueue(database.handle().db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }),
+      false,
+    )
     await r.runDue()
     assert.equal(runs, 1)
-    assert.equal(await enqueue(handle.db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }), true)
+    assert.equal(
+      await enqueue(database.handle().db, clock.now(), { kind: 't5', payload: {}, dedupeKey: 'k' }),
+      true,
+    )
   })
 
   test('two runners at once run each job exactly once', async () => {
@@ -121,7 +126,8 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     }
     a.register('t6', handler)
     b.register('t6', handler)
-    for (let i = 0; i < 30; i++) await enqueue(handle.db, clock.now(), { kind: 't6', payload: { i } })
+    for (let i = 0; i < 30; i++)
+      await enqueue(database.handle().db, clock.now(), { kind: 't6', payload: { i } })
     while ((await Promise.all([a.runDue(), b.runDue()])).some((n) => n > 0)) {}
     assert.equal(ran.length, 30)
     assert.equal(new Set(ran).size, 30)
@@ -131,10 +137,11 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     const r = runner()
     let runs = 0
     r.register('t7', { retrySchedule: [], run: async () => void runs++ })
-    await enqueue(handle.db, clock.now(), { kind: 't7', payload: {} })
+    await enqueue(database.handle().db, clock.now(), { kind: 't7', payload: {} })
     // Simulate a runner that claimed the job and crashed.
-    await handle.db
-      .updateTable('jobs')
+    await database
+      .handle()
+      .db.updateTable('jobs')
       .set({ locked_until: clock.now() + 60_000 })
       .where('kind', '=', 't7')
       .execute()

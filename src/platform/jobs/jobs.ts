@@ -29,6 +29,14 @@ export interface NewJob {
   dedupeKey?: string
 }
 
+const jobRow = (job: NewJob, now: number) => ({
+  kind: job.kind,
+  payload: JSON.stringify(job.payload),
+  dedupe_key: job.dedupeKey ?? null,
+  run_at: job.runAt ?? now,
+  created_at: now,
+})
+
 /**
  * Adds a job. Pass the transaction of the change that causes the job so both commit or neither does.
  * Returns false when a pending job with the same dedupe key already exists.
@@ -36,16 +44,25 @@ export interface NewJob {
 export async function enqueue(db: Db, now: number, job: NewJob): Promise<boolean> {
   const r = await db
     .insertInto('jobs')
-    .values({
-      kind: job.kind,
-      payload: JSON.stringify(job.payload),
-      dedupe_key: job.dedupeKey ?? null,
-      run_at: job.runAt ?? now,
-      created_at: now,
-    })
+    .values(jobRow(job, now))
     .onConflict((oc) => oc.column('dedupe_key').doNothing())
     .executeTakeFirst()
   return Number(r.numInsertedOrUpdatedRows ?? 0) > 0
+}
+
+/** Adds many jobs in one statement per 200 (in the caller's transaction); those whose dedupe key is pending are skipped. */
+export async function enqueueMany(db: Db, now: number, jobs: NewJob[]): Promise<void> {
+  for (let i = 0; i < jobs.length; i += 200)
+    await db
+      .insertInto('jobs')
+      .values(jobs.slice(i, i + 200).map((job) => jobRow(job, now)))
+      .onConflict((oc) => oc.column('dedupe_key').doNothing())
+      .execute()
+}
+
+/** Moves the pending job with this dedupe key forward to `now` (a no-op when there is none). */
+export async function runPendingNow(db: Db, dedupeKey: string, now: number): Promise<void> {
+  await db.updateTable('jobs').set({ run_at: now }).where('dedupe_key', '=', dedupeKey).execute()
 }
 
 /**
@@ -179,4 +196,22 @@ export class JobRunner {
         .execute()
     }
   }
+}
+
+/** Deletes up to `limit` jobs that finished (done or failed for good) before `before`; returns how many. */
+export async function pruneFinishedJobs(db: Db, before: number, limit: number): Promise<number> {
+  let n = 0
+  // Two ranges of the index jobs_due (done_at, failed_at, run_at): done, then failed for good.
+  for (const finished of [
+    db.selectFrom('jobs').select('id').where('done_at', '<', before),
+    db.selectFrom('jobs').select('id').where('done_at', 'is', null).where('failed_at', '<', before),
+  ]) {
+    const r = await db
+      .deleteFrom('jobs')
+      .where('id', 'in', finished.limit(limit - n))
+      .executeTakeFirst()
+    n += Number(r.numDeletedRows)
+    if (n >= limit) break
+  }
+  return n
 }

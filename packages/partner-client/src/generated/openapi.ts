@@ -45,7 +45,7 @@ export interface paths {
         put?: never;
         /**
          * Send a ticket to a holder by e-mail
-         * @description A company_ticket_id already used in the event answers 409 with `"error": "duplicate_company_ticket_id"`.
+         * @description A company_ticket_id this partner already used answers 409 with `"error": "duplicate_company_ticket_id"`; another partner's identifiers are never compared (partners are isolated).
          */
         post: operations["createTransfer"];
         delete?: never;
@@ -85,6 +85,26 @@ export interface paths {
          * @description For a lost or leaked code. Scanners learn of the revocation at their next sync. A used ticket answers 409 `already_used`.
          */
         post: operations["reissueTicketCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/companies/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send up to 500 tickets in one request, each answered on its own
+         * @description Each transfer is made as by POST /companies/transfer, or answered with the error that call would have answered (`status` and `error` in its result): one bad transfer does not stop the others. Under one `Idempotency-Key` the whole batch is made once; a retry gets the same results. Transfers to one address are grouped into one holder e-mail, as single transfers are.
+         */
+        post: operations["createTransfers"];
         delete?: never;
         options?: never;
         head?: never;
@@ -155,10 +175,10 @@ export interface components {
         ErrorBody: {
             detail: string;
             /**
-             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
+             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
              * @enum {string}
              */
-            error?: "rate_limit_exceeded" | "mfa_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
+            error?: "rate_limit_exceeded" | "mfa_required" | "passkey_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
         } & {
             [key: string]: unknown;
         };
@@ -554,7 +574,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
+            /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `duplicate_company_ticket_id` when the company_ticket_id was already used by this partner; `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -875,6 +895,205 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    createTransfers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event_uid": "summer-festival-2026",
+                 *       "transfers": [
+                 *         {
+                 *           "email": "holder@example.com",
+                 *           "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
+                 *           "company_ticket_id": "order-1042-1"
+                 *         },
+                 *         {
+                 *           "email": "holder@example.com",
+                 *           "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
+                 *           "company_ticket_id": "order-1042-2",
+                 *           "balance": 20
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    event_uid: string;
+                    /** @description The transfers, each as the body of POST /companies/transfer without event_uid */
+                    transfers: {
+                        additional_info?: {
+                            access_gate?: string;
+                            seat_number?: string;
+                        };
+                        /** @description Balance loaded onto the holder wallet; default 0; at most two decimals */
+                        balance?: number;
+                        company_ticket_id: string;
+                        /** @description Holder e-mail address; transfers are grouped by it, compared case-insensitively */
+                        email: string;
+                        /** @description Promotional balance; default 0; at most two decimals */
+                        promo_balance?: number;
+                        /** @description 32 lowercase hexadecimal characters */
+                        ticket_uid: string;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "company_ticket_id": "order-1042-1",
+                     *           "status": 201,
+                     *           "transfer": {
+                     *             "transfer_uid": "8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e",
+                     *             "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
+                     *             "company_ticket_id": "order-1042-1",
+                     *             "email": "holder@example.com",
+                     *             "status": "TRANSFERRED",
+                     *             "created_at": "2026-07-01T09:30:00.000Z",
+                     *             "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
+                     *           }
+                     *         },
+                     *         {
+                     *           "company_ticket_id": "order-1042-2",
+                     *           "status": 409,
+                     *           "error": {
+                     *             "detail": "company_ticket_id has already been used by this partner",
+                     *             "error": "duplicate_company_ticket_id"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description One result per transfer, in the order sent */
+                        results: {
+                            company_ticket_id: string;
+                            /** @description The error body POST /companies/transfer would have answered */
+                            error?: {
+                                detail: string | {
+                                    ctx?: {
+                                        [key: string]: unknown;
+                                    };
+                                    input?: unknown;
+                                    loc: (string | number)[];
+                                    msg: string;
+                                    type: string;
+                                }[];
+                                /** @description e.g. duplicate_company_ticket_id */
+                                error?: string;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                            /** @description 201: made (`transfer`); otherwise the status POST /companies/transfer would have answered (`error`): 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 an invalid amount */
+                            status: number;
+                            transfer?: {
+                                company_ticket_id: string;
+                                /** Format: date-time */
+                                created_at: string;
+                                email: string;
+                                /** @enum {string} */
+                                status: "TRANSFERRED";
+                                /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
+                                ticket_code: string | null;
+                                /** @description 32 lowercase hexadecimal characters */
+                                ticket_uid: string;
+                                /** @description 32 lowercase hexadecimal characters */
+                                transfer_uid: string;
+                            };
+                        }[];
+                    };
+                };
+            };
+            /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Could not validate credentials"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "Not enough permissions"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": [
+                     *         {
+                     *           "loc": [
+                     *             "body",
+                     *             "price"
+                     *           ],
+                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "type": "less_than_equal",
+                     *           "input": 1000000000
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next attempt */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
                 };
             };
         };

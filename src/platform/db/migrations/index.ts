@@ -13,6 +13,9 @@ import * as m011 from './011-device-keys.js'
 import * as m012 from './012-ticket-codes.js'
 import * as m013 from './013-revocation-cursor.js'
 import * as m014 from './014-gate.js'
+import * as m015 from './015-partners.js'
+import * as m019 from './019-scale.js'
+import * as m020 from './020-passkeys.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -41,6 +44,9 @@ const migrations: [string, MigrationModule][] = [
   ['012-ticket-codes', m012],
   ['013-revocation-cursor', m013],
   ['014-gate', m014],
+  ['015-partners', m015],
+  ['019-scale', m019],
+  ['020-passkeys', m020],
 ]
 
 export function migrationNames(): string[] {

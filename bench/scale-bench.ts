@@ -1,0 +1,374 @@
+// npm run bench:scale — data at festival scale (issue 25): the same measures on a small and a large copy
+// of the data, side by side, with the growth factor.
+//
+// Each copy is its own PostgreSQL schema, loaded with generate_series in the shapes the service writes
+// (the statistics counters are filled by the service's own triggers as the rows go in):
+//   one event of N tickets (three ticket types, a third claimed, 40 % used over the last day at four
+//   gates), N/2 holder links, N consumers, N refresh tokens (families of five: four rotated, one live,
+//   what N refreshes leave), N/5 audit rows, N/10 webhook deliveries with an attempt each, and a
+//   10,000-ticket event beside the big one.
+// Measures, each on the real service (`wristband serve`, pinned to CPU 0, the load on CPU 1):
+//   stats: GET /events/1/stats (the dashboard's poll) p50 / p95, and of the 10,000-ticket event;
+//   the dashboard's event list (its figures query); /metrics (the pending deliveries count);
+//   ticket use p50 / p95 idle, and while 8 dashboards poll the stats back to back (and its 503s);
+//   RSS of the process after start (what N refreshes cost in memory);
+//   start-up to ready with Redis and 2 workers;
+//   one retention pass over the large tables (nothing old: the cost of looking).
+// N is SCALE_LARGE (1,000,000) and SCALE_SMALL (10,000). Needs PostgreSQL (BENCH_DATABASE_URL, default
+// postgres://postgres@127.0.0.1:5432/test) and Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379).
+// Writes bench/results/scale.md and .json (SCALE_RESULTS=0: print only, as the CI test does).
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { sql } from 'kysely'
+import { eventListFigures } from '../src/dashboard/stats.store.js'
+import { systemClock } from '../src/platform/clock.js'
+import type { DatabaseHandle } from '../src/platform/db/database.js'
+import { openDatabase } from '../src/platform/db/database.js'
+import { pruneOnce } from '../src/retention/retention.js'
+import { applySeed } from '../src/seed/seed.js'
+import { guardRun, hasCommand, pinSelf, rssBytes } from './lib/processes.js'
+import { f0, f1, machineLine, table } from './lib/report.js'
+import { checkPostgres, checkRedis, type Service, startService } from './lib/service.js'
+
+const LARGE = Number(process.env.SCALE_LARGE ?? 1_000_000)
+const SMALL = Number(process.env.SCALE_SMALL ?? 10_000)
+const SIDE_EVENT = Math.min(10_000, SMALL)
+const SAMPLES = Number(process.env.SCALE_SAMPLES ?? 60)
+const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const METRICS_TOKEN = 'bench-metrics-token-0123456789'
+const OPERATOR = { email: 'gate@example.com', password: 'bench-password-1' }
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
+
+guardRun('bench:scale', Number(process.env.SCALE_TIME_LIMIT_SECONDS ?? 3600))
+if (hasCommand('taskset')) pinSelf(1)
+
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN
+}
+
+/** Loads one copy of `n` tickets and the rest (see the head of this file) with generate_series. */
+async function load(handle: DatabaseHandle, n: number) {
+  const db = handle.db
+  const now = Date.now()
+  await applySeed(db, systemClock, {
+    events: [{ id: 2, uid: 'side-fest', name: 'Side Fest' }],
+    operators: [{ ...OPERATOR, event_id: 1, mode: 0, permissions: null }],
+  })
+  const started = performance.now()
+  const run = (q: string) => sql.raw(q).execute(db)
+  for (const [event, count] of [
+    [1, n],
+    [2, SIDE_EVENT],
+  ] as const) {
+    await run(`insert into ticket_types (uid, event_id, name, price, ticket_date, created_at)
+      select md5('type-${event}-' || g), ${event}, 'Type ' || g, 4990 * g, '2026-07-18T10:00:00.000', ${now}
+      from generate_series(1, 3) g`)
+    const [type] = (
+      await sql<{ id: number }>`select min(id) as id from ticket_types where event_id = ${event}`.execute(db)
+    ).rows
+    await run(`insert into holder_links (event_id, email, claimed_at, created_at, updated_at)
+      select ${event}, 'fan' || g || '-${event}@example.com',
+        case when g % 3 = 0 then ${now - DAY} end, ${now - 2 * DAY}, ${now - 2 * DAY}
+      from generate_series(1, ${Math.ceil(count / 2)}) g`)
+    const [link] = (
+      await sql<{ id: number }>`select min(id) as id from holder_links where event_id = ${event}`.execute(db)
+    ).rows
+    // A third claimed (their links), 40 % used over the last day: the service's own columns and states.
+    await run(`insert into transfers (uid, event_id, ticket_type_id, company_ticket_id, email, balance,
+        promo_balance, access_gate, link_id, status, mailed_at, claimed_at, used_at, used_timestamp,
+        used_gate, created_at, code_digest, feed_seq)
+      select md5('ticket-${event}-' || g), ${event}, ${type!.id} + g % 3, 'ct-' || g,
+        'fan' || ((g + 1) / 2) || '-${event}@example.com', (g % 50) * 100, (g % 7) * 100,
+        (array['North', 'South', 'East', null])[1 + g % 4], ${link!.id} + (g - 1) / 2,
+        case when g % 5 < 2 then 'USED' when ((g + 1) / 2) % 3 = 0 then 'CLAIMED' else 'TRANSFERRED' end,
+        ${now - 2 * DAY}, case when ((g + 1) / 2) % 3 = 0 then ${now - DAY} end,
+        case when g % 5 < 2 then ${now} - (g::bigint * 7919) % ${DAY} end,
+        case when g % 5 < 2 then '2026-07-18T10:00:00.000' end,
+        case when g % 10 = 0 then 'West' end,
+        ${now - 2 * DAY}, substr(md5('digest-' || g), 1, 22), g
+      from generate_series(1, ${count}) g`)
+    await run(`update events set feed_seq = ${count} where id = ${event}`)
+  }
+  await run(`insert into customers (phone, email, created_at)
+    select '+49151' || lpad(g::text, 8, '0'), 'consumer' || g || '@example.com', ${now - 30 * DAY}
+    from generate_series(1, ${n}) g`)
+  // N refreshes leave N rows: families of five, four rotated away, the last one live.
+  await run(`insert into refresh_tokens (jti, family_id, subject_kind, subject_id, expires_at, created_at, rotated_at)
+    select md5('refresh-' || g), md5('family-' || (g / 5)), 'consumer', 1 + g % ${n}, ${now + 29 * DAY},
+      ${now - DAY}, case when g % 5 < 4 then ${now - DAY} end
+    from generate_series(1, ${n}) g`)
+  await run(`insert into audit_log (at, kind, actor, ip, outcome, detail)
+    select ${now} - g * 1000, 'login', 'consumer:' || g, '10.0.0.1', 'success', null
+    from generate_series(1, ${Math.ceil(n / 5)}) g`)
+  const deliveries = Math.ceil(n / 10)
+  await run(`insert into webhook_deliveries (uid, event_id, payload, status, attempts, delivered_at, created_at)
+    select md5('delivery-' || g), 1, '{}', case when g % 100 = 0 then 'pending' when g % 100 = 1 then 'failed'
+      else 'delivered' end, 1, ${now}, ${now} - g * 100
+    from generate_series(1, ${deliveries}) g`)
+  await run(`insert into webhook_attempts (delivery_id, attempted_at, url, status_code, duration_ms)
+    select id, created_at, 'https://receiver.example/hook', case when status = 'delivered' then 200 else 503 end, 20
+    from webhook_deliveries`)
+  await run('analyze')
+  return (performance.now() - started) / 1000
+}
+
+async function timed(fn: () => Promise<unknown>, samples = SAMPLES) {
+  for (let i = 0; i < 5; i++) await fn()
+  const ms: number[] = []
+  for (let i = 0; i < samples; i++) {
+    const t = performance.now()
+    await fn()
+    ms.push(performance.now() - t)
+  }
+  return { p50: percentile(ms, 50), p95: percentile(ms, 95) }
+}
+
+async function get(service: Service, url: string, headers: Record<string, string>) {
+  const res = await fetch(`${service.origin}${url}`, {
+    headers: { ...headers, 'x-forwarded-for': '172.31.0.1' },
+  })
+  const body = await res.text()
+  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${body.slice(0, 200)}`)
+  return body
+}
+
+interface Figures {
+  n: number
+  loadSeconds: number
+  rssMb: number
+  stats: { p50: number; p95: number }
+  sideStats: { p50: number; p95: number }
+  eventList: { p50: number; p95: number }
+  metrics: { p50: number; p95: number }
+  useIdle: { p50: number; p95: number }
+  usePolled: { p50: number; p95: number; errors503: number; polls: number }
+  startReadyMs: number
+  retentionMs: number
+}
+
+async function measure(n: number): Promise<Figures> {
+  let loadSeconds = 0
+  let schemaHandle: { url: string; schema: string } | undefined
+  const service = await startService(
+    { name: 'memory/postgres', state: 'memory', database: 'postgres' },
+    {
+      backends: { databaseUrl, redisUrl },
+      logLevel: 'warn',
+      env: { METRICS_TOKEN, TICKET_USE_RATE_LIMIT: '1000000' },
+      prepare: async (handle, config) => {
+        loadSeconds = await load(handle, n)
+        schemaHandle = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
+      },
+    },
+  )
+  try {
+    const rssMb = rssBytes(service.pid) / 2 ** 20
+    const admin = (await service.login()).access_token
+    const auth = { authorization: `Bearer ${admin}` }
+    const stats = await timed(() => get(service, '/events/1/stats', auth))
+    const sideStats = await timed(() => get(service, '/events/2/stats', auth))
+    const metrics = await timed(
+      () => get(service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
+      20,
+    )
+
+    const handle = await openDatabase(schemaHandle!.url, { schema: schemaHandle!.schema })
+    let eventList: Figures['eventList']
+    let retentionMs: number
+    let uids: string[]
+    try {
+      eventList = await timed(() => eventListFigures(handle.db, [1, 2]))
+      const t = performance.now()
+      await pruneOnce({
+        db: handle.db,
+        clock: systemClock,
+        log: { info() {} } as never,
+        config: { RETENTION_DAYS: 90, AUDIT_RETENTION_DAYS: 365 },
+      })
+      retentionMs = performance.now() - t
+      uids = (
+        await handle.db
+          .selectFrom('transfers')
+          .select('uid')
+          .where('event_id', '=', 1)
+          .where('used_at', 'is', null)
+          .limit(SAMPLES * 4 + 20)
+          .execute()
+      ).map((r) => r.uid)
+    } finally {
+      await handle.close()
+    }
+
+    const op = await service.post('/auth/login', { ...OPERATOR, role: 'operator' })
+    if (op.status !== 200) throw new Error(`operator login: ${op.status} ${op.body}`)
+    const operator = JSON.parse(op.body).access_token as string
+    const use = async (uid: string) => {
+      const res = await fetch(`${service.origin}/tickets/${uid}/use`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${operator}`,
+          'content-type': 'application/json',
+          'x-forwarded-for': '172.31.0.2',
+        },
+        body: JSON.stringify({ access_gate: 'North' }),
+      })
+      await res.text()
+      return res.status
+    }
+    const uses = async (count: number) => {
+      const ms: number[] = []
+      let errors503 = 0
+      for (let i = 0; i < count; i++) {
+        const t = performance.now()
+        const status = await use(uids.pop()!)
+        ms.push(performance.now() - t)
+        if (status === 503) errors503++
+        else if (status !== 200) throw new Error(`ticket use answered ${status}`)
+      }
+      return { p50: percentile(ms, 50), p95: percentile(ms, 95), errors503 }
+    }
+    const { errors503: _idle503, ...useIdle } = await uses(SAMPLES)
+    // Eight dashboards polling back to back (the page polls every 15 s; back to back is the worst case).
+    let polling = true
+    let polls = 0
+    const poller = async () => {
+      while (polling) {
+        const res = await fetch(`${service.origin}/events/1/stats`, {
+          headers: { ...auth, 'x-forwarded-for': '172.31.0.3' },
+        })
+        await res.text()
+        polls++
+      }
+    }
+    const pollers = Array.from({ length: 8 }, poller)
+    const usePolled = { ...(await uses(SAMPLES)), polls }
+    polling = false
+    await Promise.all(pollers)
+    usePolled.polls = polls
+
+    await service.dispose()
+    const startReadyMs = await startUp(n)
+    return {
+      n,
+      loadSeconds,
+      rssMb,
+      stats,
+      sideStats,
+      eventList,
+      metrics,
+      useIdle,
+      usePolled,
+      startReadyMs,
+      retentionMs,
+    }
+  } catch (err) {
+    await service.dispose().catch(() => {})
+    throw err
+  }
+}
+
+/** Start-up to ready with Redis and two workers, on a copy loaded like the others. */
+async function startUp(n: number): Promise<number> {
+  let started = 0
+  const service = await startService(
+    { name: 'redis/postgres', state: 'redis', database: 'postgres' },
+    {
+      backends: { databaseUrl, redisUrl },
+      logLevel: 'warn',
+      serveArgs: ['--workers', '2'],
+      cpu: '0,1',
+      prepare: async (handle) => {
+        await load(handle, n)
+        started = performance.now()
+      },
+    },
+  )
+  try {
+    // startService returns once /health answers; ready means /ready answers 200 too.
+    for (;;) {
+      const res = await fetch(`${service.origin}/ready`)
+      await res.text()
+      if (res.status === 200) break
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    return performance.now() - started
+  } finally {
+    await service.dispose()
+  }
+}
+
+async function main() {
+  for (const [what, problem] of [
+    ['PostgreSQL', await checkPostgres(databaseUrl)],
+    ['Redis', await checkRedis(redisUrl)],
+  ] as const)
+    if (problem) throw new Error(`bench:scale needs ${what}: ${problem}`)
+  const load1 = os.loadavg()[0]!
+  const small = await measure(SMALL)
+  const large = await measure(LARGE)
+  const load2 = os.loadavg()[0]!
+  const growth = (a: number, b: number) => (a > 0 ? `${f1(b / a)}×` : '-')
+  const ms = (x: number) => x.toFixed(1)
+  const row = (name: string, a: number, b: number, unit = 'ms') => [
+    name,
+    `${ms(a)} ${unit}`,
+    `${ms(b)} ${unit}`,
+    growth(a, b),
+  ]
+  const perMillion = ((large.rssMb - small.rssMb) / (LARGE - SMALL)) * 1_000_000
+  const rows = [
+    row('stats, dashboard poll, p50', small.stats.p50, large.stats.p50),
+    row('stats, dashboard poll, p95', small.stats.p95, large.stats.p95),
+    row(
+      `stats of a ${f0(SIDE_EVENT)}-ticket event beside the big one, p95`,
+      small.sideStats.p95,
+      large.sideStats.p95,
+    ),
+    row("dashboard's event list figures, p95", small.eventList.p95, large.eventList.p95),
+    row('/metrics scrape (pending deliveries), p95', small.metrics.p95, large.metrics.p95),
+    row('ticket use idle, p95', small.useIdle.p95, large.useIdle.p95),
+    row('ticket use while 8 dashboards poll, p95', small.usePolled.p95, large.usePolled.p95),
+    [
+      'ticket use while 8 dashboards poll: 503s',
+      String(small.usePolled.errors503),
+      String(large.usePolled.errors503),
+      '-',
+    ],
+    row('RSS after start', small.rssMb, large.rssMb, 'MB'),
+    ['memory per million refreshes (RSS growth)', '', `${f1(perMillion)} MB`, '-'],
+    row('start-up to ready, Redis, 2 workers', small.startReadyMs, large.startReadyMs),
+    row('one retention pass (nothing due)', small.retentionMs, large.retentionMs),
+  ]
+  const lines = [
+    `# bench:scale — ${f0(SMALL)} vs ${f0(LARGE)}`,
+    '',
+    `${machineLine()}; load average ${load1.toFixed(1)} before, ${load2.toFixed(1)} after; ${new Date().toISOString()}`,
+    `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links, consumers, refresh tokens, ` +
+      `audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure; the 8 pollers made ` +
+      `${f0(small.usePolled.polls)} and ${f0(large.usePolled.polls)} stats calls during the polled uses.`,
+    '',
+    ...table(['measure', f0(SMALL), f0(LARGE), 'growth'], rows, [false, true, true, true]),
+    '',
+    `Ticket use p50: idle ${ms(small.useIdle.p50)} / ${ms(large.useIdle.p50)} ms, polled ${ms(small.usePolled.p50)} / ${ms(large.usePolled.p50)} ms; stats p50 ${ms(small.stats.p50)} / ${ms(large.stats.p50)} ms.`,
+  ]
+  console.log(lines.join('\n'))
+  if (process.env.SCALE_RESULTS !== '0') {
+    const dir = fileURLToPath(new URL('./results/', import.meta.url))
+    fs.writeFileSync(path.join(dir, 'scale.md'), `${lines.join('\n')}\n`)
+    fs.writeFileSync(
+      path.join(dir, 'scale.json'),
+      `${JSON.stringify({ small, large, load: [load1, load2] }, null, 2)}\n`,
+    )
+  }
+  process.exit(0)
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,112 @@
+/**
+ * 10,000 transfers through the partner client's `transferMany` (issue 29.2), on SQLite and on
+ * PostgreSQL (BENCH_DATABASE_URL, skipped when unreachable): the on-sale case, a partner sending a
+ * whole allocation at once. Standalone: `node --import tsx bench/transfer-many-bench.ts`; `npm run
+ * bench` runs it and prints its rows. BENCH_TRANSFERS changes the count (default 10000).
+ *
+ * The service runs in a child process (bench/partner-bench.ts --serve, PARTNER_RATE_LIMIT at its
+ * default); this process is the partner: one API key, 2,000 holders (transfers group onto shared
+ * links, as in a real sale), chunks of 500, two requests in flight.
+ */
+import { randomBytes } from 'node:crypto'
+import { pathToFileURL } from 'node:url'
+import pg from 'pg'
+import { createPartnerClient, unwrap } from '../packages/partner-client/src/index.js'
+import { transferMany } from '../packages/partner-client/src/transfer-many.js'
+import { startTarget } from './partner-bench.js'
+
+export interface TransferManyRow {
+  database: 'sqlite' | 'postgres'
+  transfers: number
+  seconds: number
+  per_second: number
+  made: number
+  /** Why the row is missing (PostgreSQL unreachable). */
+  skipped?: string
+}
+
+const COUNT = Number(process.env.BENCH_TRANSFERS ?? 10_000)
+const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow> {
+  const schema = `wbbench_${randomBytes(5).toString('hex')}`
+  const env: Record<string, string> =
+    database === 'postgres' ? { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: schema } : {}
+  if (database === 'sqlite') delete process.env.BENCH_DATABASE_URL
+  const { target, stop } = await startTarget(env)
+  try {
+    const client = createPartnerClient({ baseUrl: target.baseUrl, apiKey: target.apiKey })
+    const type = await unwrap(
+      client.POST('/companies/ticket', {
+        body: {
+          event_uid: 'bench-fest',
+          name: 'Day pass',
+          price: 59.9,
+          ticket_date: '2026-07-18T12:00:00.000',
+        },
+      }),
+    )
+    const transfers = Array.from({ length: COUNT }, (_, i) => ({
+      email: `holder${i % 2000}@example.com`,
+      ticket_uid: type.ticket_uid,
+      company_ticket_id: `sale-${i}`,
+      balance: 12.5,
+    }))
+    const started = performance.now()
+    const results = await transferMany(client, 'bench-fest', transfers)
+    const seconds = (performance.now() - started) / 1000
+    const made = results.filter((r) => r.status === 201).length
+    return {
+      database,
+      transfers: COUNT,
+      seconds: Math.round(seconds * 100) / 100,
+      per_second: Math.round(COUNT / seconds),
+      made,
+    }
+  } finally {
+    await stop()
+    if (database === 'postgres') {
+      const c = new pg.Client({ connectionString: DATABASE_URL })
+      await c.connect()
+      await c.query(`drop schema if exists ${schema} cascade`)
+      await c.end()
+    }
+  }
+}
+
+async function postgresReachable(): Promise<boolean> {
+  const c = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 2000 })
+  try {
+    await c.connect()
+    await c.end()
+    return true
+  } catch {
+    return false
+  }
+}
+
+export async function runTransferManyBench(): Promise<TransferManyRow[]> {
+  const rows = [await runOne('sqlite')]
+  if (await postgresReachable()) rows.push(await runOne('postgres'))
+  else
+    rows.push({
+      database: 'postgres',
+      transfers: COUNT,
+      seconds: 0,
+      per_second: 0,
+      made: 0,
+      skipped: 'PostgreSQL unreachable',
+    })
+  return rows
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const rows = await runTransferManyBench()
+  for (const r of rows)
+    console.log(
+      r.skipped
+        ? `${r.database.padEnd(9)} skipped: ${r.skipped}`
+        : `${r.database.padEnd(9)} ${r.transfers} transfers in ${r.seconds} s (${r.per_second}/s), ${r.made} made`,
+    )
+  console.log(JSON.stringify(rows))
+}

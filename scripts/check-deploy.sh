@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The deploy files checked by their own tools (issue 28.8): `systemd-analyze verify` on the systemd
+# unit, `nginx -t` on the nginx example (inside a minimal nginx.conf, with a throw-away certificate in
+# place of the example's), `haproxy -c` on the HAProxy configuration. A tool that is missing is
+# skipped with a loud note (scripts/ci-system-deps.sh installs them from Debian's packages).
+# `promtool check metrics` runs in the test suite (src/metrics/promtool.test.ts), on a real scrape.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failed=0
+skipped() { echo "!! $1 is not installed: $2 NOT CHECKED (apt-get install $3)"; }
+
+if command -v systemd-analyze >/dev/null; then
+  cp deploy/wristband.service "$work/wristband.service"
+  # verify exits 0 on keys it ignores (a setting in the wrong section): any message is a failure.
+  if out="$(systemd-analyze verify "$work/wristband.service" 2>&1)" && [ -z "$out" ]; then
+    echo "ok: systemd-analyze verify deploy/wristband.service"
+  else
+    echo "!! systemd-analyze verify deploy/wristband.service:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped systemd-analyze deploy/wristband.service systemd
+fi
+
+if command -v nginx >/dev/null && command -v openssl >/dev/null; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=auth.example.com \
+    -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+  sed -e "s#/etc/ssl/certs/auth.example.com.pem#$work/cert.pem#" \
+    -e "s#/etc/ssl/private/auth.example.com.key#$work/key.pem#" deploy/nginx.conf >"$work/site.conf"
+  cat >"$work/nginx.conf" <<CONF
+pid $work/nginx.pid;
+error_log $work/error.log;
+events {}
+http {
+    access_log off;
+    include $work/site.conf;
+}
+CONF
+  if out="$(nginx -t -q -c "$work/nginx.conf" -p "$work/" 2>&1)"; then
+    echo "ok: nginx -t deploy/nginx.conf ($(nginx -v 2>&1))"
+    [ -z "$out" ] || echo "$out"
+  else
+    echo "!! nginx -t deploy/nginx.conf:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped "nginx (or openssl)" deploy/nginx.conf "nginx openssl"
+fi
+
+if command -v haproxy >/dev/null; then
+  if out="$(haproxy -c -f deploy/haproxy.cfg 2>&1)"; then
+    echo "ok: haproxy -c deploy/haproxy.cfg"
+  else
+    echo "!! haproxy -c deploy/haproxy.cfg:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped haproxy deploy/haproxy.cfg haproxy
+fi
+
+exit "$failed"

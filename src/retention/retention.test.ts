@@ -1,0 +1,204 @@
+import assert from 'node:assert/strict'
+import { before, test } from 'node:test'
+import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
+import { httpBackends } from '../../test/helpers/backends.js'
+import { until } from '../../test/helpers/until.js'
+import { RETENTION_BATCH, RETENTION_INTERVAL_MS } from './retention.js'
+
+const DAY = 86_400_000
+
+/**
+ * The retention job deletes what has served its time, in batches, and nothing else: old finished
+ * jobs and deliveries (with their attempts), old audit rows, expired revocations and refresh tokens,
+ * old tokens of claimed links. Pending deliveries, unclaimed links and everything recent stay, and
+ * the delivery counters (migration 019) follow the deletions.
+ */
+forEachBackend(
+  httpBackends,
+  'retention',
+  (ctx) => {
+    let t: TestApp
+    before(async () => {
+      t = ctx()
+      await t.seed(STANDARD_SEED)
+    })
+
+    const count = async (
+      table:
+        | 'audit_log'
+        | 'revoked_tokens'
+        | 'refresh_tokens'
+        | 'jobs'
+        | 'webhook_deliveries'
+        | 'webhook_attempts'
+        | 'holder_link_tokens',
+    ) => {
+      const r = await t.db.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+      return Number(r.n)
+    }
+
+    test('old rows go in batches at the next run, recent and pending ones stay', async () => {
+      const db = t.db.db
+      const now = t.clock.now()
+      const oldAudit = RETENTION_BATCH * 2 + 34
+      const auditBefore = await count('audit_log')
+      for (let i = 0; i < oldAudit; i += 500)
+        await db
+          .insertInto('audit_log')
+          .values(
+            Array.from({ length: Math.min(500, oldAudit - i) }, () => ({
+              at: now - 366 * DAY,
+              kind: 'old_entry',
+              outcome: 'success',
+            })),
+          )
+          .execute()
+      await db
+        .insertInto('audit_log')
+        .values({ at: now - 364 * DAY, kind: 'kept_entry', outcome: 'success' })
+        .execute()
+
+      await db
+        .insertInto('revoked_tokens')
+        .values([
+          { jti: 'expired-revocation', expires_at: now - 1, revoked_at: now - DAY },
+          { jti: 'live-revocation', expires_at: now + DAY, revoked_at: now - DAY },
+        ])
+        .execute()
+      const refresh = (jti: string, expires_at: number) => ({
+        jti,
+        family_id: `family-${jti}`,
+        subject_kind: 'admin',
+        subject_id: 1,
+        expires_at,
+        created_at: now - 40 * DAY,
+      })
+      await db
+        .insertInto('refresh_tokens')
+        .values([refresh('expired-refresh', now - 1), refresh('live-refresh', now + DAY)])
+        .execute()
+
+      const job = (kind: string, done_at: number | null, failed_at: number | null) => ({
+        kind,
+        payload: '{}',
+        run_at: now - 100 * DAY,
+        created_at: now - 100 * DAY,
+        done_at,
+        failed_at,
+      })
+      await db
+        .insertInto('jobs')
+        .values([
+          job('old-done', now - 91 * DAY, null),
+          job('old-failed', null, now - 91 * DAY),
+          job('recent-done', now - 89 * DAY, null),
+        ])
+        .execute()
+
+      const delivery = async (uid: string, status: string, created_at: number) => {
+        const r = await db
+          .insertInto('webhook_deliveries')
+          .values({ uid, event_id: 1, payload: '{}', status, attempts: 1, created_at })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+        await db
+          .insertInto('webhook_attempts')
+          .values({
+            delivery_id: r.id,
+            attempted_at: created_at,
+            url: 'https://example.com/',
+            status_code: 200,
+            duration_ms: 5,
+          })
+          .execute()
+      }
+      await delivery('old-delivered', 'delivered', now - 91 * DAY)
+      await delivery('old-failed', 'failed', now - 91 * DAY)
+      await delivery('old-pending', 'pending', now - 91 * DAY)
+      await delivery('recent-delivered', 'delivered', now - 89 * DAY)
+
+      const link = async (email: string, claimed: boolean) => {
+        const r = await db
+          .insertInto('holder_links')
+          .values({
+            event_id: 1,
+            email,
+            created_at: now - 91 * DAY,
+            updated_at: now - 91 * DAY,
+            ...(claimed ? { claimed_at: now - 90 * DAY } : {}),
+          })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+        await db
+          .insertInto('holder_link_tokens')
+          .values({ token_hash: `hash-${email}`, link_id: r.id, created_at: now - 91 * DAY })
+          .execute()
+      }
+      await link('claimed@example.com', true)
+      await link('unclaimed@example.com', false)
+
+      const deliveriesBefore = await count('webhook_deliveries')
+      const attemptsBefore = await count('webhook_attempts')
+      // The next hourly run is due.
+      t.clock.advance(RETENTION_INTERVAL_MS + 1)
+      await until('the old audit rows gone', async () => (await count('audit_log')) <= auditBefore + 1)
+
+      assert.equal(
+        await count('audit_log'),
+        auditBefore + 1,
+        'every old row in several batches, the kept one stays',
+      )
+      const jtis = async (table: 'revoked_tokens' | 'refresh_tokens') =>
+        (await db.selectFrom(table).select('jti').execute()).map((r) => r.jti)
+      assert.ok(!(await jtis('revoked_tokens')).includes('expired-revocation'))
+      assert.ok((await jtis('revoked_tokens')).includes('live-revocation'))
+      assert.ok(!(await jtis('refresh_tokens')).includes('expired-refresh'))
+      assert.ok((await jtis('refresh_tokens')).includes('live-refresh'))
+      const kinds = (await db.selectFrom('jobs').select('kind').execute()).map((r) => r.kind)
+      assert.ok(!kinds.includes('old-done') && !kinds.includes('old-failed'), kinds.join())
+      assert.ok(kinds.includes('recent-done'))
+      const uids = (await db.selectFrom('webhook_deliveries').select('uid').execute()).map((r) => r.uid)
+      assert.deepEqual(
+        ['old-delivered', 'old-failed', 'old-pending', 'recent-delivered'].filter((u) => uids.includes(u)),
+        ['old-pending', 'recent-delivered'],
+      )
+      assert.equal(await count('webhook_deliveries'), deliveriesBefore - 2)
+      assert.equal(await count('webhook_attempts'), attemptsBefore - 2, 'their attempts with them')
+      const tokens = (await db.selectFrom('holder_link_tokens').select('token_hash').execute()).map(
+        (r) => r.token_hash,
+      )
+      assert.ok(!tokens.includes('hash-claimed@example.com'))
+      assert.ok(tokens.includes('hash-unclaimed@example.com'))
+
+      // The delivery counters followed the deletions.
+      const counters = await db
+        .selectFrom('delivery_counts')
+        .select(['status', 'tried', 'n'])
+        .where('event_id', '=', 1)
+        .execute()
+      const rows = await db
+        .selectFrom('webhook_deliveries')
+        .select(['status', 'attempts'])
+        .where('event_id', '=', 1)
+        .execute()
+      for (const c of counters)
+        assert.equal(
+          Number(c.n),
+          rows.filter((r) => r.status === c.status && (r.attempts === 0 ? 0 : 1) === c.tried).length,
+          `${c.status}/${c.tried}`,
+        )
+      // And the next run is queued an hour on.
+      const next = await db
+        .selectFrom('jobs')
+        .select('run_at')
+        .where('kind', '=', 'retention')
+        .where('done_at', 'is', null)
+        .executeTakeFirstOrThrow()
+      assert.ok(Number(next.run_at) > t.clock.now(), 'the next run is later')
+    })
+  },
+  { JOBS_POLL_MS: '20' },
+)

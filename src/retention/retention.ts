@@ -1,0 +1,100 @@
+import type { FastifyBaseLogger } from 'fastify'
+import { pruneAudit } from '../audit/audit.store.js'
+import { pruneClaimedLinkTokens } from '../holder/holder.store.js'
+import type { Clock } from '../platform/clock.js'
+import type { Config } from '../platform/config.js'
+import type { Db } from '../platform/db/database.js'
+import {
+  enqueue,
+  type JobHandler,
+  type JobRunner,
+  pruneFinishedJobs,
+  releaseDedupeKey,
+} from '../platform/jobs/jobs.js'
+import { pruneExpiredRefresh } from '../tokens/refresh.store.js'
+import { pruneExpiredRevocations } from '../tokens/revocations.store.js'
+import { pruneDeliveries } from '../webhooks/webhooks.store.js'
+
+/**
+ * Retention (issue 25, part 4): what grows with use is deleted once it has served, in small batches.
+ * Each batch is one short statement (deliveries: one short transaction with their attempts), so no
+ * lock is held for long and ticket use, sign-in and delivery go on between batches.
+ *
+ * - revocations and refresh tokens: when they expire (an expired token is refused by its `exp` already);
+ * - finished jobs, finished webhook deliveries with their attempts, and the claim-link tokens of
+ *   claimed links: after RETENTION_DAYS (pending deliveries and unclaimed links stay);
+ * - audit rows: after AUDIT_RETENTION_DAYS.
+ *
+ * One job of the jobs table (dedupe key `retention`) runs it and schedules the next run: an hour later,
+ * or at once while a table still had more than a run's worth of rows to delete. A fleet runs it once.
+ */
+export const RETENTION_JOB = 'retention'
+export const RETENTION_BATCH = 500
+/** Batches per table and run: a run deletes at most this many batches of each before it yields. */
+const BATCHES_PER_RUN = 20
+export const RETENTION_INTERVAL_MS = 3_600_000
+const DAY_MS = 86_400_000
+
+export interface RetentionDeps {
+  db: Db
+  clock: Clock
+  log: FastifyBaseLogger
+  config: Pick<Config, 'RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>
+}
+
+type Prune = (db: Db, before: number, limit: number) => Promise<number>
+
+/** One pass over every table; true when some table had more left than a run deletes. */
+export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Promise<boolean> {
+  const now = clock.now()
+  const retained = now - config.RETENTION_DAYS * DAY_MS
+  const tables: [string, Prune, number][] = [
+    ['revoked_tokens', pruneExpiredRevocations, now],
+    ['refresh_tokens', pruneExpiredRefresh, now],
+    ['jobs', pruneFinishedJobs, retained],
+    ['webhook_deliveries', pruneDeliveries, retained],
+    ['holder_link_tokens', pruneClaimedLinkTokens, retained],
+    ['audit_log', pruneAudit, now - config.AUDIT_RETENTION_DAYS * DAY_MS],
+  ]
+  let more = false
+  const deleted: Record<string, number> = {}
+  for (const [table, prune, before] of tables) {
+    let batches = 0
+    let n = 0
+    for (;;) {
+      const d = await prune(db, before, RETENTION_BATCH)
+      n += d
+      if (d < RETENTION_BATCH) break
+      if (++batches === BATCHES_PER_RUN) {
+        more = true
+        break
+      }
+    }
+    if (n > 0) deleted[table] = n
+  }
+  if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
+  return more
+}
+
+function retentionJob(deps: RetentionDeps): JobHandler<Record<string, never>> {
+  return {
+    retrySchedule: [60, 600],
+    async run(_payload, { jobId }) {
+      const more = await pruneOnce(deps)
+      // Frees the key first, so the next run can be queued while this one still counts as running.
+      await releaseDedupeKey(deps.db, jobId)
+      await scheduleRetention(deps, deps.clock.now() + (more ? 0 : RETENTION_INTERVAL_MS))
+    },
+  }
+}
+
+/** Queues a run at `runAt` unless one is queued already (every instance queues one at start). */
+export async function scheduleRetention({ db, clock }: Pick<RetentionDeps, 'db' | 'clock'>, runAt: number) {
+  await enqueue(db, clock.now(), { kind: RETENTION_JOB, payload: {}, runAt, dedupeKey: RETENTION_JOB })
+}
+
+/** Registers the job and queues its first run (now, unless a run is queued already). */
+export async function startRetention(jobs: JobRunner, deps: RetentionDeps): Promise<void> {
+  jobs.register(RETENTION_JOB, retentionJob(deps))
+  await scheduleRetention(deps, deps.clock.now())
+}

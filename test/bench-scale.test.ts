@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+
+/**
+ * A small `npm run bench:scale` (1,000 vs 10,000) in CI: it loads both copies, runs every measure and
+ * prints the table. Only that it runs and prints is checked, never a time.
+ */
+const repo = fileURLToPath(new URL('../', import.meta.url))
+const skip = !process.env.TEST_DATABASE_URL
+  ? 'TEST_DATABASE_URL is not set: bench:scale SKIPPED'
+  : !process.env.TEST_REDIS_URL
+    ? 'TEST_REDIS_URL is not set: bench:scale SKIPPED'
+    : undefined
+
+test(
+  'bench:scale runs small (1,000 vs 10,000) and prints each measure with its growth',
+  skip ? { skip } : {},
+  () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/scale-bench.ts'], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 15 * 60_000,
+      env: {
+        ...process.env,
+        BENCH_DATABASE_URL: process.env.TEST_DATABASE_URL,
+        BENCH_REDIS_URL: process.env.TEST_REDIS_URL,
+        SCALE_SMALL: '1000',
+        SCALE_LARGE: '10000',
+        SCALE_SAMPLES: '5',
+        SCALE_RESULTS: '0',
+      },
+    })
+    assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
+    for (const measure of [
+      'stats, dashboard poll, p95',
+      "dashboard's event list figures, p95",
+      '/metrics scrape (pending deliveries), p95',
+      'ticket use while 8 dashboards poll, p95',
+      'memory per million refreshes',
+      'start-up to ready, Redis, 2 workers',
+      'one retention pass',
+    ])
+      assert.match(run.stdout, new RegExp(`\\| ${measure.replace(/[()/]/g, '\\$&')}[^\\n]*\\|`), measure)
+    assert.match(run.stdout, /\| measure \| 1,000 \| 10,000 \| growth \|/)
+  },
+)
