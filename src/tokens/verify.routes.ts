@@ -30,7 +30,7 @@ export const VERIFY_LIMITS: Readonly<VerifyLimits> = Object.freeze({
   anonymousPerMinute: 600,
 })
 
-export function verifyRequestSchema(limits: VerifyLimits) {
+function verifyRequestSchema(limits: VerifyLimits) {
   return Type.Object(
     {
       token: Type.String({ maxLength: limits.maxToken }),
@@ -48,8 +48,6 @@ export function verifyRequestSchema(limits: VerifyLimits) {
     { additionalProperties: false },
   )
 }
-
-export const TokenVerifyRequest = verifyRequestSchema(VERIFY_LIMITS)
 
 export const TokenVerifyResponse = Type.Object({
   valid: Type.Boolean(),
