@@ -157,7 +157,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await startRetention(jobs, { db, clock, log: app.log, config })
 
   // The features.
-  await app.register(healthRoutes)
+  await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { ...shared, passkeyPolicy: core.loginPasskeyPolicy })
   // Verify's callers: per verify credential (an API key with scope tokens:verify), else per address.
@@ -352,7 +352,13 @@ async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform
   app.addHook('onSend', async (_request, reply) => {
     if (keepAliveEnded) reply.header('connection', 'close')
   })
-  await app.register(opsRoutes, { database, storage, draining: () => draining, ...(redis ? { redis } : {}) })
+  await app.register(opsRoutes, {
+    database,
+    storage,
+    draining: () => draining,
+    logLevel: a.config.LOG_LEVEL,
+    ...(redis ? { redis } : {}),
+  })
   // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
   const dependencyUp = a.metrics.gauge({
     name: 'wristband_dependency_up',
