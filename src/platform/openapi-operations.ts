@@ -13,6 +13,8 @@ export interface OperationDoc {
   returns: string
   /** An example request body. */
   request?: unknown
+  /** The body may be left out altogether (the route reads it as `{}`). */
+  bodyOptional?: boolean
   /** An example success answer. */
   response?: unknown
   /** For an error status: each `error` code it can carry, with when, and an example `detail`. */
@@ -123,7 +125,8 @@ const TRANSFER_UID = '8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e'
 const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
 const AT = '2026-07-01T09:30:00.000Z'
 const ACCESS = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIn0.c2lnbmF0dXJl'
-const REFRESH = 'rt_2c9f1e7b4a5d4c3e8f0a1b2c3d4e5f60'
+const REFRESH =
+  'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidHlwZSI6InJlZnJlc2giLCJqdGkiOiJyMSJ9.c2lnbmF0dXJlLXJlZnJlc2g'
 const TICKET_CODE =
   'eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ'
 
@@ -163,7 +166,7 @@ const linkView = {
   claimed: true,
   tickets: [holderTicket],
 }
-const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 1800 }
+const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 900 }
 const webhookView = {
   url: 'https://partner.example.com/wristband/webhooks',
   enabled: true,
@@ -429,6 +432,8 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /tickets/{transfer_uid}/use': {
     operationId: 'useTicket',
     returns: 'The ticket is used (the first use)',
+    bodyOptional: true,
+    request: { access_gate: 'North' },
     response: { status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
     errors: {
       409: [
