@@ -128,9 +128,16 @@ async function timed(fn: () => Promise<unknown>, samples = SAMPLES) {
   return { p50: percentile(ms, 50), p95: percentile(ms, 95) }
 }
 
+let addresses = 0
+/** A client address per request, so the per-address limits (120 stats calls a minute) stay out of the way. */
+const address = () => {
+  addresses++
+  return `10.${(addresses >> 16) & 255}.${(addresses >> 8) & 255}.${addresses & 255}`
+}
+
 async function get(service: Service, url: string, headers: Record<string, string>) {
   const res = await fetch(`${service.origin}${url}`, {
-    headers: { ...headers, 'x-forwarded-for': '172.31.0.1' },
+    headers: { ...headers, 'x-forwarded-for': address() },
   })
   const body = await res.text()
   if (res.status !== 200) throw new Error(`${url}: ${res.status} ${body.slice(0, 200)}`)
@@ -159,7 +166,7 @@ async function measure(n: number): Promise<Figures> {
     {
       backends: { databaseUrl, redisUrl },
       logLevel: 'warn',
-      env: { METRICS_TOKEN, TICKET_USE_RATE_LIMIT: '1000000' },
+      env: { METRICS_TOKEN },
       prepare: async (handle, config) => {
         loadSeconds = await load(handle, n)
         schemaHandle = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
@@ -213,7 +220,7 @@ async function measure(n: number): Promise<Figures> {
         headers: {
           authorization: `Bearer ${operator}`,
           'content-type': 'application/json',
-          'x-forwarded-for': '172.31.0.2',
+          'x-forwarded-for': address(),
         },
         body: JSON.stringify({ access_gate: 'North' }),
       })
@@ -239,9 +246,10 @@ async function measure(n: number): Promise<Figures> {
     const poller = async () => {
       while (polling) {
         const res = await fetch(`${service.origin}/events/1/stats`, {
-          headers: { ...auth, 'x-forwarded-for': '172.31.0.3' },
+          headers: { ...auth, 'x-forwarded-for': address() },
         })
         await res.text()
+        if (res.status !== 200) throw new Error(`a dashboard's poll answered ${res.status}`)
         polls++
       }
     }
