@@ -2,7 +2,7 @@
 // A walk through wristband with the accounts of examples/seed.json: an administrator signs in, a
 // backend verifies the token, the administrator creates a partner API key, the partner creates a
 // ticket type, transfers a ticket to a holder and registers a webhook, a scanner uses the ticket, and
-// the partner receives the signed notification. Node 20 or later, no dependencies:
+// the partner receives the signed notification. Node 22 or later, no dependencies:
 //
 //   BASE_URL=http://127.0.0.1:8000 node examples/walkthrough.mjs
 //
@@ -10,7 +10,7 @@
 // service accepts only with WEBHOOK_ALLOW_PRIVATE=true (without it, that step is skipped with a note).
 // Each step prints what it sent and what came back; the script exits non-zero at the first surprise.
 import { createHmac } from 'node:crypto'
-import http from 'node:http'
+import { startReceiver } from './receiver.mjs'
 
 const BASE = (process.env.BASE_URL ?? 'http://127.0.0.1:8000').replace(/\/$/, '')
 const EVENT_UID = 'summer-fest-2026'
@@ -39,25 +39,6 @@ async function call(step, method, path, { body, token, apiKey, expect = 200 } = 
   console.log(JSON.stringify(json, null, 2))
   check(res.status === expect, `${step}: expected ${expect}, got ${res.status}`)
   return json
-}
-
-/** A receiver for the partner's webhook; resolves each notification with its headers and body. */
-async function startReceiver() {
-  const received = []
-  let notify
-  const next = () => new Promise((resolve) => (notify = resolve))
-  const server = http.createServer((req, res) => {
-    let body = ''
-    req.on('data', (c) => (body += c))
-    req.on('end', () => {
-      res.end('ok')
-      const message = { headers: req.headers, body }
-      received.push(message)
-      notify?.(message)
-    })
-  })
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return { url: `http://127.0.0.1:${server.address().port}/wristband`, next, close: () => server.close() }
 }
 
 /** Standard Webhooks: HMAC-SHA256 of "id.timestamp.body" with the secret after `whsec_`, base64. */
@@ -150,11 +131,12 @@ await call('a second use is refused', 'POST', `/tickets/${transfer.transfer_uid}
 
 // 8. The partner is told: a signed notification arrives at its receiver.
 if (webhooks) {
+  // A bound on a hang (a receiver the service cannot reach), not a speed: a busy machine takes its time.
   const notification = await Promise.race([
     receiver.next(),
-    new Promise((resolve) => setTimeout(resolve, 15_000, null)),
+    new Promise((resolve) => setTimeout(resolve, 120_000, null)),
   ])
-  check(notification, 'the use notification arrived within 15 s')
+  check(notification, 'the use notification arrived within 2 minutes')
   console.log(`\n== partner receives the use notification\n${notification.body}`)
   check(signatureValid(hook.secret, notification), 'the notification is signed with the webhook secret')
   const payload = JSON.parse(notification.body)

@@ -8,6 +8,8 @@ import { buildMetricsServer } from './metrics/metrics.routes.js'
 import { availableCpus } from './ops/cpu-quota.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
+import { listenFailure } from './platform/startup.js'
+import { releaseVersion } from './platform/version.js'
 
 export class ServeError extends Error {}
 
@@ -40,12 +42,34 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
   if (cluster.isWorker) return serveWorker(config)
   const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
   try {
-    await handle.migrate()
+    const { applied } = await handle.migrate()
+    if (applied.length > 0)
+      logLine('info', `applied migrations: ${applied.join(', ')}`, { migrations: applied })
   } finally {
     await handle.close()
   }
+  // One line an operator reads first: which release, how many workers, on what.
+  const database = handle.dialect === 'sqlite' ? `SQLite ${handle.name}` : `PostgreSQL ${handle.name}`
+  logLine(
+    'info',
+    `wristband ${releaseVersion()} starting: ${workers} worker${workers === 1 ? '' : 's'}, ${database}, Redis ${config.REDIS_URL ? 'configured' : 'not configured'}, Node ${process.version}`,
+    {
+      version: releaseVersion(),
+      workers,
+      database: handle.dialect,
+      redis: config.REDIS_URL !== undefined,
+      node: process.version,
+    },
+  )
   if (workers === 1) return serveOne(config)
   return supervise(config, workers)
+}
+
+/** A log line of the primary process (before any app exists), in the service's JSON form. */
+function logLine(level: 'info' | 'error', msg: string, fields: Record<string, unknown> = {}): void {
+  const line = JSON.stringify({ level, time: new Date().toISOString(), pid: process.pid, msg, ...fields })
+  if (level === 'error') console.error(line)
+  else console.log(line)
 }
 
 /** What a worker tells the primary when it cannot start, so the primary can say it in one line. */
@@ -82,7 +106,12 @@ async function serveOne(config: Config): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'))
   process.on('SIGINT', () => shutdown('SIGINT'))
   await app.listen({ host: config.HOST, port: config.PORT })
-  await metricsServer?.listen({ host: config.HOST, port: config.METRICS_PORT })
+  try {
+    await metricsServer?.listen({ host: config.HOST, port: config.METRICS_PORT })
+  } catch (err) {
+    // Named as the setting it comes from: "the port is in use (PORT)" would send one looking elsewhere.
+    throw listenFailure(err, 'METRICS_PORT') ?? err
+  }
 }
 
 /** Time allowed, after the drain period, for requests in flight and job attempts to finish. */
@@ -209,7 +238,11 @@ function supervise(config: Config, workers: number): void {
     serving.delete(worker.id)
     if (stopping) {
       if (code !== 0) exitCode = 1
-      if (alive().length === 0) process.exit(exitCode)
+      if (alive().length === 0) {
+        // A failed start has said why in its one line already.
+        if (exitCode === 0) logLine('info', 'stopped')
+        process.exit(exitCode)
+      }
       return
     }
     quickDeaths = quick ? quickDeaths + 1 : 0

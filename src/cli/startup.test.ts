@@ -172,6 +172,29 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
     }
   })
 
+  test('METRICS_PORT in use is named as METRICS_PORT', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-metrics-port-'))
+    try {
+      const run = await wristband(['serve'], {
+        ...env,
+        DATA_DIR: dir,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        METRICS_PORT: String(busyPort),
+      })
+      assert.equal(run.code, 1, run.stderr)
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^wristband: cannot listen on 127\\.0\\.0\\.1:${busyPort}: the port is in use by another process \\(METRICS_PORT\\)`,
+          'm',
+        ),
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   test('TRUST_PROXY=maybe is refused by the configuration check, not by a TypeError later', async () => {
     const run = await wristband(['serve'], { ...env, DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'maybe' })
     assert.equal(run.code, 2, run.stderr)
@@ -186,15 +209,23 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
       JWT_SECRETS: TEST_SECRET,
       REDIS_URLS: 'redis://127.0.0.1:6379',
       LOGLEVEL: 'debug',
+      PROT: '8080',
+      WORKERS: '4',
+      USER: 'wristband',
+      SHELL: '/bin/sh',
+      TERM: 'xterm',
     })
     assert.equal(run.code, 0, run.stderr)
     for (const [typo, meant] of [
       ['JWT_SECRETS', 'JWT_SECRET'],
       ['REDIS_URLS', 'REDIS_URL'],
       ['LOGLEVEL', 'LOG_LEVEL'],
+      // Short names: two letters swapped count as one slip.
+      ['PROT', 'PORT'],
     ])
       assert.match(run.stderr, new RegExp(`warning: ${typo} is not a setting .*did you mean ${meant}\\?`))
+    assert.match(run.stderr, /warning: WORKERS is not a setting .*wristband serve --workers N/)
     // The variables every environment has are not taken for typos.
-    assert.equal(run.stderr.trim().split('\n').length, 3, run.stderr)
+    assert.equal(run.stderr.trim().split('\n').length, 5, run.stderr)
   })
 })

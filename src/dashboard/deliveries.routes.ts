@@ -124,6 +124,8 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
     {
       config: perMinute(30),
       preParsing: deps.loadSession,
+      // A refused form is audited before it is answered 422 (issue 24.9), so validation is the handler's.
+      attachValidation: true,
       schema: {
         ...deps.pageSchema(
           'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
@@ -142,26 +144,37 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
       const session = deps.sessionOf(request)
       const { event_id, delivery_id } = request.params
       const actor = `${session.viewer.kind}:${session.viewer.id}`
-      if (!csrfMatches(session, request.body.csrf_token) || !canSeeEvent(session.viewer, event_id)) {
-        await deps.audit.record({
+      // Every refusal is recorded, as docs/security.md says: a form without its fields (422), a wrong
+      // CSRF token or another event (403), a delivery that is not this event's (404).
+      const denied = (reason: string) =>
+        deps.audit.record({
           kind: 'webhook_resend',
           actor,
           ip: request.ip,
           outcome: 'denied',
-          detail: { event_id, delivery_id },
+          detail: { event_id, delivery_id, reason },
         })
+      if (request.validationError) {
+        await denied('invalid_form')
+        throw request.validationError
+      }
+      if (!csrfMatches(session, request.body?.csrf_token) || !canSeeEvent(session.viewer, event_id)) {
+        await denied('csrf_or_access')
         throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
       }
       // The delivery's partner, provided the delivery is one of this event's.
       const partnerId = await webhooks.partnerOfDelivery(event_id, delivery_id)
+      if (partnerId === undefined) {
+        await denied('unknown_delivery')
+        throw new NotFoundError('No such delivery')
+      }
       try {
-        if (partnerId === undefined) throw new NotFoundError('No such delivery')
         await webhooks.resend(partnerId, delivery_id)
       } catch (err) {
         if (!(err instanceof AppError && err.code === 'webhook_disabled')) throw err
         const text =
           'The receiver is disabled or removed: the partner must register it again before a resend.'
-        const data = await pageData(event_id, { partner: partnerId! }, { kind: 'bad', text })
+        const data = await pageData(event_id, { partner: partnerId }, { kind: 'bad', text })
         return reply.code(409).type('text/html; charset=utf-8').send(deliveriesPage(session, data))
       }
       await deps.audit.record({

@@ -86,5 +86,13 @@ describe('GET /metrics under serve --workers 2', { skip }, () => {
     const text = await scrape()
     // The outbox depth is read from the one shared table: the largest reading, not the sum.
     assert.match(text, /^wristband_webhook_outbox_depth 0$/m)
+    // The start time is the earliest worker's, not a sum of times (nor missing, prom-client's default).
+    const started = sample(text, 'process_start_time_seconds')
+    assert.ok(
+      started > Date.now() / 1000 - 3600 && started <= Date.now() / 1000,
+      `process_start_time_seconds ${started}`,
+    )
+    // One build_info series: the release, the same in every worker.
+    assert.equal(sample(text, 'wristband_build_info'), 1)
   })
 })

@@ -95,6 +95,11 @@ export function aggregateWorkerMetrics(): void {
         (w): w is Worker => w?.isConnected() === true,
       )
       const values = (await Promise.all(workers.map(snapshotOf))).filter((v): v is Values => v !== undefined)
+      // prom-client omits the start time from a cluster's sum (a sum of times means nothing); the
+      // earliest worker's start is what an operator asks: since when has the service been up.
+      for (const worker of values)
+        for (const metric of worker)
+          if (metric.name === 'process_start_time_seconds') metric.aggregator = 'min'
       const registry = AggregatorRegistry.aggregate(values)
       asker.send({ type: SCRAPED, id, body: await registry.metrics(), contentType: registry.contentType })
     } catch (err) {

@@ -73,25 +73,6 @@ export interface MetricConfig<L extends string> {
   aggregator?: 'sum' | 'min' | 'max' | 'average' | 'first' | 'omit'
 }
 
-/** Wraps a mail or SMS transport so that each attempt moves `counter` by its outcome. */
-export function countSends<M, T extends { send(message: M): Promise<void> }>(
-  transport: T,
-  counter: Counter<'outcome'>,
-): T {
-  return {
-    ...transport,
-    async send(message: M) {
-      try {
-        await transport.send(message)
-      } catch (err) {
-        counter.inc({ outcome: 'failed' })
-        throw err
-      }
-      counter.inc({ outcome: 'sent' })
-    },
-  }
-}
-
 // Seconds; the service answers most requests in a few milliseconds and password checks in tens of them.
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { quietRouteLevel } from '../platform/logging.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { checkReadiness, type ReadinessDeps } from './readiness.js'
@@ -44,6 +45,8 @@ declare module 'fastify' {
 export interface OpsRoutesDeps extends ReadinessDeps {
   /** Whether the instance is draining (see beginDrain). */
   draining: () => boolean
+  /** LOG_LEVEL: probes are logged at debug (their request lines left out at info). */
+  logLevel: string
 }
 
 export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, deps) => {
@@ -53,6 +56,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
       // Probes come every few seconds, several instances behind one prober address; each one costs
       // two small queries, so an open endpoint must not be a way to load the database.
       config: perMinute(600),
+      logLevel: quietRouteLevel(deps.logLevel),
       schema: {
         tags: ['health'],
         summary: 'Readiness probe: 200 while the instance can serve (the database answers and takes writes)',

@@ -99,6 +99,8 @@ async function assertGracefulStop({ service, port }: Started, signalled: () => v
   assert.equal(health.status, 200)
   assert.notEqual(health.headers.get('connection'), 'close')
   assert.equal(await service.exited, 0, service.stderr)
+  // The last line says so (the primary's, with --workers).
+  assert.equal(service.lines.at(-1)?.msg, 'stopped', JSON.stringify(service.lines.slice(-3)))
   for (const pid of pids) assert.equal(isRunning(pid), false, `process ${pid} still running`)
   await assert.rejects(fetch(`${origin}/health`), 'the port is released')
 }
@@ -109,6 +111,19 @@ describe('SIGTERM: graceful drain', () => {
   }, async () => {
     const started = await startService([process.execPath, BIN, 'serve'], {})
     dirs.push(started.dir)
+    // A first start on an empty database: the migrations it applied, then one summary line.
+    const lines = started.service.lines
+    const migrations = lines.find((l) => String(l.msg).startsWith('applied migrations:'))
+    assert.ok(migrations, JSON.stringify(lines.slice(0, 5)))
+    assert.ok((migrations.migrations as string[]).includes('001-core'))
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }
+    const summary = lines.find((l) => String(l.msg).startsWith('wristband ') && l.workers !== undefined)
+    assert.deepEqual(summary && [summary.version, summary.workers, summary.database, summary.redis], [
+      pkg.version,
+      1,
+      'sqlite',
+      false,
+    ])
     await assertGracefulStop(started, () => started.service.child.kill('SIGTERM'))
   })
 

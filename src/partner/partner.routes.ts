@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
 import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
+import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses } from '../platform/schemas.js'
 import { idempotent } from './idempotency.js'
 import {
@@ -26,6 +27,7 @@ import {
   transferByCompanyId,
 } from './partner.service.js'
 import { type Partner, type PartnerAuthDeps, partnerAuth, partnerOf } from './partner-auth.js'
+import { TRANSFER_MAIL_JOB, type TransferMailDeps, transferMailJob } from './transfer-mail.js'
 
 const security = [{ APIKeyHeader: [] }]
 
@@ -53,9 +55,16 @@ function checkValues(fields: string[], dateField?: string): preHandlerAsyncHookH
   }
 }
 
-export interface PartnerRoutesDeps extends PartnerServiceDeps, Pick<PartnerAuthDeps, 'partnerRateLimit'> {}
+export interface PartnerRoutesDeps
+  extends PartnerServiceDeps,
+    Pick<PartnerAuthDeps, 'partnerRateLimit'>,
+    Omit<TransferMailDeps, keyof PartnerServiceDeps> {
+  /** The job queue, which sends the grouped transfer mail (the feature registers its job here). */
+  jobs: JobRunner
+}
 
 export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, deps) => {
+  deps.jobs.register(TRANSFER_MAIL_JOB, transferMailJob(deps))
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
 

@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { eventAdmin, forEachBackend, login, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
+import {
+  eventAdmin,
+  forEachBackend,
+  login,
+  PRODUCTION_ENV,
+  type TestApp,
+  withStandardSeed,
+  withTwoInstances,
+} from '../../test/helpers/app.js'
 import type { SoftAuthenticator } from '../../test/helpers/authenticator.js'
-import { backends } from '../../test/helpers/backends.js'
+import { backends, eachBackend } from '../../test/helpers/backends.js'
 import {
   auditOf,
   PASSKEY_ENV,
@@ -288,4 +296,44 @@ forEachBackend(
     })
   },
   PASSKEY_ENV,
+)
+
+eachBackend(backends, 'passkeys across a fleet of two instances (issue 27)', (backend) => {
+  test('a challenge asked at one instance is answered at the other, once; the counter is shared', async () => {
+    await withTwoInstances(backend, PASSKEY_ENV, async (a, b) => {
+      const FRANK = 'pk-frank@example.com'
+      await a.seed(withStandardSeed({ administrators: [eventAdmin(FRANK)] }))
+      const key = softAuthenticator()
+      assert.equal((await registerPasskey(a, (await login(a, FRANK)).access_token, key)).statusCode, 201)
+      const opts = await a.request({ method: 'POST', url: '/auth/passkey/options' })
+      const payload = { flow: opts.json().flow, response: key.assert(opts.json().options) }
+      const atB = await b.request({ method: 'POST', url: '/auth/passkey', payload })
+      assert.equal(atB.statusCode, 200, atB.body)
+      const againAtA = await a.request({ method: 'POST', url: '/auth/passkey', payload })
+      assert.equal(againAtA.statusCode, 401, 'the challenge was answered at the other instance')
+      // A clone replaying the counter B saw is refused at A.
+      const seen = key.credentials[0]!.counter
+      const clone = await passkeySignIn(a, key, { counter: seen })
+      assert.equal(clone.statusCode, 401)
+    })
+  })
+})
+
+forEachBackend(
+  backends,
+  'passkeys off: production without WEBAUTHN_RP_ID (issue 27)',
+  (ctx) => {
+    test('the routes answer 404 and the sign-in pages offer no passkey', async () => {
+      const t = ctx()
+      assert.equal(t.config.WEBAUTHN_RP_ID, undefined)
+      const opts = await t.request({ method: 'POST', url: '/auth/passkey/options' })
+      assert.equal(opts.statusCode, 404, opts.body)
+      assert.match(opts.json().detail, /WEBAUTHN_RP_ID/)
+      const page = await t.request({ method: 'GET', url: '/dashboard/login' })
+      assert.equal(page.statusCode, 200)
+      assert.doesNotMatch(page.body, /passkey/i)
+      assert.match(page.body, /autocomplete="username"/)
+    })
+  },
+  { ...PRODUCTION_ENV },
 )

@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { JobRunner } from '../platform/jobs/jobs.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { confirmReset, type PasswordResetDeps, requestReset } from './password-reset.service.js'
+import { RESET_MAIL_JOB, type ResetMailDeps, resetMailJob } from './reset-mail.js'
 import { RESET_PAGE, RESET_PAGE_CSP } from './reset-page.js'
 
 export const PasswordResetRequestBody = Type.Object(
@@ -17,7 +19,14 @@ export const PasswordResetConfirmBody = Type.Object(
 
 const SENT = { message: 'If the address belongs to an administrator, a reset link is on its way' }
 
-export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetDeps> = async (app, deps) => {
+export interface PasswordResetRoutesDeps extends PasswordResetDeps, Omit<ResetMailDeps, 'config'> {
+  config: PasswordResetDeps['config'] & ResetMailDeps['config']
+  /** The job queue, which sends the reset mail (the feature registers its job here). */
+  jobs: JobRunner
+}
+
+export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetRoutesDeps> = async (app, deps) => {
+  deps.jobs.register(RESET_MAIL_JOB, resetMailJob(deps))
   app.post(
     '/admin/password-reset/email-send',
     {

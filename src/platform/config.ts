@@ -395,6 +395,16 @@ export const settings = {
     'true',
     bool,
   ),
+  VERIFY_CLIENT_RATE_LIMIT: setting(
+    'POST /tokens/verify requests per minute of one verify credential (an API key with scope `tokens:verify`, sent as `api_key`); callers without one: 600 per minute per address',
+    '60000',
+    integer(1, 100_000_000),
+  ),
+  REQUEST_TIMEOUT_SECONDS: setting(
+    'A request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (Fastify routes and the verify lane alike)',
+    '30',
+    integer(1, 3600),
+  ),
   BODY_LIMIT_BYTES: setting(
     'Largest accepted request body; larger ones get 413',
     '65536',
@@ -531,16 +541,29 @@ function resolveWebAuthn(out: Record<string, unknown>): string[] {
   return problems
 }
 
-/** Edit distance (insertions, deletions, substitutions) between two short names. */
+/**
+ * Edit distance between two short names: insertions, deletions, substitutions, and a swap of two
+ * neighbouring letters counted as one edit (PROT for PORT), the commonest slip of a typist.
+ */
 function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, i) => i)
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i]
-    for (let j = 1; j <= b.length; j++)
-      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    row = next
-  }
-  return row[b.length]!
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  )
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, d[i - 2]![j - 2]! + 1)
+      d[i]![j] = best
+    }
+  return d[a.length]![b.length]!
+}
+
+/** Variables people set for what is not a setting here, with where it is set instead. */
+const NOT_SETTINGS: Readonly<Record<string, string>> = {
+  WORKERS: 'the number of workers is an option: `wristband serve --workers N`',
+  WEB_CONCURRENCY: 'the number of workers is an option: `wristband serve --workers N`',
 }
 
 /**
@@ -553,6 +576,11 @@ export function settingTypos(env: Record<string, string | undefined>): string[] 
   const warnings: string[] = []
   for (const name of Object.keys(env)) {
     if (!/^[A-Z][A-Z0-9_]*$/.test(name) || known.includes(name)) continue
+    const instead = NOT_SETTINGS[name]
+    if (instead) {
+      warnings.push(`${name} is not a setting of wristband and is ignored; ${instead}`)
+      continue
+    }
     // Short names (HOST, PORT) allow one edit, so that PATH or HOME are not taken for them.
     const near = known.filter((k) => {
       const d = distance(name, k)

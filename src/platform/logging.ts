@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
-import { type DestinationStream, stdTimeFunctions } from 'pino'
+import { type DestinationStream, type LevelWithSilent, stdTimeFunctions } from 'pino'
 
 // Path segments that are themselves secrets (reset and claim tokens) never reach a log line. This
 // pattern is the fallback for requests no route matched; matched ones are redacted by parameter.
@@ -59,6 +59,19 @@ interface LoggedRequest {
   params?: unknown
 }
 
+interface LoggedReply {
+  statusCode: number
+  request?: { method?: string; routeOptions?: { url?: string } }
+}
+
+/**
+ * The level of the request lines of a route called all the time by machines (probes, verify): at
+ * `info` they are left out (`warn`, so their problems still show), at `debug` and `trace` they are in.
+ */
+export function quietRouteLevel(level: string): LevelWithSilent {
+  return (level === 'info' ? 'warn' : level) as LevelWithSilent
+}
+
 /**
  * Structured JSON logs, one request id on every line of a request. Headers that carry credentials
  * are redacted, and bodies are never logged. Levels are names (`"level":"info"`) and times ISO 8601
@@ -91,6 +104,13 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
             : undefined
         return { method: req.method, url: redactUrl(req.url, route), ip: req.ip }
       },
+      // The completed-request line stands on its own: method, route template and status, so a
+      // log search by route or status needs no join with the incoming-request line.
+      res: (reply: LoggedReply) => ({
+        method: reply.request?.method,
+        route: reply.request?.routeOptions?.url ?? 'unmatched',
+        statusCode: reply.statusCode,
+      }),
     },
   }
 }

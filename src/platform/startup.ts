@@ -21,12 +21,15 @@ export function databaseUnavailable(url: string, err: unknown): StartupError {
 }
 
 /** `listen()` failing: the port is taken, or needs privileges; undefined for other errors. */
-export function listenFailure(err: unknown): StartupError | undefined {
+export function listenFailure(
+  err: unknown,
+  setting: 'PORT' | 'METRICS_PORT' = 'PORT',
+): StartupError | undefined {
   const e = err as { code?: string; syscall?: string; address?: string; port?: number }
   if (e?.syscall !== 'listen') return undefined
   const where = `${e.address ?? ''}:${e.port ?? ''}`
   if (e.code === 'EADDRINUSE')
-    return new StartupError(`cannot listen on ${where}: the port is in use by another process (PORT)`)
+    return new StartupError(`cannot listen on ${where}: the port is in use by another process (${setting})`)
   if (e.code === 'EACCES')
     return new StartupError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges)`)
   if (e.code === 'EADDRNOTAVAIL')

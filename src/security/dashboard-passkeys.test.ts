@@ -30,7 +30,11 @@ forEachBackend(
     const count = async () => (await t.db.db.selectFrom('passkeys').select('id').execute()).length
 
     /** The passkeys page's options and form, with a session: the form's answer. */
-    async function addPasskey(session: string, name = 'Phone'): Promise<LightMyRequestResponse> {
+    async function addPasskey(
+      session: string,
+      name = 'Phone',
+      authenticator = key,
+    ): Promise<LightMyRequestResponse> {
       const page = await t.request({
         method: 'GET',
         url: '/dashboard/passkeys',
@@ -48,7 +52,7 @@ forEachBackend(
       const flow = cookieOf(opts, 'wb_passkey_flow')!
       assert.equal(flow.httpOnly, true)
       assert.equal(flow.path, '/dashboard/passkeys')
-      const response = key.register(opts.json().options)
+      const response = authenticator.register(opts.json().options)
       return t.request({
         method: 'POST',
         url: '/dashboard/passkeys',
@@ -187,6 +191,30 @@ forEachBackend(
       assert.equal(res.statusCode, 401)
       const refusals = await auditOf(t, 'passkey_sign_in')
       assert.equal(refusals.at(-1)?.detail.reason, 'account')
+    })
+
+    test("a network manager's passkey, added on the dashboard, signs in at the API as the network manager", async () => {
+      const nmKey = softAuthenticator()
+      const session = await dashboardSession(t, 'nm@example.com')
+      const added = await addPasskey(session, 'NM laptop', nmKey)
+      assert.equal(added.statusCode, 303, added.body)
+      const opts = await t.request({ method: 'POST', url: '/auth/passkey/options' })
+      const res = await t.request({
+        method: 'POST',
+        url: '/auth/passkey',
+        payload: { flow: opts.json().flow, response: nmKey.assert(opts.json().options) },
+      })
+      assert.equal(res.statusCode, 200, res.body)
+      const claims = (
+        await t.request({
+          method: 'POST',
+          url: '/tokens/verify',
+          payload: { token: res.json().access_token },
+        })
+      ).json().claims
+      assert.equal(claims.role, 'network_manager')
+      assert.equal(typeof claims.mfa_verified_at, 'number')
+      await t.db.db.deleteFrom('passkeys').where('subject_kind', '=', 'network_manager').execute()
     })
 
     test("removing a dashboard user removes the user's passkeys", async () => {

@@ -1,13 +1,27 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { AuditLog } from '../audit/audit.store.js'
 import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { NotFoundError } from '../platform/errors.js'
+import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses, Message } from '../platform/schemas.js'
+import { type WebhookDeliveryDeps, webhookDeliveryJob } from './webhook-delivery.js'
 import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
+import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks.store.js'
 
-export interface WebhookRoutesDeps extends WebhookServiceDeps, Pick<PartnerAuthDeps, 'partnerRateLimit'> {
+export interface WebhookRoutesDeps
+  extends WebhookServiceDeps,
+    Pick<PartnerAuthDeps, 'partnerRateLimit'>,
+    Pick<WebhookDeliveryDeps, 'retrySchedule' | 'onAttempt'> {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
+  /** Refused retries are recorded (issue 24.9). */
+  audit: AuditLog
+  /** The job queue, which delivers the notifications (the feature registers its job here). */
+  jobs: JobRunner
+  /** Told the number of deliveries waiting, at each metrics scrape. */
+  onCollect: (collect: () => Promise<void>) => void
+  setPendingDeliveries: (n: number) => void
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -87,6 +101,11 @@ function view(h: {
 }
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async (app, deps) => {
+  // Signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed under a previous
+  // signing secret are sealed under the current one now.
+  await resealStoredSecrets(deps.db, deps.sealer)
+  deps.jobs.register(WEBHOOK_JOB, webhookDeliveryJob(deps))
+  deps.onCollect(async () => deps.setPendingDeliveries(await countPendingDeliveries(deps.db)))
   const webhooks = new WebhookService(deps)
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
@@ -202,7 +221,21 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
       },
     },
     async (request, reply) => {
-      await webhooks.resend(partnerOf(request).partnerId, request.params.id)
+      const partner = partnerOf(request)
+      try {
+        await webhooks.resend(partner.partnerId, request.params.id)
+      } catch (err) {
+        // Another partner's delivery, or none: refused as unknown, and recorded as a refusal.
+        if (err instanceof NotFoundError)
+          await deps.audit.record({
+            kind: 'webhook_resend',
+            actor: `api_key:${partner.keyId}`,
+            ip: request.ip,
+            outcome: 'denied',
+            detail: { event_id: partner.eventId, delivery_id: request.params.id, reason: 'unknown_delivery' },
+          })
+        throw err
+      }
       deps.runDueJobs()
       reply.code(202)
       return { message: 'Redelivery scheduled' }

@@ -28,6 +28,8 @@ export {
   transferMany,
 } from './transfer-many.js'
 export {
+  memoryReplayStore,
+  type ReplayStore,
   type UseNotification,
   type VerifiedWebhook,
   WebhookReceiver,

@@ -26,9 +26,48 @@ export interface WebhookReceiverOptions {
   toleranceSeconds?: number
   /** Milliseconds since the epoch (tests move it). */
   now?: () => number
-  /** How many recent (id, timestamp) pairs to remember to refuse a replay. Default 10,000. */
+  /** How many recent messages the default in-memory replay store remembers. Default 10,000. */
   remember?: number
+  /**
+   * Where accepted messages are remembered, to refuse a replay. Default: in this process's memory
+   * (`memoryReplayStore`), which a restarted receiver, or a second one behind a load balancer, does
+   * not share: give every instance one shared store (Redis, SQL: see docs/partner-api.md) so that a
+   * replay is refused whichever instance it reaches. A store answering a promise needs `verifyAsync`.
+   */
+  replayStore?: ReplayStore
 }
+
+/**
+ * Remembers accepted messages. `remember(key, ttlMs)` records `key` unless it is already recorded and
+ * answers whether it was new (false: a replay). A key may be forgotten after `ttlMs` (the signed time
+ * is then outside the tolerance, which refuses the message anyway). It must be atomic across the
+ * receivers that share it: Redis `SET key 1 NX PX ttl`, or an INSERT into a table whose primary key is
+ * the key (`ON CONFLICT DO NOTHING`, new when one row was inserted).
+ */
+export interface ReplayStore {
+  remember(key: string, ttlMs: number): boolean | Promise<boolean>
+}
+
+/** The default replay store: this process's memory, at most `max` keys (the oldest go first). */
+export function memoryReplayStore(max = 10_000, now: () => number = Date.now): ReplayStore {
+  /** key → when it may be forgotten (ms), oldest first. */
+  const seen = new Map<string, number>()
+  return {
+    remember(key, ttlMs) {
+      const at = now()
+      for (const [k, until] of seen) {
+        if (until > at && seen.size < max) break
+        seen.delete(k)
+      }
+      if (seen.has(key)) return false
+      seen.set(key, at + ttlMs)
+      return true
+    },
+  }
+}
+
+/** `webhook-timestamp`: whole seconds, digits only; `0<ts>`, `+<ts>`, `<ts>x` are refused. */
+const TIMESTAMP = /^\d{1,12}$/
 
 export { WebhookVerificationError }
 
@@ -59,38 +98,57 @@ export class WebhookReceiver {
   private readonly webhook: Webhook
   private readonly tolerance: number
   private readonly now: () => number
-  private readonly max: number
-  /** `${id} ${timestamp}` → signed time in ms, oldest first. */
-  private readonly seen = new Map<string, number>()
+  private readonly store: ReplayStore
 
   constructor(opts: WebhookReceiverOptions) {
     this.webhook = new Webhook(opts.secret)
     this.tolerance = Math.min(opts.toleranceSeconds ?? 300, 300)
     this.now = opts.now ?? Date.now
-    this.max = opts.remember ?? 10_000
+    this.store = opts.replayStore ?? memoryReplayStore(opts.remember ?? 10_000, this.now)
   }
 
-  /** The verified notification, or a thrown WebhookVerificationError (bad signature, stale, replay). */
-  verify<T = UseNotification>(rawBody: string | Buffer, headers: Headers): VerifiedWebhook<T> {
+  /**
+   * The signature and the time checked; the key to remember: the message id with the signed time as
+   * a number, so no other spelling of the same time (which the signature covers as parsed) passes.
+   */
+  private check<T>(rawBody: string | Buffer, headers: Headers) {
     const h = {
       'webhook-id': header(headers, 'webhook-id'),
       'webhook-timestamp': header(headers, 'webhook-timestamp'),
       'webhook-signature': header(headers, 'webhook-signature'),
     }
+    if (!TIMESTAMP.test(h['webhook-timestamp']))
+      throw new WebhookVerificationError('Invalid webhook-timestamp: whole seconds, digits only')
     const payload = this.webhook.verify(rawBody, h) as T
     const signedAt = Number(h['webhook-timestamp']) * 1000
-    const now = this.now()
-    if (Math.abs(now - signedAt) > this.tolerance * 1000)
+    if (Math.abs(this.now() - signedAt) > this.tolerance * 1000)
       throw new WebhookVerificationError('Message timestamp outside the tolerance')
-    const key = `${h['webhook-id']} ${h['webhook-timestamp']}`
-    if (this.seen.has(key)) throw new WebhookReplayError()
-    // Forget what is past the tolerance (the time check refuses it anyway), and the oldest beyond the bound.
-    for (const [seenKey, at] of this.seen) {
-      if (now - at <= this.tolerance * 1000 && this.seen.size < this.max) break
-      this.seen.delete(seenKey)
-    }
-    this.seen.set(key, signedAt)
-    return { id: h['webhook-id'], timestamp: new Date(signedAt), payload }
+    const verified: VerifiedWebhook<T> = { id: h['webhook-id'], timestamp: new Date(signedAt), payload }
+    // Remembered until the signed time is out of the tolerance (and a little longer, for clock skew).
+    return { verified, key: `${h['webhook-id']} ${signedAt / 1000}`, ttlMs: 2 * this.tolerance * 1000 }
+  }
+
+  /**
+   * The verified notification, or a thrown WebhookVerificationError (bad signature or timestamp,
+   * stale, replay). For a replay store that answers synchronously (the default); see `verifyAsync`.
+   */
+  verify<T = UseNotification>(rawBody: string | Buffer, headers: Headers): VerifiedWebhook<T> {
+    const { verified, key, ttlMs } = this.check<T>(rawBody, headers)
+    const fresh = this.store.remember(key, ttlMs)
+    if (typeof fresh !== 'boolean')
+      throw new TypeError('This replay store answers a promise: use verifyAsync')
+    if (!fresh) throw new WebhookReplayError()
+    return verified
+  }
+
+  /** `verify` with any replay store (a shared Redis or SQL one answers a promise). */
+  async verifyAsync<T = UseNotification>(
+    rawBody: string | Buffer,
+    headers: Headers,
+  ): Promise<VerifiedWebhook<T>> {
+    const { verified, key, ttlMs } = this.check<T>(rawBody, headers)
+    if (!(await this.store.remember(key, ttlMs))) throw new WebhookReplayError()
+    return verified
   }
 
   /**
@@ -111,7 +169,7 @@ export class WebhookReceiver {
         let verified: VerifiedWebhook<T>
         try {
           if (size > 1024 * 1024) throw new WebhookVerificationError('Body too large')
-          verified = this.verify<T>(Buffer.concat(chunks), req.headers)
+          verified = await this.verifyAsync<T>(Buffer.concat(chunks), req.headers)
         } catch (err) {
           res.writeHead(400, { 'content-type': 'text/plain' }).end((err as Error).message)
           return

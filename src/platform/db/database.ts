@@ -28,7 +28,7 @@ export interface DatabaseHandle {
    * newer release ran them, and this one runs on beside them (each migration stays compatible with
    * the release before it).
    */
-  migrate(): Promise<{ ahead: string[] }>
+  migrate(): Promise<{ ahead: string[]; applied: string[] }>
   /** The database as a log line may name it: the SQLite file, or the URL without its password. */
   name: string
   /** One round trip to the database (`select 1`), for the readiness check. */
@@ -200,7 +200,11 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
       for (let attempt = 1; ; attempt++) {
         const ahead = await appliedButUnknown()
         const { error, results } = await migratorFor(ahead).migrateToLatest()
-        if (!error) return { ahead }
+        if (!error)
+          return {
+            ahead,
+            applied: (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName),
+          }
         const corrupted = /corrupted migrations/.test((error as Error).message)
         if (attempt < 5 && (dialect === 'sqlite' || /is missing/.test((error as Error).message))) {
           await new Promise((r) => setTimeout(r, 100 * attempt))
