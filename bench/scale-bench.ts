@@ -125,17 +125,6 @@ async function load(handle: DatabaseHandle, n: number) {
   return (performance.now() - started) / 1000
 }
 
-async function timed(fn: () => Promise<unknown>, samples = SAMPLES) {
-  for (let i = 0; i < 5; i++) await fn()
-  const ms: number[] = []
-  for (let i = 0; i < samples; i++) {
-    const t = performance.now()
-    await fn()
-    ms.push(performance.now() - t)
-  }
-  return { p50: percentile(ms, 50), p95: percentile(ms, 95) }
-}
-
 let addresses = 0
 /** A client address per request, so the per-address limits (120 stats calls a minute) stay out of the way. */
 const address = () => {
