@@ -61,6 +61,7 @@ import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/ve
 import { verifyAnswers } from './tokens/verify-answer.js'
 import { verifyCallers } from './tokens/verify-callers.js'
 import { createVerifyLane } from './tokens/verify-lane.js'
+import { WEBHOOKS_OPENAPI } from './webhooks/notification.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 
 export interface AppDependencies {
@@ -329,7 +330,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     encodings: ['br', 'gzip'],
     brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
   })
-  await registerOpenApi(app, SERVICE_VERSION)
+  await registerOpenApi(app, SERVICE_VERSION, WEBHOOKS_OPENAPI)
   return limiters
 }
 
