@@ -79,8 +79,7 @@ forEachBackend(
       const text = await res.text()
       // With --errors Prism answers a violation itself (application/problem+json, a type of its own);
       // a warning-level one comes back in the `sl-violations` header.
-      const v =
-        res.headers.get('sl-violations') ?? (text.includes('stoplight.io/prism/errors') ? text : null)
+      const v = res.headers.get('sl-violations') ?? (text.includes('stoplight.io/prism/errors') ? text : null)
       if (v) violations.push(`${method} ${url} → ${res.status}: ${v}`)
       return { status: res.status, json: () => JSON.parse(text) }
     }
@@ -90,7 +89,12 @@ forEachBackend(
     }, async () => {
       const key = { api_key: keys.write }
       // The check is real: a request that breaks the contract is a violation Prism reports.
-      const wrong = await call('POST', '/companies/transfer', { event_uid: 'summer-fest-2026', email: 7 }, key)
+      const wrong = await call(
+        'POST',
+        '/companies/transfer',
+        { event_uid: 'summer-fest-2026', email: 7 },
+        key,
+      )
       assert.equal(wrong.status, 422)
       assert.equal(violations.length, 1, 'Prism did not see the violation')
       violations.length = 0
