@@ -224,6 +224,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /tokens/offline': {
     operationId: 'createOfflineToken',
+    request: { event_id: 1, device_id: 'gate-north-3' },
     returns: 'The offline token',
     errors: MFA_REQUIRED,
   },
@@ -237,6 +238,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
+    request: { code: '492039' },
     returns: 'MFA is on; tokens carrying mfa_verified_at',
     errors: { 403: [PASSKEY_REQUIRED] },
   },
@@ -293,10 +295,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   // password reset
   'POST /admin/password-reset/email-send': {
     operationId: 'sendPasswordResetEmail',
+    request: { email: 'admin@example.com' },
     returns: 'Accepted; a link is sent when the address is an administrator (the answer does not tell)',
   },
   'POST /admin/password-reset/{token}': {
     operationId: 'resetPassword',
+    request: { new_password: 'correct horse battery staple' },
     returns: 'The password is changed',
   },
   'GET /admin/password-reset/{token}': {
@@ -307,6 +311,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   // API keys
   'POST /tokens/api-key': {
     operationId: 'createApiKey',
+    request: {
+      event_id: 1,
+      name: 'Acme box office 2026',
+      scopes: ['api:read', 'api:write'],
+      partner: 'Acme Tickets',
+    },
     returns: 'The new key; its plaintext is shown only here',
     errors: MFA_REQUIRED,
   },
@@ -323,6 +333,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /admin/dashboard-users': { operationId: 'listDashboardUsers', returns: 'The dashboard users' },
   'POST /admin/dashboard-users': {
     operationId: 'createDashboardUser',
+    request: { username: 'acme-box-office', password: 'correct horse battery staple', event_ids: [1] },
     returns: 'The dashboard user created',
     errors: {
       ...MFA_REQUIRED,
@@ -331,6 +342,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'PATCH /admin/dashboard-users/{user_id}': {
     operationId: 'updateDashboardUser',
+    request: { event_ids: [1, 2] },
     returns: 'The dashboard user as changed',
     errors: MFA_REQUIRED,
   },
@@ -398,37 +410,75 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /auth/login/phone': {
     operationId: 'sendPhoneLoginCode',
+    request: { phone: '+4915112345678' },
     returns: 'Accepted; a code is sent when the number belongs to a consumer',
   },
   'POST /auth/login/phone/verify': {
     operationId: 'loginConsumerWithPhoneCode',
+    request: { phone: '+4915112345678', code: '381924' },
     returns: 'An access token and a refresh token for the consumer',
   },
   'POST /verify/messaging/start': {
     operationId: 'startPhoneVerification',
+    request: { phone: '+4915112345678' },
     returns: 'A code is sent by SMS',
   },
   'POST /verify/messaging/check': {
     operationId: 'checkPhoneVerification',
+    request: { phone: '+4915112345678', code: '381924' },
     returns: 'The verification token for POST /auth/register',
   },
-  'POST /auth/register': { operationId: 'registerConsumer', returns: 'The consumer is registered' },
+  'POST /auth/register': {
+    operationId: 'registerConsumer',
+    request: {
+      phone: '+4915112345678',
+      password: 'correct horse battery staple',
+      verification_token: 'vt_Jx2m9QeR4tYb7LpW0sKd3nA6',
+      email: 'holder@example.com',
+      first_name: 'Alex',
+      last_name: 'Meyer',
+    },
+    returns: 'The consumer is registered',
+  },
   'GET /consumers/me': { operationId: 'getCurrentConsumer', returns: 'The signed-in consumer' },
-  'PATCH /consumers/me': { operationId: 'updateCurrentConsumer', returns: 'The profile as changed' },
+  'PATCH /consumers/me': {
+    operationId: 'updateCurrentConsumer',
+    request: { email: 'holder@example.com', first_name: 'Alex', last_name: null },
+    returns: 'The profile as changed',
+  },
   'POST /auth/login/idp': {
     operationId: 'loginConsumerWithIdp',
+    request: { id_token: ACCESS },
     returns: 'An access token and a refresh token for the consumer',
   },
 
   // devices and tickets
-  'POST /devices/auth': { operationId: 'identifyDevice', returns: 'The device and its event' },
-  'POST /auth/login/device': { operationId: 'loginDevice', returns: 'The offline token of the device' },
+  'POST /devices/auth': {
+    operationId: 'identifyDevice',
+    request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+    returns: 'The device and its event',
+  },
+  'POST /auth/login/device': {
+    operationId: 'loginDevice',
+    request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+    returns: 'The offline token of the device',
+  },
   'POST /devices/{device_id}/token': {
     operationId: 'issueDeviceToken',
+    request: { operator_id: 7 },
     returns: 'The device token, associated with the operator',
     errors: MFA_REQUIRED,
   },
-  'POST /devices/operator-token': { operationId: 'issueOperatorToken', returns: 'The operator token' },
+  'POST /devices/operator-token': {
+    operationId: 'issueOperatorToken',
+    request: {
+      email: 'op@example.com',
+      password: 'correct horse battery staple',
+      dev_type: 'POS',
+      dev_mac: 'AA:BB:CC:DD:EE:01',
+    },
+    returns: 'The operator token',
+  },
   'POST /tickets/{transfer_uid}/use': {
     operationId: 'useTicket',
     returns: 'The ticket is used (the first use)',
