@@ -76,7 +76,8 @@ function staticLoad(urlPath: string, bodies: string[]): StaticLoad {
   return { kind: 'static', method: 'POST', path: urlPath, entries }
 }
 
-const verifyBody = (token: string) => JSON.stringify({ token })
+const verifyBody = (token: string, apiKey?: string) =>
+  JSON.stringify(apiKey === undefined ? { token } : { token, api_key: apiKey })
 
 interface Prepared {
   load: Load
@@ -107,6 +108,7 @@ function verifyScenario(
   stores: string[],
   tokens: (s: Service) => Promise<string[]>,
   valid: boolean,
+  credentialed = false,
 ): Scenario {
   return {
     id,
@@ -115,8 +117,13 @@ function verifyScenario(
     stores,
     async prepare(service) {
       const list = await tokens(service)
-      const load = staticLoad('/tokens/verify', list.map(verifyBody))
-      return { load, baselineLoad: load, check: { body: { token: list[0] }, expect: isValid(valid) } }
+      const key = credentialed ? service.verifyCredential : undefined
+      const load = staticLoad(
+        '/tokens/verify',
+        list.map((token) => verifyBody(token, key)),
+      )
+      const body = key === undefined ? { token: list[0] } : { token: list[0], api_key: key }
+      return { load, baselineLoad: load, check: { body, expect: isValid(valid) } }
     },
   }
 }
@@ -186,6 +193,14 @@ const SCENARIOS: Scenario[] = [
     `verify: ${TOKENS} valid access tokens`,
     ALL,
     async (s) => distinctTokens((await s.login()).access_token, TOKENS),
+    true,
+  ),
+  verifyScenario(
+    'verify-credentialed',
+    `verify: ${TOKENS} valid access tokens, with a verify credential`,
+    ALL,
+    async (s) => distinctTokens((await s.login()).access_token, TOKENS),
+    true,
     true,
   ),
   verifyScenario(

@@ -1,10 +1,10 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import compress from '@fastify/compress'
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
+import { createVerifyCredentials } from './api-keys/api-key.credential.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
 import { auditRoutes } from './audit/audit.routes.js'
 import { type AuditLog, createAuditLog } from './audit/audit.store.js'
@@ -42,25 +42,26 @@ import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
-import { createHttpApp, registerHttp, registerRateLimits, requestId } from './platform/http.js'
+import { createHttpApp, registerHttp, registerRateLimits } from './platform/http.js'
 import { createSealer, deriveKey } from './platform/keys.js'
 import { logListeningUrls } from './platform/logging.js'
 import type { MailTransport } from './platform/mail.js'
 import { openPlatform, type Platform } from './platform/open.js'
 import { registerOpenApi } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
-import type { RouteLimiter } from './platform/rate-limit.js'
-import { registerSecurityHeaders, securityHeaders } from './platform/security-headers.js'
+import { perMinute } from './platform/rate-limit.js'
+import { registerSecurityHeaders } from './platform/security-headers.js'
 import type { SmsSender } from './platform/sms.js'
 import { releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { resolveSigningSecret } from './tokens/secret.js'
-import type { TokenService } from './tokens/token.service.js'
-import { tokenVerifyRoutes } from './tokens/verify.routes.js'
-import { type VerifyAnswers, verifyAnswers } from './tokens/verify-answer.js'
-import { replayLaneBodies, verifyLane } from './tokens/verify-lane.js'
+import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/verify.routes.js'
+import { verifyAnswers } from './tokens/verify-answer.js'
+import { verifyCallers } from './tokens/verify-callers.js'
+import { createVerifyLane } from './tokens/verify-lane.js'
+import { WEBHOOKS_OPENAPI } from './webhooks/notification.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
 
 export interface AppDependencies {
@@ -72,6 +73,8 @@ export interface AppDependencies {
   mailTransport?: MailTransport
   /** Where SMS go (the configured provider when absent); tests pass one that keeps the messages. */
   sms?: SmsSender
+  /** POST /tokens/verify's limits (VERIFY_LIMITS when absent); tests try others on the route and the lane. */
+  verifyLimits?: VerifyLimits
 }
 
 /** The release's version: the OpenAPI document's, the one GET / shows and wristband_build_info's. */
@@ -83,8 +86,7 @@ const SERVICE_VERSION = releaseVersion()
  */
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock
-  const lane = verifyLaneSlot(config)
-  const app = createHttpApp(config, deps.logStream, lane?.serverFactory)
+  const app = createHttpApp(config, deps.logStream)
   logListeningUrls(app)
   const metrics = createMetrics({ version: SERVICE_VERSION })
   app.decorate('metrics', metrics)
@@ -105,7 +107,6 @@ export async function buildApp(config: Config, deps: AppDependencies = {}): Prom
       deps,
       metrics,
       closeLater: (c) => closers.push(c),
-      setLane: lane?.set,
     })
   } catch (err) {
     await closeAll()
@@ -122,7 +123,6 @@ interface Assembly {
   metrics: Metrics
   /** Adds a resource to close when the app closes, in reverse order of opening. */
   closeLater: (close: () => unknown) => void
-  setLane: ((lane: Lane) => void) | undefined
 }
 
 /** The platform, the shared parts of security, the HTTP plumbing, then the features, in order. */
@@ -161,7 +161,18 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { ...shared, passkeyPolicy: core.loginPasskeyPolicy })
-  await app.register(tokenVerifyRoutes, { tokens, answers: core.answers, logLevel: config.LOG_LEVEL })
+  // Verify's callers: per verify credential (an API key with scope tokens:verify), else per address.
+  const verifyLimits = a.deps.verifyLimits ?? VERIFY_LIMITS
+  const callers = verifyCallers({
+    anonymous: limiters.limiter('POST /tokens/verify', perMinute(verifyLimits.anonymousPerMinute).rateLimit),
+    credentials: limiters.limiter(
+      'POST /tokens/verify credential',
+      perMinute(config.VERIFY_CLIENT_RATE_LIMIT).rateLimit,
+    ),
+    lookup: createVerifyCredentials(db, clock, core.authority.revocations),
+  })
+  const verify = { tokens, answers: core.answers, callers, limits: verifyLimits }
+  await app.register(tokenVerifyRoutes, { ...verify, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, shared)
   await app.register(dashboardRoutes, {
     ...shared,
@@ -217,9 +228,9 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(ticketRoutes, { ...shared, offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS })
   await app.register(holderRoutes, shared)
 
-  a.setLane?.(
-    attachVerifyLane(app, config, { ...core, limiters, metrics, keepAliveEnded: ops.keepAliveEnded }),
-  )
+  // The verify lane in front of Fastify on the same server (tokens/verify-lane.ts); once the listener
+  // closed, Fastify answers verify too (its answers close the connection).
+  createVerifyLane(config, verifyLimits)?.attach(app, { ...verify, metrics, toFastify: ops.keepAliveEnded })
   app.addHook('onReady', async () => jobs.start())
 }
 
@@ -319,7 +330,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     encodings: ['br', 'gzip'],
     brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
   })
-  await registerOpenApi(app, SERVICE_VERSION)
+  await registerOpenApi(app, SERVICE_VERSION, WEBHOOKS_OPENAPI)
   return limiters
 }
 
@@ -372,78 +383,5 @@ function idpVerifier(config: Config, clock: Clock) {
     clock,
     cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
     timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
-  })
-}
-
-type Lane = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  fastify: (req: IncomingMessage, res: ServerResponse) => void,
-) => boolean
-
-/**
- * The verify lane (see tokens/verify-lane.ts) sits in front of Fastify on the same server; it is
- * set once the app is assembled. At debug and trace the route logs every request, which the lane
- * does not: it is off there (undefined).
- */
-function verifyLaneSlot(
-  config: Config,
-): { serverFactory: FastifyServerOptions['serverFactory']; set: (lane: Lane) => void } | undefined {
-  const laneWanted = config.VERIFY_FAST_LANE && config.LOG_LEVEL !== 'debug' && config.LOG_LEVEL !== 'trace'
-  if (!laneWanted) return undefined
-  let lane: Lane | undefined
-  return {
-    serverFactory: (handler, fastifyOptions) => {
-      const opts = fastifyOptions as {
-        http?: http.ServerOptions
-        keepAliveTimeout?: number
-        requestTimeout?: number
-        connectionTimeout?: number
-      }
-      const server = http.createServer(opts.http ?? {}, (req, res) => {
-        if (lane === undefined || !lane(req, res, handler)) handler(req, res)
-      })
-      // What Fastify sets on the server it makes itself.
-      server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000
-      server.requestTimeout = opts.requestTimeout ?? 0
-      server.setTimeout(opts.connectionTimeout ?? 0)
-      return server
-    },
-    set: (l) => {
-      lane = l
-    },
-  }
-}
-
-/** The verify lane over the assembled app's token service, limiter and metrics. */
-function attachVerifyLane(
-  app: FastifyInstance,
-  config: Config,
-  deps: {
-    tokens: TokenService
-    answers: VerifyAnswers
-    limiters: Map<string, RouteLimiter>
-    metrics: Metrics
-    /** Once the listener closed, Fastify answers verify too: its answers close the connection. */
-    keepAliveEnded: () => boolean
-  },
-): Lane {
-  const { tokens, answers, limiters, metrics, keepAliveEnded } = deps
-  let closing = false
-  app.addHook('preClose', async () => {
-    closing = true
-  })
-  replayLaneBodies(app)
-  return verifyLane({
-    tokens,
-    answers,
-    limiter: limiters.get('POST /tokens/verify')!,
-    metrics,
-    securityHeaders: securityHeaders().api,
-    trustProxy: config.TRUST_PROXY,
-    bodyLimit: config.BODY_LIMIT_BYTES,
-    cors: config.CORS_ORIGINS.length > 0,
-    requestId,
-    closing: () => closing || keepAliveEnded(),
   })
 }

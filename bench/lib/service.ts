@@ -112,6 +112,8 @@ export interface Service {
   cpu(): number
   store: Store
   apiKey: string
+  /** A verify credential (an API key with scope tokens:verify), sent as `api_key` with verify calls. */
+  verifyCredential: string
   login(): Promise<{ access_token: string; refresh_token: string }>
   post(
     path: string,
@@ -154,6 +156,9 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
     ...PRODUCTION_ENV,
     JWT_SECRET: BENCH_SECRET,
     DATA_DIR: dataDir,
+    // The credentialed verify row sends one credential from every address: its budget is not what is
+    // measured (the anonymous rows spread over 65,536 addresses for the same reason).
+    VERIFY_CLIENT_RATE_LIMIT: '100000000',
   }
   if (opts.logLevel) env.LOG_LEVEL = opts.logLevel
   Object.assign(env, opts.env)
@@ -199,6 +204,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
     const config = loadConfig(env)
     const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
     let apiKey: string
+    let verifyCredential: string
     try {
       await handle.migrate()
       await applySeed(handle.db, systemClock, {
@@ -213,6 +219,15 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
         now: systemClock.now(),
       })
       apiKey = key.plaintext
+      verifyCredential = (
+        await createApiKey(handle.db, {
+          event_id: 1,
+          name: 'bench backend',
+          scopes: ['tokens:verify'],
+          created_by: null,
+          now: systemClock.now(),
+        })
+      ).plaintext
       await opts.prepare?.(handle, config)
     } finally {
       await handle.close()
@@ -242,6 +257,7 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
       cpu: () => running.cpu(),
       store,
       apiKey,
+      verifyCredential,
       post,
       async login() {
         const res = await post('/auth/login', { ...BENCH_USER, role: 'admin' })

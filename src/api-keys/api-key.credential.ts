@@ -92,3 +92,66 @@ export function createApiKeyResolver(
     },
   }
 }
+
+/** The scope of a verify credential: an API key a backend sends with its POST /tokens/verify calls. */
+export const VERIFY_SCOPE = 'tokens:verify'
+
+interface VerifyCredential {
+  id: string
+  jti: string
+  fetchedAt: number
+}
+
+/**
+ * Tells POST /tokens/verify (its route and its lane) which verify credential a presented `api_key`
+ * is: the key's id when it is a live API key with scope `tokens:verify`, else null. Answered from a
+ * cache of this instance on every request but the first of a key in a minute (a backend sends its
+ * key with each call, so the look-up must cost what a map read costs); a revocation reaches the cache
+ * through the revocation list, checked on every hit, as for the key's own verification. Keys are
+ * remembered by their plaintext, not by a digest: hashing on every call cost the lane a measurable
+ * share of its speed, and the process holds the signing secret, worth more than any key, anyway. Keys
+ * that are no verify credential are not remembered (their requests count against the address).
+ */
+export function createVerifyCredentials(
+  db: Db,
+  clock: Clock,
+  revocations: { isRevoked(jti: string): boolean | Promise<boolean> },
+): (apiKey: string) => string | null | Promise<string | null> {
+  const cache = new Map<string, VerifyCredential>()
+  // One look-up per key at a time: a busy backend's first calls after a start share it.
+  const pending = new Map<string, Promise<string | null>>()
+  async function fetch(plaintext: string, now: number): Promise<string | null> {
+    const key = await findLiveApiKey(db, plaintext)
+    if (!key?.scopes.includes(VERIFY_SCOPE)) return null
+    const jti = apiKeyJti(key.id)
+    if (await revocations.isRevoked(jti)) return null
+    if (cache.size >= CACHED_KEYS) cache.delete(cache.keys().next().value!)
+    const entry = { id: String(key.id), jti, fetchedAt: now }
+    cache.set(plaintext, entry)
+    return entry.id
+  }
+  const lookUp = (plaintext: string, now: number) => {
+    let p = pending.get(plaintext)
+    if (p === undefined) {
+      p = fetch(plaintext, now).finally(() => pending.delete(plaintext))
+      pending.set(plaintext, p)
+    }
+    return p
+  }
+  return (plaintext) => {
+    if (!plaintext.startsWith(API_KEY_PREFIX)) return null
+    const now = clock.now()
+    const entry = cache.get(plaintext)
+    if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
+      if (entry) cache.delete(plaintext)
+      return lookUp(plaintext, now)
+    }
+    const revoked = revocations.isRevoked(entry.jti)
+    if (revoked === false) return entry.id
+    if (revoked === true) {
+      cache.delete(plaintext)
+      return null
+    }
+    return revoked.then((r) => (r ? null : entry.id))
+  }
+}

@@ -4,10 +4,10 @@ import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import { createApiKeyResolver } from './api-key.credential.js'
+import { createApiKeyResolver, VERIFY_SCOPE } from './api-key.credential.js'
 import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
 
-const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write')])
+const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write'), Type.Literal(VERIFY_SCOPE)])
 
 export const APIKeyRequest = Type.Object(
   {
@@ -71,7 +71,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         tags: ['api-keys'],
         summary: 'Create an API key for an event (role event_client); the plaintext is shown once',
         description:
-          'For administrators of the event. `scopes` is a non-empty subset of api:read, api:write. Only the ' +
+          'For administrators of the event. `scopes` is a non-empty subset of api:read, api:write (the partner ' +
+          'API) and tokens:verify (a verify credential: a backend sends it as `api_key` with POST /tokens/verify ' +
+          'and is limited per key instead of per address). Only the ' +
           "key's SHA-256 is stored; the `wb_…` plaintext exists only in this answer. The key never expires: " +
           "while the administrator's MFA is enabled, the access token needs a fresh `mfa_verified_at` " +
           '(403 `{"detail", "error": "mfa_required"}` otherwise).',

@@ -1,9 +1,11 @@
 import fs from 'node:fs'
+import { findDashboardUserSignIn } from '../dashboard/dashboard-users.store.js'
 import { missingEvents } from '../events/events.store.js'
 import {
   type AdminSummary,
   clearAdminMfa,
   findAdministrator,
+  findNetworkManagerSignIn,
   insertAdministrator,
   MFA_COLUMNS,
   setAdminDisabled,
@@ -207,27 +209,55 @@ ${SELECT_HELP}`,
 }
 
 const resetPasskeys: Subcommand = {
-  summary: 'Remove every passkey of an administrator who lost them, and end their sessions',
-  usage: `Usage: wristband admin reset-passkeys (--email EMAIL | --id ID)
+  summary: 'Remove every passkey of an account that lost them, and end its sessions',
+  usage: `Usage: wristband admin reset-passkeys (--email EMAIL | --id ID | --dashboard-user NAME | --network-manager EMAIL)
 
-For an administrator who lost their passkeys (a lost phone or security key, a wiped password
-manager): removes every passkey of the account and revokes every refresh token and dashboard session,
-so the administrator signs in with their password (and TOTP code, when MFA is on) and registers a
-passkey again. Under PASSKEYS_REQUIRED_FOR the account is then asked to register one at its next
-sign-in. No HTTP route removes the last passkey without a fresh second factor. Recorded in the audit log.
+For an account that lost its passkeys (a lost phone or security key, a wiped password manager, a
+changed WEBAUTHN_RP_ID): removes every passkey of the account and revokes every refresh token and
+dashboard session, so it signs in with its password (and TOTP code, when an administrator's MFA is on)
+and registers a passkey again. Under PASSKEYS_REQUIRED_FOR an administrator is then asked to register
+one at the next sign-in. No HTTP route removes a passkey without a fresh second factor. Recorded in the
+audit log.
 
 Options:
-${SELECT_HELP}`,
-  options: selectOptions,
+${SELECT_HELP}
+  --dashboard-user NAME    or a dashboard user, by username
+  --network-manager EMAIL  or a network manager, by e-mail address`,
+  options: { ...selectOptions, 'dashboard-user': { type: 'string' }, 'network-manager': { type: 'string' } },
   async run(values, loadConfig) {
     const command = 'admin reset-passkeys'
-    const selector = parseSelector(values, command)
+    const user = stringOption(values, 'dashboard-user', command, true)
+    const manager = stringOption(values, 'network-manager', command, true)?.toLowerCase()
+    if (user === undefined && manager === undefined) {
+      const selector = parseSelector(values, command)
+      await withContext(loadConfig(), async (ctx) => {
+        const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
+        const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
+          passkeys_removed: await deletePasskeysOf(tx, { kind: 'admin', id: a.id }),
+        }))
+        console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+      })
+      return 0
+    }
+    const given = [values.email, values.id, user, manager].filter((v) => v !== undefined)
+    if (given.length !== 1)
+      throw new CliError(
+        `wristband ${command}: give one of --email, --id, --dashboard-user, --network-manager (see --help)`,
+      )
+    const kind = user !== undefined ? 'dashboard_user' : 'network_manager'
+    const name = (user ?? manager)!
     await withContext(loadConfig(), async (ctx) => {
-      const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
-      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
-        passkeys_removed: await deletePasskeysOf(tx, { kind: 'admin', id: a.id }),
-      }))
-      console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+      const result = await audited(ctx, 'cli_admin_reset_passkeys', async (tx) => {
+        const account =
+          user !== undefined
+            ? await findDashboardUserSignIn(tx, user)
+            : await findNetworkManagerSignIn(tx, name)
+        if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${name}`, 1)
+        const removed = await deletePasskeysOf(tx, { kind, id: account.id })
+        const ended = await ctx.authority.endSessions(tx, kind, account.id)
+        return { ended, detail: { kind, id: account.id, name, passkeys_removed: removed } }
+      })
+      console.log(`passkeys reset for ${kind.replace('_', ' ')} ${name}; ${result.ended} session(s) ended`)
     })
     return 0
   },

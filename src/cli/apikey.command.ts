@@ -1,3 +1,4 @@
+import { VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
 import { revokeKey } from '../api-keys/api-keys.service.js'
 import { createApiKey, getApiKey, listApiKeys } from '../api-keys/api-keys.store.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
@@ -12,10 +13,12 @@ import {
   withContext,
 } from './command.js'
 
-const SCOPES: readonly string[] = BASELINE_SCOPES.event_client
+/** The partner API's scopes (the default) and a verify credential's. */
+const DEFAULT_SCOPES: readonly string[] = BASELINE_SCOPES.event_client
+const SCOPES: readonly string[] = [...DEFAULT_SCOPES, VERIFY_SCOPE]
 
 function parseScopes(raw: string | undefined, command: string): string[] {
-  if (raw === undefined) return [...SCOPES]
+  if (raw === undefined) return [...DEFAULT_SCOPES]
   const scopes = [
     ...new Set(
       raw
@@ -48,7 +51,9 @@ Options:
   --partner NAME       the ticket partner the key belongs to (1 to 100 characters); a new key for the
                        same partner sees its transfers, receiver and deliveries (rotation). Default: a
                        partner of its own
-  --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: all of them)`,
+  --scopes LIST        comma-separated scopes among ${SCOPES.join(', ')} (default: ${DEFAULT_SCOPES.join(',')});
+                       ${VERIFY_SCOPE} makes a verify credential, which a backend sends as api_key with
+                       POST /tokens/verify to be limited per key (VERIFY_CLIENT_RATE_LIMIT)`,
   options: {
     event: { type: 'string' },
     name: { type: 'string' },

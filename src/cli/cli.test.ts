@@ -396,6 +396,80 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
     assert.equal(JSON.parse(audit!.detail!).passkeys_removed, 1)
   })
 
+  test('admin reset-passkeys --dashboard-user / --network-manager: the dashboard accounts recover too (issue 27)', async () => {
+    await t.seed({
+      dashboard_users: [{ username: 'cli-partner', password: 's3cret-pass', event_ids: [1] }],
+      network_managers: [{ email: 'cli-nm@example.com', password: 's3cret-pass', event_ids: [1] }],
+    })
+    const ids = {
+      dashboard_user: (
+        await t.db.db
+          .selectFrom('dashboard_users')
+          .select('id')
+          .where('username', '=', 'cli-partner')
+          .executeTakeFirstOrThrow()
+      ).id,
+      network_manager: (
+        await t.db.db
+          .selectFrom('network_managers')
+          .select('id')
+          .where('email', '=', 'cli-nm@example.com')
+          .executeTakeFirstOrThrow()
+      ).id,
+    }
+    // Stored as the dashboard stores them (the ceremonies themselves: src/security/dashboard-passkeys.test.ts).
+    for (const [kind, id] of Object.entries(ids))
+      await t.db.db
+        .insertInto('passkeys')
+        .values({
+          subject_kind: kind,
+          subject_id: id,
+          credential_id: `cli-${kind}`,
+          public_key: 'pQECAyYgASFYIA',
+          counter: 0,
+          transports: '',
+          name: 'Lost phone',
+          aaguid: '00000000-0000-0000-0000-000000000000',
+          backed_up: 0,
+          created_at: t.clock.now(),
+        })
+        .execute()
+    const left = async (kind: string) =>
+      (await t.db.db.selectFrom('passkeys').select('id').where('subject_kind', '=', kind).execute()).length
+
+    const both = await cli([
+      'admin',
+      'reset-passkeys',
+      '--email',
+      'x@example.com',
+      '--dashboard-user',
+      'cli-partner',
+    ])
+    assert.equal(both.code, 2, both.stderr)
+    assert.match(
+      ok(await cli(['admin', 'reset-passkeys', '--dashboard-user', 'cli-partner'])),
+      /passkeys reset for dashboard user cli-partner; \d+ session\(s\) ended/,
+    )
+    assert.equal(await left('dashboard_user'), 0)
+    assert.equal(await left('network_manager'), 1)
+    assert.match(
+      ok(await cli(['admin', 'reset-passkeys', '--network-manager', 'CLI-NM@example.com'])),
+      /passkeys reset for network manager cli-nm@example\.com/,
+    )
+    assert.equal(await left('network_manager'), 0)
+    const unknown = await cli(['admin', 'reset-passkeys', '--dashboard-user', 'nobody'])
+    assert.equal(unknown.code, 1)
+    const audits = (await auditRows('cli_admin_reset_passkeys')).map((r) => [
+      r.outcome,
+      JSON.parse(r.detail!).kind,
+    ])
+    assert.deepEqual(audits.slice(-3), [
+      ['success', 'dashboard_user'],
+      ['success', 'network_manager'],
+      ['failure', undefined],
+    ])
+  })
+
   test('admin reset-password, disable and enable', async () => {
     ok(
       await cli(

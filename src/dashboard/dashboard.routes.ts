@@ -239,6 +239,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
   })
 
   const secure = (request: FastifyRequest) => request.protocol === 'https'
+  /** Passkeys are offered only where they work: with an RP ID (WEBAUTHN_RP_ID in production). */
+  const passkeysOn = deps.passkeys.relyingParty !== undefined
 
   /** A fresh double-submit token for a sign-in form: the cookie now, the form field in the page. */
   function loginCsrf(request: FastifyRequest, reply: FastifyReply): string {
@@ -257,7 +259,14 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     return reply
       .code(status)
       .type('text/html; charset=utf-8')
-      .send(signInPage({ csrfToken, ...(username ? { username } : {}), ...(error ? { error } : {}) }))
+      .send(
+        signInPage({
+          csrfToken,
+          passkeys: passkeysOn,
+          ...(username ? { username } : {}),
+          ...(error ? { error } : {}),
+        }),
+      )
   }
 
   function renderCodeStep(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
@@ -265,7 +274,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     return reply
       .code(status)
       .type('text/html; charset=utf-8')
-      .send(totpStepPage({ csrfToken, ...(error ? { error } : {}) }))
+      .send(totpStepPage({ csrfToken, passkeys: passkeysOn, ...(error ? { error } : {}) }))
   }
 
   /** Double-submit check: a sign-in form posted from another site cannot know the cookie's value. */

@@ -83,9 +83,15 @@ export function layout(opts: LayoutOptions, body: SafeHtml): string {
 `}`
 }
 
-export function signInPage(opts: { csrfToken: string; username?: string; error?: string }): string {
+export function signInPage(opts: {
+  csrfToken: string
+  username?: string
+  error?: string
+  /** Passkeys are on (an RP ID): the passkey button and conditional UI. */
+  passkeys?: boolean
+}): string {
   return layout(
-    { title: 'Sign in', passkeyScripts: true },
+    { title: 'Sign in', passkeyScripts: opts.passkeys === true },
     html`<main class="narrow">
     <h1>Sign in</h1>
     <p class="hint">Dashboard users sign in with their username; administrators and network managers with their e-mail address.</p>
@@ -93,14 +99,14 @@ export function signInPage(opts: { csrfToken: string; username?: string; error?:
     <form method="post" action="/dashboard/login" class="stack">
       <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
       <label>Username or e-mail
-        <input name="username" autocomplete="username webauthn" required maxlength="254" value="${opts.username ?? ''}" autofocus>
+        <input name="username" autocomplete="${opts.passkeys ? 'username webauthn' : 'username'}" required maxlength="254" value="${opts.username ?? ''}" autofocus>
       </label>
       <label>Password
         <input name="password" type="password" autocomplete="current-password" required maxlength="1024">
       </label>
       <button type="submit">Sign in</button>
     </form>
-    ${passkeySignInForm(opts.csrfToken, 'Use a passkey', 'Or sign in with a passkey, without password or code.')}
+    ${opts.passkeys ? passkeySignInForm(opts.csrfToken, 'Use a passkey', 'Or sign in with a passkey, without password or code.') : ''}
   </main>`,
   )
 }
@@ -188,7 +194,7 @@ export function passkeysPage(
 }
 
 /** The step after the password for an administrator whose MFA is on. */
-export function totpStepPage(opts: { csrfToken: string; error?: string }): string {
+export function totpStepPage(opts: { csrfToken: string; error?: string; passkeys?: boolean }): string {
   return layout(
     { title: 'Authentication code' },
     html`<main class="narrow">
@@ -202,7 +208,7 @@ export function totpStepPage(opts: { csrfToken: string; error?: string }): strin
       </label>
       <button type="submit">Verify</button>
     </form>
-    <p class="hint"><a href="/dashboard/login/passkey">Use a passkey instead</a> · <a href="/dashboard/login">Start again</a></p>
+    <p class="hint">${opts.passkeys ? html`<a href="/dashboard/login/passkey">Use a passkey instead</a> · ` : ''}<a href="/dashboard/login">Start again</a></p>
   </main>`,
   )
 }

@@ -4,6 +4,7 @@ import {
   eventAdmin,
   forEachBackend,
   login,
+  PRODUCTION_ENV,
   type TestApp,
   withStandardSeed,
   withTwoInstances,
@@ -317,3 +318,22 @@ eachBackend(backends, 'passkeys across a fleet of two instances (issue 27)', (ba
     })
   })
 })
+
+forEachBackend(
+  backends,
+  'passkeys off: production without WEBAUTHN_RP_ID (issue 27)',
+  (ctx) => {
+    test('the routes answer 404 and the sign-in pages offer no passkey', async () => {
+      const t = ctx()
+      assert.equal(t.config.WEBAUTHN_RP_ID, undefined)
+      const opts = await t.request({ method: 'POST', url: '/auth/passkey/options' })
+      assert.equal(opts.statusCode, 404, opts.body)
+      assert.match(opts.json().detail, /WEBAUTHN_RP_ID/)
+      const page = await t.request({ method: 'GET', url: '/dashboard/login' })
+      assert.equal(page.statusCode, 200)
+      assert.doesNotMatch(page.body, /passkey/i)
+      assert.match(page.body, /autocomplete="username"/)
+    })
+  },
+  { ...PRODUCTION_ENV },
+)

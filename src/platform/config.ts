@@ -395,6 +395,16 @@ export const settings = {
     'true',
     bool,
   ),
+  VERIFY_CLIENT_RATE_LIMIT: setting(
+    'POST /tokens/verify requests per minute of one verify credential (an API key with scope `tokens:verify`, sent as `api_key`); callers without one: 600 per minute per address',
+    '60000',
+    integer(1, 100_000_000),
+  ),
+  REQUEST_TIMEOUT_SECONDS: setting(
+    'A request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (Fastify routes and the verify lane alike)',
+    '30',
+    integer(1, 3600),
+  ),
   BODY_LIMIT_BYTES: setting(
     'Largest accepted request body; larger ones get 413',
     '65536',

@@ -1,8 +1,14 @@
 import { isUtf8 } from 'node:buffer'
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify'
+import Fastify, {
+  type FastifyHttpOptions,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyServerOptions,
+} from 'fastify'
 import type { Redis } from 'ioredis'
 import { LRUCache } from 'lru-cache'
 import type { DestinationStream } from 'pino'
@@ -15,7 +21,7 @@ import { loggerOptions } from './logging.js'
 import {
   countedExactly,
   memoryCounters,
-  type RouteLimiter,
+  type RateLimits,
   redisCounters,
   registerRateLimit,
   syncedRedisCounters,
@@ -33,15 +39,11 @@ export function requestId(req: IncomingMessage): string {
 
 /**
  * The Fastify instance with the service's server options: logging, proxy trust, URL cleaning, body
- * limit, request ids and the answers to errors the router raises. `serverFactory` puts something in
- * front of Fastify on the same server (the verify lane).
+ * limit, request timeouts, request ids and the answers to errors the router raises.
  */
-export function createHttpApp(
-  config: Config,
-  logStream: DestinationStream | undefined,
-  serverFactory: FastifyServerOptions['serverFactory'] | undefined,
-) {
-  const options: FastifyServerOptions = {
+export function createHttpApp(config: Config, logStream: DestinationStream | undefined) {
+  const timeoutMs = config.REQUEST_TIMEOUT_SECONDS * 1000
+  const options: FastifyHttpOptions<Server> = {
     logger: loggerOptions(config.LOG_LEVEL, logStream),
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
     trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
@@ -58,6 +60,18 @@ export function createHttpApp(
     // answered, not turned away with 503 "server is closing" (the drain, docs/operations.md); its
     // answer carries `connection: close` (server.ts), so the connection ends with it.
     return503OnClosing: false,
+    // A request whose headers and body have not all arrived REQUEST_TIMEOUT_SECONDS after it began is
+    // answered 408 and its connection closed: a client trickling a body, or never finishing it, holds
+    // a connection for that long at most. It is the server's timeout, so it covers the verify lane
+    // (which sits on the same server) as it covers Fastify's routes. node:http looks for such requests
+    // every connectionsCheckingInterval (30 s by default, which would double the timeout).
+    requestTimeout: timeoutMs,
+    http: {
+      requestTimeout: timeoutMs,
+      headersTimeout: Math.min(60_000, timeoutMs),
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(timeoutMs / 4)),
+    },
+    clientErrorHandler: answerClientError,
     // Errors the router raises before any route runs get the documented body too: an undecodable
     // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
     frameworkErrors: (err, _request, reply) =>
@@ -68,7 +82,6 @@ export function createHttpApp(
           : new BadRequestError('Malformed request URL'),
       ),
   }
-  if (serverFactory) options.serverFactory = serverFactory
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
   if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
     app.log.warn(
@@ -76,6 +89,28 @@ export function createHttpApp(
         'the service directly chooses its own address (per-address limits, audit); list the proxies instead',
     )
   return app
+}
+
+/**
+ * Errors node:http meets before a request reaches Fastify, answered in the documented shape
+ * (`{"detail": …}`) on the raw socket, which is then closed: a request not received within
+ * REQUEST_TIMEOUT_SECONDS (408), headers too large (431), anything unparsable (400).
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const [status, detail] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request headers too large']
+        : [400, 'Malformed request']
+  const body = JSON.stringify({ detail })
+  if (socket.writable)
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nCache-Control: no-store\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    )
+  socket.destroy()
 }
 
 /**
@@ -119,9 +154,9 @@ export interface RateLimitDeps {
 /**
  * Per-address, per-route limits (platform/rate-limit.ts) on the counters the deployment has: in
  * process, Redis, or Redis synced every RATE_LIMIT_SYNC_MS (limits above 60 a minute only; lower ones
- * count in Redis on every request). Answers the limiters by route.
+ * count in Redis on every request).
  */
-export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): Map<string, RouteLimiter> {
+export function registerRateLimits(app: FastifyInstance, deps: RateLimitDeps): RateLimits {
   const { clock, redis, config } = deps
   const recentlyLimited = new LRUCache<string, true>({ max: 10_000, ttl: 60_000 })
   return registerRateLimit(app, {

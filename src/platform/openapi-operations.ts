@@ -127,9 +127,13 @@ const REFRESH = 'rt_2c9f1e7b4a5d4c3e8f0a1b2c3d4e5f60'
 const TICKET_CODE =
   'eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ'
 
+const TIMEZONE = 'Europe/Berlin'
+const USED_LOCAL = '2026-07-18T20:14:03.000'
+const USED_UTC = '2026-07-18T18:14:03.000Z'
 const ticketType = {
   ticket_uid: TICKET_UID,
   event_uid: EVENT,
+  event_timezone: TIMEZONE,
   name: 'Weekend pass',
   price: 149.5,
   ticket_date: '2026-07-18T20:00:00.000',
@@ -144,6 +148,8 @@ const holderTicket = {
   ticket_date: '2026-07-18T20:00:00.000',
   status: 'CLAIMED',
   used_timestamp: null,
+  used_at: null,
+  event_timezone: TIMEZONE,
   access_gate: 'North',
   seat_number: null,
   balance: 20,
@@ -171,7 +177,9 @@ const useNotification = {
   user_email: 'holder@example.com',
   company_ticket_id: 'order-1042-1',
   status: 'USED',
-  used_timestamp: '2026-07-18T20:14:03.000',
+  used_timestamp: USED_LOCAL,
+  used_at: USED_UTC,
+  event_timezone: TIMEZONE,
 }
 const idempotencyInUse: ErrorCase = {
   code: 'idempotency_key_in_use',
@@ -421,13 +429,14 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /tickets/{transfer_uid}/use': {
     operationId: 'useTicket',
     returns: 'The ticket is used (the first use)',
+    response: { status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
     errors: {
       409: [
         {
           code: 'already_used',
           when: 'the ticket was used before; `used_timestamp` tells when',
           detail: 'Ticket already used',
-          extra: { used_timestamp: '2026-07-18T20:14:03.000' },
+          extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
         },
       ],
     },
@@ -542,7 +551,9 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       status: 'USED',
       claimed: true,
       emailed: true,
-      used_timestamp: '2026-07-18T20:14:03.000',
+      used_timestamp: USED_LOCAL,
+      used_at: USED_UTC,
+      event_timezone: TIMEZONE,
       created_at: AT,
       ticket_code: TICKET_CODE,
     },
@@ -562,7 +573,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
           code: 'already_used',
           when: 'the ticket was used: a used ticket keeps its code',
           detail: 'A used ticket keeps its code',
-          extra: { used_timestamp: '2026-07-18T20:14:03.000' },
+          extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
         },
         {
           code: 'concurrent_change',

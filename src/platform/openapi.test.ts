@@ -246,4 +246,52 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     assert.match(svg, />wristband</)
     assert.doesNotMatch(svg.toLowerCase(), /fastify|swagger/)
   })
+
+  test('the use notification is described as an OpenAPI 3.1 webhook, and deliveries carry its typed payload', () => {
+    const hooks = (
+      doc as unknown as {
+        webhooks: Record<
+          string,
+          { post: Operation & { parameters: { in: string; name: string; required: boolean }[] } }
+        >
+      }
+    ).webhooks
+    const used = hooks.ticketUsed!.post
+    assert.equal(used.operationId, 'ticketUsed')
+    assert.deepEqual(
+      used.parameters.map((p) => [p.in, p.name, p.required]),
+      [
+        ['header', 'webhook-id', true],
+        ['header', 'webhook-timestamp', true],
+        ['header', 'webhook-signature', true],
+      ],
+    )
+    assert.match(
+      String((used as { description?: string }).description),
+      /HMAC-SHA256 over `<webhook-id>\.<webhook-timestamp>\.<raw body>`/,
+    )
+    const payload = used.requestBody!.content!['application/json']!.schema as {
+      properties: Record<string, unknown>
+      required: string[]
+    }
+    for (const f of [
+      'event_uid',
+      'transfer_uid',
+      'user_email',
+      'company_ticket_id',
+      'status',
+      'used_timestamp',
+    ])
+      assert.ok(payload.required.includes(f), f)
+    assert.ok(payload.properties.used_at && payload.properties.event_timezone)
+    // The deliveries' payload is the same schema, not an untyped object.
+    const list = doc.paths['/companies/webhook/deliveries']!.get!.responses!['200']!.content![
+      'application/json'
+    ]!.schema as unknown as {
+      properties: { deliveries: { items: { properties: { payload: typeof payload } } } }
+    }
+    const shown = list.properties.deliveries.items.properties.payload
+    assert.deepEqual(shown.required, payload.required)
+    assert.deepEqual(Object.keys(shown.properties), Object.keys(payload.properties))
+  })
 })

@@ -155,8 +155,13 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
  * descriptions and examples from OPERATIONS, the meaning and `error` codes of every error status,
  * and the list of tags. Registered as the plugin's `transformObject`.
  */
-export function finishDocument(input: OpenApiDocument): OpenApiDocument {
+export function finishDocument(
+  input: OpenApiDocument,
+  extra: { webhooks?: Record<string, unknown> } = {},
+): OpenApiDocument {
   const doc = structuredClone(input)
+  // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
+  if (extra.webhooks) doc.webhooks = structuredClone(extra.webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
@@ -200,14 +205,21 @@ const docsUiTheme = {
  * completed by `finishDocument`, and the API reference at `/docs`. Registered before the routes, so
  * that every route is in the document.
  */
-export async function registerOpenApi(app: FastifyInstance, version: string): Promise<void> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  version: string,
+  /** The document's `webhooks`: what the service sends to receivers (from the features). */
+  webhooks?: Record<string, unknown>,
+): Promise<void> {
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
     transformObject: (built) =>
       'openapiObject' in built
-        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument) as typeof built.openapiObject)
+        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument, {
+            ...(webhooks ? { webhooks } : {}),
+          }) as typeof built.openapiObject)
         : built.swaggerObject,
     openapi: {
       openapi: '3.1.0',

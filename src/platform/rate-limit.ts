@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from './clock.js'
@@ -321,14 +320,7 @@ export function syncedRedisCounters(
   return store
 }
 
-/**
- * Set on a raw request that was already counted (by the verify lane) before Fastify got it: the
- * route's hook applies this count instead of counting the request a second time.
- */
-export const COUNTED = Symbol('wristband.rateLimitCount')
-export type CountedRequest = IncomingMessage & { [COUNTED]?: Promise<[number, number]> }
-
-/** One limited route: its limit and its counters. The verify lane counts through the same object. */
+/** One limiter: its limit and its counters (a route's, or one a route applies itself). */
 export interface RouteLimiter {
   readonly max: number
   readonly windowMs: number
@@ -354,6 +346,52 @@ export interface RateLimitOptions {
   onExceeded?: (ip: string, route: string) => void
 }
 
+/** The `x-ratelimit-*` headers of a count, as name, value, name, value…: every limited answer's. */
+export function rateLimitHeaders(max: number, count: number, resetInMs: number): string[] {
+  return [
+    'x-ratelimit-limit',
+    String(max),
+    'x-ratelimit-remaining',
+    String(count < max ? max - count : 0),
+    'x-ratelimit-reset',
+    String(resetSeconds(resetInMs)),
+  ]
+}
+
+/**
+ * Writes a count's headers on a reply; the error to answer with when it is over the limit (after
+ * telling the limiter, which audits and counts the refusal).
+ */
+export function applyCount(
+  reply: FastifyReply,
+  limiter: RouteLimiter,
+  ip: string,
+  count: number,
+  resetInMs: number,
+  /** Also the IETF `RateLimit-Limit`, `-Remaining` and `-Reset` (routes limited per credential). */
+  ietf = false,
+): TooManyRequestsError | undefined {
+  const headers = rateLimitHeaders(limiter.max, count, resetInMs)
+  for (let i = 0; i < headers.length; i += 2) {
+    reply.header(headers[i]!, headers[i + 1])
+    if (ietf) reply.header(headers[i]!.slice(2), headers[i + 1])
+  }
+  if (count <= limiter.max) return undefined
+  limiter.exceeded(ip)
+  return new TooManyRequestsError(limiter.max, resetSeconds(resetInMs))
+}
+
+/** The limits of an app: one limiter per limited route, and more for limits a route applies itself. */
+export interface RateLimits {
+  /** The limiters of the routes with `config.rateLimit`, by route (`METHOD url`). */
+  readonly routes: Map<string, RouteLimiter>
+  /**
+   * A limiter of its own (`name` keeps its counters apart from every other's), for a route that
+   * counts by something other than the address or only once it read the body (POST /tokens/verify).
+   */
+  limiter(name: string, limit: RouteLimit): RouteLimiter
+}
+
 /**
  * Per-address, per-route limits. A route opts in with `config: perMinute(n)`; its limit is checked in
  * an `onRequest` hook, before the body is read. The address is `request.ip`, which Fastify takes from
@@ -362,89 +400,78 @@ export interface RateLimitOptions {
  * unreachable) the request goes through without the headers; the Redis client logs the outage once.
  *
  * Written for this service rather than taken from @fastify/rate-limit: the hook is synchronous with
- * in-process (and Redis-synced) counters and allocates nothing per request; the plugin's chain of
+ * in-process (and Redis-synced) counters and allocates nothing per request but its headers; the plugin's chain of
  * async functions and promises per request cost a fifth of the throughput of POST /tokens/verify.
- * Answers the limiters by route (`METHOD url`), for the verify lane.
  */
-export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): Map<string, RouteLimiter> {
+export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions): RateLimits {
   const { countersFor, onExceeded } = opts
-  const limiters = new Map<string, RouteLimiter>()
+  const routes = new Map<string, RouteLimiter>()
   const stores: CounterStore[] = []
   const credentialStores = new Map<string, CounterStore>()
   app.addHook('onClose', async () => {
     for (const s of stores) s.stop?.()
   })
+  // `counters` names the counters, `label` the limit in metrics and the audit (a route's path).
+  const make = (counters: string, label: string, limit: RouteLimit): RouteLimiter => {
+    const store = countersFor(counters, limit)
+    stores.push(store)
+    return { max: limit.max, windowMs: limit.windowMs, store, exceeded: (ip) => onExceeded?.(ip, label) }
+  }
+  const limiter = (name: string, limit: RouteLimit) => make(name, name, limit)
   app.addHook('onRoute', (route) => {
     const limit = route.config?.rateLimit
     if (!limit) return
-    const { max, windowMs, credential } = limit
-    const name = route.url
-    const store = countersFor(`${String(route.method)} ${name}`, limit)
-    stores.push(store)
-    const limiter: RouteLimiter = { max, windowMs, store, exceeded: (ip) => onExceeded?.(ip, name) }
-    limiters.set(`${String(route.method)} ${name}`, limiter)
-    let byCredential = credential && credentialStores.get(credential.name)
-    if (credential && !byCredential) {
-      byCredential = countersFor(`credential ${credential.name}`, { max: credential.max, windowMs })
-      credentialStores.set(credential.name, byCredential)
-      stores.push(byCredential)
-    }
-    // Sets the headers of a count; the error to answer with when it is over the limit.
-    const apply = (reply: FastifyReply, ip: string, count: number, resetInMs: number, limitOf = max) => {
-      const seconds = resetSeconds(resetInMs)
-      const remaining = count < limitOf ? limitOf - count : 0
-      reply.header('x-ratelimit-limit', limitOf)
-      reply.header('x-ratelimit-remaining', remaining)
-      reply.header('x-ratelimit-reset', seconds)
-      if (credential) {
-        reply.header('ratelimit-limit', limitOf)
-        reply.header('ratelimit-remaining', remaining)
-        reply.header('ratelimit-reset', seconds)
+    const name = `${String(route.method)} ${route.url}`
+    const routeLimiter = make(name, route.url, limit)
+    routes.set(name, routeLimiter)
+    const { credential } = limit
+    // Routes with one credential limit's name share its counters (a partner key's budget spans them).
+    let byCredential: RouteLimiter | undefined
+    if (credential) {
+      let store = credentialStores.get(credential.name)
+      if (!store) {
+        store = countersFor(`credential ${credential.name}`, {
+          max: credential.max,
+          windowMs: limit.windowMs,
+        })
+        credentialStores.set(credential.name, store)
+        stores.push(store)
       }
-      if (count <= limitOf) return undefined
-      limiter.exceeded(ip)
-      return new TooManyRequestsError(limitOf, seconds)
+      byCredential = { max: credential.max, windowMs: limit.windowMs, store, exceeded: routeLimiter.exceeded }
     }
-    /** Counts one request of `key` in `counters` and answers (done) with its outcome. */
+    const ietf = credential !== undefined
+    /** Counts one request of `key` under `limiter` and answers (done) with its outcome. */
     const count = (
-      counters: CounterStore,
+      limiter: RouteLimiter,
       key: string,
-      limitOf: number,
       reply: FastifyReply,
       ip: string,
       done: HookHandlerDoneFunction,
     ) => {
-      const n = counters.hit(key, windowMs)
+      const n = limiter.store.hit(key, limiter.windowMs)
       if (typeof n === 'number') {
-        done(n < 0 ? undefined : apply(reply, ip, n, counters.resetInMs, limitOf))
+        done(n < 0 ? undefined : applyCount(reply, limiter, ip, n, limiter.store.resetInMs, ietf))
         return
       }
-      n.then(([c, resetInMs]) => done(c < 0 ? undefined : apply(reply, ip, c, resetInMs, limitOf)))
+      n.then(([c, resetInMs]) => done(c < 0 ? undefined : applyCount(reply, limiter, ip, c, resetInMs, ietf)))
     }
     const hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
       const ip = request.ip
-      if (byCredential) {
+      if (credential && byCredential) {
         // A valid credential counts on its own; anything else per address.
-        Promise.resolve(credential!.of(request)).then(
+        const limiter = byCredential
+        Promise.resolve(credential.of(request)).then(
           (id) =>
-            id === undefined
-              ? count(store, ip, max, reply, ip, done)
-              : count(byCredential!, id, credential!.max, reply, ip, done),
+            id === undefined ? count(routeLimiter, ip, reply, ip, done) : count(limiter, id, reply, ip, done),
           (err: Error) => done(err),
         )
         return
       }
-      // A request the verify lane counted and then handed over (over the limit, or its answer failed).
-      const counted = (request.raw as CountedRequest)[COUNTED]
-      if (counted === undefined) {
-        count(store, ip, max, reply, ip, done)
-        return
-      }
-      counted.then(([n, resetInMs]) => done(n < 0 ? undefined : apply(reply, ip, n, resetInMs)))
+      count(routeLimiter, ip, reply, ip, done)
     }
     const existing = route.onRequest
     route.onRequest =
       existing === undefined ? [hook] : Array.isArray(existing) ? [...existing, hook] : [existing, hook]
   })
-  return limiters
+  return { routes, limiter }
 }

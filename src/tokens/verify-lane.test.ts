@@ -112,6 +112,13 @@ eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify
       created_by: null,
       now: Date.now(),
     })
+    const credential = await createApiKey(on.db.db, {
+      event_id: 1,
+      name: 'verify credential',
+      scopes: ['tokens:verify'],
+      created_by: null,
+      now: Date.now(),
+    })
     const refusedByBoth = async () => {
       const token = JSON.stringify({ token: gone.refresh_token })
       const a = await send(portOn, { name: 'x', body: token })
@@ -136,6 +143,26 @@ eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify
       { name: 'not a token', body: tok('not-a-token') },
       { name: 'API key', body: tok(key.plaintext) },
       { name: 'unknown API key', body: tok('wb_unknown') },
+      {
+        name: 'with a verify credential',
+        body: JSON.stringify({ token: pair.access_token, api_key: credential.plaintext }),
+      },
+      {
+        name: 'with the credential first',
+        body: JSON.stringify({ api_key: credential.plaintext, token: pair.access_token }),
+      },
+      {
+        name: 'with a key that is no verify credential',
+        body: JSON.stringify({ token: pair.access_token, api_key: key.plaintext }),
+      },
+      { name: 'with a made-up credential', body: JSON.stringify({ token: 'x', api_key: 'wb_madeup' }) },
+      { name: 'with an empty credential', body: JSON.stringify({ token: 'x', api_key: '' }) },
+      { name: 'with a credential not a string', body: JSON.stringify({ token: 'x', api_key: 5 }) },
+      { name: 'with a credential too long', body: JSON.stringify({ token: 'x', api_key: 'k'.repeat(257) }) },
+      {
+        name: 'with a credential and more',
+        body: JSON.stringify({ token: 'x', api_key: credential.plaintext, more: 1 }),
+      },
       {
         name: 'charset in the type',
         body: tok(pair.access_token),
@@ -189,33 +216,7 @@ eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify
   })
 
   test('the lane counts a client under the address Fastify gives it', async () => {
-    const pair = await login(on, 'ev1@example.com')
-    const body = JSON.stringify({ token: pair.access_token })
-    // Fastify's route: a spelling of the type the lane leaves to Fastify, so the two share one counter.
-    const toRoute = { 'content-type': 'application/json; charset=UTF-8' }
-    // The peer (127.0.0.1) is a trusted proxy by default: the lane's shortcut for one plain address,
-    // and proxy-addr for the rest (a chain, spacing, an address to ignore).
-    const forwarded = [
-      '203.0.113.5',
-      '2001:db8::9',
-      '198.51.100.7, 203.0.113.6',
-      ' 203.0.113.8 ',
-      'not-an-ip',
-      '',
-    ]
-    for (const value of forwarded) {
-      const headers: Record<string, string> = value === '' ? {} : { 'x-forwarded-for': value }
-      const byLane = await send(portOn, { name: value, body, headers })
-      const byRoute = await send(portOn, { name: value, body, headers: { ...headers, ...toRoute } })
-      assert.equal(byLane.status, 200, value)
-      assert.equal(byRoute.status, 200, value)
-      assert.notEqual(byLane.headers['x-ratelimit-remaining'], undefined, value)
-      assert.equal(
-        Number(byRoute.headers['x-ratelimit-remaining']),
-        Number(byLane.headers['x-ratelimit-remaining']) - 1,
-        `X-Forwarded-For: ${JSON.stringify(value)}`,
-      )
-    }
+    await assertSameAddresses(on, portOn, 'default TRUST_PROXY')
   })
 
   test('an upload cut off mid-body is dropped; the service goes on answering', async () => {
@@ -250,6 +251,118 @@ eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify
       const [a, b] = await Promise.all([send(portOn, req), send(portOff, req)])
       assert.equal(a.status, 429)
       assert.deepEqual(comparable(a, req), comparable(b, req))
+    }
+  })
+})
+
+/**
+ * The lane and the route count a request under the same address: a request answered by the lane and
+ * the same one sent to Fastify (a spelling of the content type the lane leaves to it) share one
+ * counter, for each form of X-Forwarded-For.
+ */
+async function assertSameAddresses(t: TestApp, port: number, form: string) {
+  const pair = await login(t, 'ev1@example.com')
+  const body = JSON.stringify({ token: pair.access_token })
+  const toRoute = { 'content-type': 'application/json; charset=UTF-8' }
+  // A plain address (the lane's shortcut) and what proxy-addr works out (a chain, spacing, an
+  // address to ignore).
+  const forwarded = [
+    '203.0.113.5',
+    '2001:db8::9',
+    '198.51.100.7, 203.0.113.6',
+    ' 203.0.113.8 ',
+    'not-an-ip',
+    '',
+  ]
+  for (const value of forwarded) {
+    const what = `TRUST_PROXY ${form}, X-Forwarded-For: ${JSON.stringify(value)}`
+    const headers: Record<string, string> = value === '' ? {} : { 'x-forwarded-for': value }
+    const byLane = await send(port, { name: value, body, headers })
+    const byRoute = await send(port, { name: value, body, headers: { ...headers, ...toRoute } })
+    assert.equal(byLane.status, 200, what)
+    assert.equal(byRoute.status, 200, what)
+    assert.notEqual(byLane.headers['x-ratelimit-remaining'], undefined, what)
+    assert.equal(
+      Number(byRoute.headers['x-ratelimit-remaining']),
+      Number(byLane.headers['x-ratelimit-remaining']) - 1,
+      what,
+    )
+  }
+}
+
+eachBackend(httpBackends, 'POST /tokens/verify: lane and route agree on each TRUST_PROXY form', (backend) => {
+  let p: ProvisionedBackend
+  before(async () => {
+    p = await backend.provision()
+  })
+  after(async () => {
+    await p?.dispose()
+  })
+  // Every peer, none, hop counts, the peer itself listed, a list that leaves the peer out.
+  for (const form of ['true', 'false', '1', '2', '127.0.0.1', '10.0.0.0/8, 192.168.0.0/16']) {
+    test(`TRUST_PROXY=${form}`, async () => {
+      const prefix = p.env.REDIS_PREFIX ?? 'wb:'
+      const t = await startApp(backend, { TRUST_PROXY: form, REDIS_PREFIX: `${prefix}${form}:` }, p)
+      try {
+        if (form === 'true') await t.seed(STANDARD_SEED)
+        await t.app.listen({ host: '127.0.0.1', port: 0 })
+        await assertSameAddresses(t, (t.app.server.address() as AddressInfo).port, form)
+      } finally {
+        await t.close()
+      }
+    })
+  }
+})
+
+eachBackend(httpBackends, 'POST /tokens/verify: lane and route agree on other limits', (backend) => {
+  let p: ProvisionedBackend
+  let on: TestApp
+  let off: TestApp
+  let portOn: number
+  let portOff: number
+  // A route with other limits than VERIFY_LIMITS: the lane takes its limits from the route's.
+  const verifyLimits = { maxToken: 40, maxApiKey: 48, anonymousPerMinute: 600 }
+  before(async () => {
+    p = await backend.provision()
+    const prefix = p.env.REDIS_PREFIX ?? 'wb:'
+    on = await startApp(backend, { VERIFY_FAST_LANE: 'true', REDIS_PREFIX: `${prefix}on:` }, p, {
+      verifyLimits,
+    })
+    off = await startApp(backend, { VERIFY_FAST_LANE: 'false', REDIS_PREFIX: `${prefix}off:` }, p, {
+      verifyLimits,
+    })
+    await on.app.listen({ host: '127.0.0.1', port: 0 })
+    await off.app.listen({ host: '127.0.0.1', port: 0 })
+    portOn = (on.app.server.address() as AddressInfo).port
+    portOff = (off.app.server.address() as AddressInfo).port
+  })
+  after(async () => {
+    await on?.close()
+    await off?.close()
+    await p?.dispose()
+  })
+
+  test('a token or key at the limit, and one past it, get the same answers from both', async () => {
+    const requests: Sent[] = []
+    for (const [what, token] of [
+      ['at maxLength', 't'.repeat(40)],
+      ['past maxLength', 't'.repeat(41)],
+      ['at maxLength, two-byte characters', 'é'.repeat(40)],
+      ['past maxLength, two-byte characters', 'é'.repeat(41)],
+      ['at maxLength, escaped', '\\'.repeat(20)],
+    ] as const)
+      requests.push({ name: `token ${what}`, body: JSON.stringify({ token }) })
+    for (const [what, apiKey] of [
+      ['at its limit', `wb_${'k'.repeat(45)}`],
+      ['past its limit', `wb_${'k'.repeat(46)}`],
+    ] as const)
+      requests.push({ name: `key ${what}`, body: JSON.stringify({ token: 'x', api_key: apiKey }) })
+    for (const req of requests) {
+      const headers = { 'x-forwarded-for': `192.0.2.${requests.indexOf(req) + 1}` }
+      const a = await send(portOn, { ...req, headers })
+      const b = await send(portOff, { ...req, headers })
+      assert.deepEqual(comparable(a, req), comparable(b, req), req.name)
+      assert.equal(a.status, req.name.includes('past') ? 422 : 200, req.name)
     }
   })
 })

@@ -168,7 +168,28 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    ticketUsed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A ticket the partner transferred was used
+         * @description Sent to the receiver registered with PUT /companies/webhook by the partner that transferred the ticket, signed per Standard Webhooks (https://www.standardwebhooks.com). **Verifying**: take the secret answered at registration (`whsec_<base64>`), base64-decode the part after `whsec_` to get the key, compute HMAC-SHA256 over `<webhook-id>.<webhook-timestamp>.<raw body>` and compare its base64, in constant time, with each `v1,<base64>` entry of `webhook-signature` (space-separated). Refuse a `webhook-timestamp` that is not digits only or is more than 5 minutes from now, and a message id and timestamp accepted before (a replay). Answer 2xx to acknowledge; 410 disables the webhook; anything else (or no answer in 10 s) is retried on the WEBHOOK_RETRY_SCHEDULE, honouring Retry-After. Every attempt and resend of one notification carries the same `webhook-id`: deduplicate by it. `@wristband/partner-client` exports `WebhookReceiver`, which does all of this.
+         */
+        post: operations["ticketUsed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description Error: {"detail": "<message>"} plus named fields */
@@ -253,6 +274,7 @@ export interface operations {
                      * @example {
                      *       "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
                      *       "event_uid": "summer-festival-2026",
+                     *       "event_timezone": "Europe/Berlin",
                      *       "name": "Weekend pass",
                      *       "price": 149.5,
                      *       "ticket_date": "2026-07-18T20:00:00.000",
@@ -262,6 +284,8 @@ export interface operations {
                     "application/json": {
                         /** Format: date-time */
                         created_at: string;
+                        /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                        event_timezone: string;
                         event_uid: string;
                         name: string;
                         price: number;
@@ -368,6 +392,7 @@ export interface operations {
                      *         {
                      *           "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
                      *           "event_uid": "summer-festival-2026",
+                     *           "event_timezone": "Europe/Berlin",
                      *           "name": "Weekend pass",
                      *           "price": 149.5,
                      *           "ticket_date": "2026-07-18T20:00:00.000",
@@ -380,6 +405,8 @@ export interface operations {
                         tickets: {
                             /** Format: date-time */
                             created_at: string;
+                            /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                            event_timezone: string;
                             event_uid: string;
                             name: string;
                             price: number;
@@ -654,6 +681,8 @@ export interface operations {
                      *       "claimed": true,
                      *       "emailed": true,
                      *       "used_timestamp": "2026-07-18T20:14:03.000",
+                     *       "used_at": "2026-07-18T18:14:03.000Z",
+                     *       "event_timezone": "Europe/Berlin",
                      *       "created_at": "2026-07-01T09:30:00.000Z",
                      *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *     }
@@ -670,6 +699,8 @@ export interface operations {
                         created_at: string;
                         email: string;
                         emailed: boolean;
+                        /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                        event_timezone: string;
                         event_uid: string;
                         promo_balance: number;
                         status: "TRANSFERRED" | "CLAIMED" | "USED";
@@ -679,6 +710,9 @@ export interface operations {
                         ticket_uid: string;
                         /** @description 32 lowercase hexadecimal characters */
                         transfer_uid: string;
+                        /** @description When the ticket was used, UTC (ISO 8601 with Z); null while unused */
+                        used_at: string | null;
+                        /** @description When the ticket was used, in the event's local time (no offset); null while unused */
                         used_timestamp: string | null;
                     };
                 };
@@ -1467,7 +1501,9 @@ export interface operations {
                      *             "user_email": "holder@example.com",
                      *             "company_ticket_id": "order-1042-1",
                      *             "status": "USED",
-                     *             "used_timestamp": "2026-07-18T20:14:03.000"
+                     *             "used_timestamp": "2026-07-18T20:14:03.000",
+                     *             "used_at": "2026-07-18T18:14:03.000Z",
+                     *             "event_timezone": "Europe/Berlin"
                      *           },
                      *           "attempts": 1,
                      *           "created_at": "2026-07-18T20:14:03.000Z",
@@ -1505,7 +1541,26 @@ export interface operations {
                             delivered_at: string | null;
                             id: number;
                             next_attempt_at: string | null;
+                            /** @description A ticket use. Fields may be added; receivers should ignore the ones they do not know. */
                             payload: {
+                                /** @description The partner's identifier of the ticket */
+                                company_ticket_id: string;
+                                /** @description The event's IANA time zone, which used_timestamp is local to (e.g. Europe/Berlin) */
+                                event_timezone?: string;
+                                event_uid: string;
+                                /** @enum {string} */
+                                status: "USED";
+                                transfer_uid: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When the ticket was used, UTC (ISO 8601 with Z); absent from notifications queued before it was added
+                                 */
+                                used_at?: string;
+                                /** @description When the ticket was used, in the event's local time (YYYY-MM-DDThh:mm:ss.SSS, no offset) */
+                                used_timestamp: string;
+                                /** @description The holder's e-mail address */
+                                user_email: string;
+                            } & {
                                 [key: string]: unknown;
                             };
                             status: "pending" | "delivered" | "failed";
@@ -1692,6 +1747,74 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["RateLimited"];
                 };
+            };
+        };
+    };
+    ticketUsed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The notification's id (`msg_…`): the same on every attempt and resend */
+                "webhook-id": string;
+                /** @description `v1,` + base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>"); several space-separated after a secret rotation */
+                "webhook-signature": string;
+                /** @description When this attempt was signed: Unix time in whole seconds, digits only */
+                "webhook-timestamp": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event_uid": "summer-festival-2026",
+                 *       "transfer_uid": "9b1d3f7a2c4e6b8d0f1a3c5e7b9d2f4a",
+                 *       "user_email": "holder@example.com",
+                 *       "company_ticket_id": "order-1042-1",
+                 *       "status": "USED",
+                 *       "used_timestamp": "2026-07-18T20:14:03.000",
+                 *       "used_at": "2026-07-18T18:14:03.000Z",
+                 *       "event_timezone": "Europe/Berlin"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The partner's identifier of the ticket */
+                    company_ticket_id: string;
+                    /** @description The event's IANA time zone, which used_timestamp is local to (e.g. Europe/Berlin) */
+                    event_timezone?: string;
+                    event_uid: string;
+                    /** @constant */
+                    status: "USED";
+                    transfer_uid: string;
+                    /**
+                     * Format: date-time
+                     * @description When the ticket was used, UTC (ISO 8601 with Z); absent from notifications queued before it was added
+                     */
+                    used_at?: string;
+                    /** @description When the ticket was used, in the event's local time (YYYY-MM-DDThh:mm:ss.SSS, no offset) */
+                    used_timestamp: string;
+                    /** @description The holder's e-mail address */
+                    user_email: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx acknowledges the notification) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the webhook is disabled and nothing more is sent until it is registered again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
