@@ -154,6 +154,15 @@ export const CompanyTicketIdParams = Type.Object(
 
 export const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(
-    Type.String({ description: 'Retry-safe key (1–255 visible ASCII characters), kept 24 hours' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x21-\\x7e]{1,255}$',
+      description:
+        'Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, ' +
+        'kept 24 hours per API key. A retry with the same key and body gets the first answer again (with ' +
+        '`Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, ' +
+        '409 `idempotency_key_in_use`.',
+    }),
   ),
 })

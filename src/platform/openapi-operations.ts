@@ -13,6 +13,8 @@ export interface OperationDoc {
   returns: string
   /** An example request body. */
   request?: unknown
+  /** The body may be left out altogether (the route reads it as `{}`). */
+  bodyOptional?: boolean
   /** An example success answer. */
   response?: unknown
   /** For an error status: each `error` code it can carry, with when, and an example `detail`. */
@@ -123,7 +125,8 @@ const TRANSFER_UID = '8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e'
 const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
 const AT = '2026-07-01T09:30:00.000Z'
 const ACCESS = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIn0.c2lnbmF0dXJl'
-const REFRESH = 'rt_2c9f1e7b4a5d4c3e8f0a1b2c3d4e5f60'
+const REFRESH =
+  'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidHlwZSI6InJlZnJlc2giLCJqdGkiOiJyMSJ9.c2lnbmF0dXJlLXJlZnJlc2g'
 const TICKET_CODE =
   'eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ'
 
@@ -163,7 +166,7 @@ const linkView = {
   claimed: true,
   tickets: [holderTicket],
 }
-const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 1800 }
+const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 900 }
 const webhookView = {
   url: 'https://partner.example.com/wristband/webhooks',
   enabled: true,
@@ -221,6 +224,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /tokens/offline': {
     operationId: 'createOfflineToken',
+    request: { event_id: 1, device_id: 'gate-north-3' },
     returns: 'The offline token',
     errors: MFA_REQUIRED,
   },
@@ -234,6 +238,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
+    request: { code: '492039' },
     returns: 'MFA is on; tokens carrying mfa_verified_at',
     errors: { 403: [PASSKEY_REQUIRED] },
   },
@@ -290,10 +295,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   // password reset
   'POST /admin/password-reset/email-send': {
     operationId: 'sendPasswordResetEmail',
+    request: { email: 'admin@example.com' },
     returns: 'Accepted; a link is sent when the address is an administrator (the answer does not tell)',
   },
   'POST /admin/password-reset/{token}': {
     operationId: 'resetPassword',
+    request: { new_password: 'correct horse battery staple' },
     returns: 'The password is changed',
   },
   'GET /admin/password-reset/{token}': {
@@ -304,6 +311,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   // API keys
   'POST /tokens/api-key': {
     operationId: 'createApiKey',
+    request: {
+      event_id: 1,
+      name: 'Acme box office 2026',
+      scopes: ['api:read', 'api:write'],
+      partner: 'Acme Tickets',
+    },
     returns: 'The new key; its plaintext is shown only here',
     errors: MFA_REQUIRED,
   },
@@ -320,6 +333,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /admin/dashboard-users': { operationId: 'listDashboardUsers', returns: 'The dashboard users' },
   'POST /admin/dashboard-users': {
     operationId: 'createDashboardUser',
+    request: { username: 'acme-box-office', password: 'correct horse battery staple', event_ids: [1] },
     returns: 'The dashboard user created',
     errors: {
       ...MFA_REQUIRED,
@@ -328,6 +342,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'PATCH /admin/dashboard-users/{user_id}': {
     operationId: 'updateDashboardUser',
+    request: { event_ids: [1, 2] },
     returns: 'The dashboard user as changed',
     errors: MFA_REQUIRED,
   },
@@ -395,40 +410,80 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   'POST /auth/login/phone': {
     operationId: 'sendPhoneLoginCode',
+    request: { phone: '+4915112345678' },
     returns: 'Accepted; a code is sent when the number belongs to a consumer',
   },
   'POST /auth/login/phone/verify': {
     operationId: 'loginConsumerWithPhoneCode',
+    request: { phone: '+4915112345678', code: '381924' },
     returns: 'An access token and a refresh token for the consumer',
   },
   'POST /verify/messaging/start': {
     operationId: 'startPhoneVerification',
+    request: { phone: '+4915112345678' },
     returns: 'A code is sent by SMS',
   },
   'POST /verify/messaging/check': {
     operationId: 'checkPhoneVerification',
+    request: { phone: '+4915112345678', code: '381924' },
     returns: 'The verification token for POST /auth/register',
   },
-  'POST /auth/register': { operationId: 'registerConsumer', returns: 'The consumer is registered' },
+  'POST /auth/register': {
+    operationId: 'registerConsumer',
+    request: {
+      phone: '+4915112345678',
+      password: 'correct horse battery staple',
+      verification_token: 'vt_Jx2m9QeR4tYb7LpW0sKd3nA6',
+      email: 'holder@example.com',
+      first_name: 'Alex',
+      last_name: 'Meyer',
+    },
+    returns: 'The consumer is registered',
+  },
   'GET /consumers/me': { operationId: 'getCurrentConsumer', returns: 'The signed-in consumer' },
-  'PATCH /consumers/me': { operationId: 'updateCurrentConsumer', returns: 'The profile as changed' },
+  'PATCH /consumers/me': {
+    operationId: 'updateCurrentConsumer',
+    request: { email: 'holder@example.com', first_name: 'Alex', last_name: null },
+    returns: 'The profile as changed',
+  },
   'POST /auth/login/idp': {
     operationId: 'loginConsumerWithIdp',
+    request: { id_token: ACCESS },
     returns: 'An access token and a refresh token for the consumer',
   },
 
   // devices and tickets
-  'POST /devices/auth': { operationId: 'identifyDevice', returns: 'The device and its event' },
-  'POST /auth/login/device': { operationId: 'loginDevice', returns: 'The offline token of the device' },
+  'POST /devices/auth': {
+    operationId: 'identifyDevice',
+    request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+    returns: 'The device and its event',
+  },
+  'POST /auth/login/device': {
+    operationId: 'loginDevice',
+    request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+    returns: 'The offline token of the device',
+  },
   'POST /devices/{device_id}/token': {
     operationId: 'issueDeviceToken',
+    request: { operator_id: 7 },
     returns: 'The device token, associated with the operator',
     errors: MFA_REQUIRED,
   },
-  'POST /devices/operator-token': { operationId: 'issueOperatorToken', returns: 'The operator token' },
+  'POST /devices/operator-token': {
+    operationId: 'issueOperatorToken',
+    request: {
+      email: 'op@example.com',
+      password: 'correct horse battery staple',
+      dev_type: 'POS',
+      dev_mac: 'AA:BB:CC:DD:EE:01',
+    },
+    returns: 'The operator token',
+  },
   'POST /tickets/{transfer_uid}/use': {
     operationId: 'useTicket',
     returns: 'The ticket is used (the first use)',
+    bodyOptional: true,
+    request: { access_gate: 'North' },
     response: { status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
     errors: {
       409: [

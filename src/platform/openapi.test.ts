@@ -226,9 +226,14 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
         for (const code of Object.keys(res.content?.['application/json']?.examples ?? {})) listed.add(code)
     const sent = SENT_ERROR_CODES.map((c) => c.code)
     assert.deepEqual([...listed].sort(), [...sent].sort())
-    const body = doc.components.schemas.ErrorBody as { properties: { error: { enum: string[] } } }
+    // Open to new codes (issue 29.5): listed as an extensible enum, never a closed `enum` that a strict
+    // generated client would reject a new code with.
+    const body = doc.components.schemas.ErrorBody as {
+      properties: { error: { enum?: string[]; 'x-extensible-enum': string[] } }
+    }
+    assert.equal(body.properties.error.enum, undefined)
     assert.deepEqual(
-      [...body.properties.error.enum].sort(),
+      [...body.properties.error['x-extensible-enum']].sort(),
       SENT_ERROR_CODES.filter((c) => c.field === 'error')
         .map((c) => c.code)
         .sort(),

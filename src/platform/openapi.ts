@@ -33,7 +33,7 @@ interface Operation {
   tags?: string[]
   security?: Record<string, unknown>[]
   parameters?: Parameter[]
-  requestBody?: { content?: Record<string, Media> }
+  requestBody?: { required?: boolean; content?: Record<string, Media> }
   responses?: Record<string, Response>
 }
 export interface OpenApiDocument {
@@ -61,7 +61,7 @@ const ERROR_MEANING: Record<string, { text: string; detail: string }> = {
   '409': { text: 'Conflict with the current state', detail: 'Conflict' },
   '410': { text: 'Gone: the link or token has expired or was used', detail: 'This link has expired' },
   '422': {
-    text: 'Validation error: the body, query, path or a header does not match the schema; one entry per problem',
+    text: 'Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`)',
     detail: '',
   },
   '429': {
@@ -85,9 +85,9 @@ const VALIDATION_EXAMPLE = {
   detail: [
     {
       loc: ['body', 'price'],
-      msg: 'Input should be less than or equal to 1000000',
+      msg: 'Input should be less than or equal to 1000000000',
       type: 'less_than_equal',
-      input: 1e9,
+      input: 1000000000.5,
     },
   ],
 }
@@ -98,6 +98,7 @@ const fieldOf = (c: ErrorCase): string => bodyFieldOf(c.code) ?? 'error'
 
 function describeError(status: string, codes: ErrorCase[]): string {
   const meaning = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
+  if (status === '422') return `${meaning}.`
   if (!codes.length) return `${meaning}. Body: \`{"detail": "<message>"}\`; no \`error\` code.`
   const list = codes.map((c) => `\`${fieldOf(c)}\`: \`${c.code}\` when ${c.when}`).join('; ')
   return `${meaning}. Body: \`{"detail": "<message>", ...}\` with ${list}.`
@@ -116,6 +117,7 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
       p.example = EXAMPLE_PARAMS[p.name]
   const requestJson = op.requestBody?.content?.['application/json']
   if (requestJson && doc?.request !== undefined) requestJson.example = doc.request
+  if (op.requestBody && doc?.bodyOptional) op.requestBody.required = false
 
   for (const [status, res] of Object.entries(op.responses ?? {})) {
     const json = res.content?.['application/json']

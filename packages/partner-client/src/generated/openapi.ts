@@ -195,11 +195,8 @@ export interface components {
         /** @description Error: {"detail": "<message>"} plus named fields */
         ErrorBody: {
             detail: string;
-            /**
-             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
-             * @enum {string}
-             */
-            error?: "rate_limit_exceeded" | "mfa_required" | "passkey_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
+            /** @description A stable code, where a status has more than one cause (listed per operation; new codes may be added, so treat an unknown one as the status alone): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link */
+            error?: string;
         } & {
             [key: string]: unknown;
         };
@@ -234,7 +231,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -332,7 +329,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -346,9 +343,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -445,7 +442,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -459,9 +456,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -486,7 +483,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -610,7 +607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -624,9 +621,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -759,7 +756,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -773,9 +770,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -882,7 +879,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -896,9 +893,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -937,7 +934,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -1095,7 +1092,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1109,9 +1106,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1209,7 +1206,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1223,9 +1220,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1327,7 +1324,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1341,9 +1338,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1431,7 +1428,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1445,9 +1442,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1598,7 +1595,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1612,9 +1609,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1713,7 +1710,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1727,9 +1724,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
