@@ -51,10 +51,16 @@ export const TicketListQuery = Type.Object({ event_uid: Type.Optional(EventUid) 
 
 const AdditionalInfo = Type.Object(
   {
-    access_gate: Type.Optional(Type.String({ maxLength: 100 })),
-    seat_number: Type.Optional(Type.String({ maxLength: 100 })),
+    access_gate: Type.Optional(
+      Type.String({ maxLength: 100, description: 'The entrance the holder should use, shown on the ticket' }),
+    ),
+    seat_number: Type.Optional(Type.String({ maxLength: 100, description: 'The seat, shown on the ticket' })),
   },
-  strict,
+  {
+    ...strict,
+    description:
+      'What the ticket shows besides its type: exactly these two optional fields; any other is 422',
+  },
 )
 
 const transferFields = {
@@ -131,10 +137,13 @@ export const TransferDetail = Type.Object({
   email: Type.String(),
   balance: Type.Number(),
   promo_balance: Type.Number(),
-  additional_info: Type.Object({
-    access_gate: Type.Optional(Type.String()),
-    seat_number: Type.Optional(Type.String()),
-  }),
+  additional_info: Type.Object(
+    {
+      access_gate: Type.Optional(Type.String({ description: 'The entrance the holder should use' })),
+      seat_number: Type.Optional(Type.String({ description: 'The seat' })),
+    },
+    { description: 'The additional_info sent with the transfer (only the fields that were given)' },
+  ),
   status: Type.Union([Type.Literal('TRANSFERRED'), Type.Literal('CLAIMED'), Type.Literal('USED')]),
   claimed: Type.Boolean(),
   emailed: Type.Boolean(),

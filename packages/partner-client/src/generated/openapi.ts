@@ -505,8 +505,11 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
+                    /** @description What the ticket shows besides its type: exactly these two optional fields; any other is 422 */
                     additional_info?: {
+                        /** @description The entrance the holder should use, shown on the ticket */
                         access_gate?: string;
+                        /** @description The seat, shown on the ticket */
                         seat_number?: string;
                     };
                     /** @description Balance loaded onto the holder wallet; default 0; at most two decimals */
@@ -685,8 +688,11 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
+                        /** @description The additional_info sent with the transfer (only the fields that were given) */
                         additional_info: {
+                            /** @description The entrance the holder should use */
                             access_gate?: string;
+                            /** @description The seat */
                             seat_number?: string;
                         };
                         balance: number;
@@ -964,8 +970,11 @@ export interface operations {
                     event_uid: string;
                     /** @description The transfers, each as the body of POST /companies/transfer without event_uid */
                     transfers: {
+                        /** @description What the ticket shows besides its type: exactly these two optional fields; any other is 422 */
                         additional_info?: {
+                            /** @description The entrance the holder should use, shown on the ticket */
                             access_gate?: string;
+                            /** @description The seat, shown on the ticket */
                             seat_number?: string;
                         };
                         /** @description Balance loaded onto the holder wallet; default 0; at most two decimals */
