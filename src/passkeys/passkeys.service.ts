@@ -12,7 +12,7 @@ import type { AuditLog } from '../audit/audit.store.js'
 import { findAdminById, findNetworkManagerById } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
+import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import {
   BadRequestError,
@@ -290,6 +290,7 @@ export async function finishRegistration(
     const now = deps.clock.now()
     const count = await countPasskeys(deps.db, account)
     const name = input.name?.trim() || `Passkey ${count + 1}`
+    // The look-up above answers the usual case; the unique index, two registrations of one credential at once.
     const id = await insertPasskey(deps.db, {
       subject_kind: account.kind,
       subject_id: account.id,
@@ -301,6 +302,8 @@ export async function finishRegistration(
       aaguid: info.aaguid,
       backed_up: info.credentialBackedUp ? 1 : 0,
       created_at: now,
+    }).catch((err: unknown) => {
+      throw isUniqueViolation(err) ? new Refused('duplicate') : err
     })
     await deps.audit.record({
       kind: 'passkey_registered',
