@@ -7,16 +7,19 @@
 //   gates), N/2 holder links, N consumers, N refresh tokens (families of five: four rotated, one live,
 //   what N refreshes leave), N/5 audit rows, N/10 webhook deliveries with an attempt each, and a
 //   10,000-ticket event beside the big one.
-// Measures, each on the real service (`wristband serve`, pinned to CPU 0, the load on CPU 1):
+// Both copies are served at once by the real service (`wristband serve`, pinned to CPU 0, the bench on
+// CPU 1), and every measure alternates between them sample by sample, so that what else the shared
+// machine does falls on both alike. Measures:
 //   stats: GET /events/1/stats (the dashboard's poll) p50 / p95, and of the 10,000-ticket event;
 //   the dashboard's event list (its figures query); /metrics (the pending deliveries count);
 //   ticket use p50 / p95 idle, and while 8 dashboards poll the stats back to back (and its 503s);
 //   RSS of the process after start (what N refreshes cost in memory);
-//   start-up to ready with Redis and 2 workers;
+//   start-up to ready with Redis and 2 workers (a second `serve --workers 2` on the copy, best of two);
 //   one retention pass over the large tables (nothing old: the cost of looking).
 // N is SCALE_LARGE (1,000,000) and SCALE_SMALL (10,000). Needs PostgreSQL (BENCH_DATABASE_URL, default
 // postgres://postgres@127.0.0.1:5432/test) and Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379).
 // Writes bench/results/scale.md and .json (SCALE_RESULTS=0: print only, as the CI test does).
+import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -28,9 +31,11 @@ import type { DatabaseHandle } from '../src/platform/db/database.js'
 import { openDatabase } from '../src/platform/db/database.js'
 import { pruneOnce } from '../src/retention/retention.js'
 import { applySeed } from '../src/seed/seed.js'
-import { guardRun, hasCommand, pinSelf, rssBytes } from './lib/processes.js'
+import { PRODUCTION_ENV } from '../test/helpers/app.js'
+import { freePort } from '../test/helpers/processes.js'
+import { guardRun, hasCommand, pinSelf, rssBytes, spawnPinned, waitForHttp } from './lib/processes.js'
 import { f0, f1, machineLine, table } from './lib/report.js'
-import { checkPostgres, checkRedis, type Service, startService } from './lib/service.js'
+import { BENCH_SECRET, checkPostgres, checkRedis, type Service, startService } from './lib/service.js'
 
 const LARGE = Number(process.env.SCALE_LARGE ?? 1_000_000)
 const SMALL = Number(process.env.SCALE_SMALL ?? 10_000)
@@ -113,192 +118,246 @@ async function load(handle: DatabaseHandle, n: number) {
   await run(`insert into webhook_attempts (delivery_id, attempted_at, url, status_code, duration_ms)
     select id, created_at, 'https://receiver.example/hook', case when status = 'delivered' then 200 else 503 end, 20
     from webhook_deliveries`)
-  await run('analyze')
+  // What a database that grew over months has done by itself: vacuumed (visibility map, statistics) and
+  // checkpointed, so the measures do not run beside the load's own aftermath.
+  await run('vacuum analyze')
+  await run('checkpoint')
   return (performance.now() - started) / 1000
 }
 
-async function timed(fn: () => Promise<unknown>, samples = SAMPLES) {
-  for (let i = 0; i < 5; i++) await fn()
-  const ms: number[] = []
-  for (let i = 0; i < samples; i++) {
-    const t = performance.now()
-    await fn()
-    ms.push(performance.now() - t)
-  }
-  return { p50: percentile(ms, 50), p95: percentile(ms, 95) }
+let addresses = 0
+/** A client address per request, so the per-address limits (120 stats calls a minute) stay out of the way. */
+const address = () => {
+  addresses++
+  return `10.${(addresses >> 16) & 255}.${(addresses >> 8) & 255}.${addresses & 255}`
 }
 
 async function get(service: Service, url: string, headers: Record<string, string>) {
   const res = await fetch(`${service.origin}${url}`, {
-    headers: { ...headers, 'x-forwarded-for': '172.31.0.1' },
+    headers: { ...headers, 'x-forwarded-for': address() },
   })
   const body = await res.text()
   if (res.status !== 200) throw new Error(`${url}: ${res.status} ${body.slice(0, 200)}`)
   return body
 }
 
-interface Figures {
+/** One loaded copy, served by its own `wristband serve`, with what the measures need. */
+interface Copy {
   n: number
   loadSeconds: number
   rssMb: number
-  stats: { p50: number; p95: number }
-  sideStats: { p50: number; p95: number }
-  eventList: { p50: number; p95: number }
-  metrics: { p50: number; p95: number }
-  useIdle: { p50: number; p95: number }
-  usePolled: { p50: number; p95: number; errors503: number; polls: number }
-  startReadyMs: number
-  retentionMs: number
+  service: Service
+  handle: DatabaseHandle
+  env: Record<string, string>
+  auth: Record<string, string>
+  operator: string
+  uids: string[]
 }
 
-async function measure(n: number): Promise<Figures> {
+async function openCopy(n: number): Promise<Copy> {
   let loadSeconds = 0
-  let schemaHandle: { url: string; schema: string } | undefined
+  let target: { url: string; schema: string } | undefined
   const service = await startService(
     { name: 'memory/postgres', state: 'memory', database: 'postgres' },
     {
       backends: { databaseUrl, redisUrl },
       logLevel: 'warn',
-      env: { METRICS_TOKEN, TICKET_USE_RATE_LIMIT: '1000000' },
+      env: { METRICS_TOKEN },
       prepare: async (handle, config) => {
         loadSeconds = await load(handle, n)
-        schemaHandle = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
+        target = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
       },
     },
   )
+  const rssMb = rssBytes(service.pid) / 2 ** 20
+  const handle = await openDatabase(target!.url, { schema: target!.schema })
+  const uids = (
+    await handle.db
+      .selectFrom('transfers')
+      .select('uid')
+      .where('event_id', '=', 1)
+      .where('used_at', 'is', null)
+      .limit(SAMPLES * 4 + 20)
+      .execute()
+  ).map((r) => r.uid)
+  const admin = (await service.login()).access_token
+  const op = await service.post('/auth/login', { ...OPERATOR, role: 'operator' })
+  if (op.status !== 200) throw new Error(`operator login: ${op.status} ${op.body}`)
+  return {
+    n,
+    loadSeconds,
+    rssMb,
+    service,
+    handle,
+    env: { DATABASE_URL: target!.url, DATABASE_SCHEMA: target!.schema },
+    auth: { authorization: `Bearer ${admin}` },
+    operator: JSON.parse(op.body).access_token,
+    uids,
+  }
+}
+
+type Timing = { p50: number; p95: number }
+
+/**
+ * Times `fn` on both copies, alternating them sample by sample (the order too), so that whatever else
+ * the shared machine does falls on both alike.
+ */
+async function paired(copies: [Copy, Copy], fn: (c: Copy) => Promise<unknown>, samples = SAMPLES) {
+  for (let i = 0; i < 5; i++) for (const c of copies) await fn(c)
+  const ms: [number[], number[]] = [[], []]
+  for (let i = 0; i < samples; i++)
+    for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) {
+      const t = performance.now()
+      await fn(copies[k]!)
+      ms[k]!.push(performance.now() - t)
+    }
+  return ms.map((m) => ({ p50: percentile(m, 50), p95: percentile(m, 95) })) as [Timing, Timing]
+}
+
+async function use(c: Copy): Promise<void> {
+  const res = await fetch(`${c.service.origin}/tickets/${c.uids.pop()}/use`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${c.operator}`,
+      'content-type': 'application/json',
+      'x-forwarded-for': address(),
+    },
+    body: JSON.stringify({ access_gate: 'North' }),
+  })
+  await res.text()
+  if (res.status === 503) throw Object.assign(new Error('503'), { status: 503 })
+  if (res.status !== 200) throw new Error(`ticket use answered ${res.status}`)
+}
+
+/** Ticket uses while eight dashboards poll the copy's stats back to back (the page polls every 15 s). */
+async function usesWhilePolled(c: Copy, count: number) {
+  let polling = true
+  let polls = 0
+  const poller = async () => {
+    while (polling) {
+      const res = await fetch(`${c.service.origin}/events/1/stats`, {
+        headers: { ...c.auth, 'x-forwarded-for': address() },
+      })
+      await res.text()
+      if (res.status !== 200) throw new Error(`a dashboard's poll answered ${res.status}`)
+      polls++
+    }
+  }
+  const pollers = Array.from({ length: 8 }, poller)
+  const ms: number[] = []
+  let errors503 = 0
   try {
-    const rssMb = rssBytes(service.pid) / 2 ** 20
-    const admin = (await service.login()).access_token
-    const auth = { authorization: `Bearer ${admin}` }
-    const stats = await timed(() => get(service, '/events/1/stats', auth))
-    const sideStats = await timed(() => get(service, '/events/2/stats', auth))
-    const metrics = await timed(
-      () => get(service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
+    for (let i = 0; i < count; i++) {
+      const t = performance.now()
+      try {
+        await use(c)
+      } catch (err) {
+        if ((err as { status?: number }).status !== 503) throw err
+        errors503++
+      }
+      ms.push(performance.now() - t)
+    }
+  } finally {
+    polling = false
+    await Promise.all(pollers)
+  }
+  return { ms, errors503, polls }
+}
+
+/** Start-up to ready of `wristband serve --workers 2` with Redis on the copy's database. */
+async function startUp(c: Copy): Promise<number> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-scale-'))
+  const port = await freePort()
+  const started = performance.now()
+  const proc = spawnPinned(
+    '0,1',
+    [fileURLToPath(new URL('../bin/wristband.js', import.meta.url)), 'serve', '--workers', '2'],
+    {
+      ...process.env,
+      ...PRODUCTION_ENV,
+      ...c.env,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      JWT_SECRET: BENCH_SECRET,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:`,
+    },
+    dataDir,
+  )
+  try {
+    await waitForHttp(`http://127.0.0.1:${port}/ready`, proc, 120_000)
+    return performance.now() - started
+  } finally {
+    await proc.stop()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+async function measure() {
+  const small = await openCopy(SMALL)
+  const large = await openCopy(LARGE)
+  const copies: [Copy, Copy] = [small, large]
+  try {
+    const stats = await paired(copies, (c) => get(c.service, '/events/1/stats', c.auth))
+    const sideStats = await paired(copies, (c) => get(c.service, '/events/2/stats', c.auth))
+    const eventList = await paired(copies, (c) => eventListFigures(c.handle.db, [1, 2]))
+    const metrics = await paired(
+      copies,
+      (c) => get(c.service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
       20,
     )
-
-    const handle = await openDatabase(schemaHandle!.url, { schema: schemaHandle!.schema })
-    let eventList: Figures['eventList']
-    let retentionMs: number
-    let uids: string[]
-    try {
-      eventList = await timed(() => eventListFigures(handle.db, [1, 2]))
+    const useIdle = await paired(copies, use)
+    // Polled in turns (small, large, small, large), half the samples each turn.
+    const polled = [
+      { ms: [] as number[], errors503: 0, polls: 0 },
+      { ms: [] as number[], errors503: 0, polls: 0 },
+    ]
+    for (const k of [0, 1, 0, 1]) {
+      const r = await usesWhilePolled(copies[k]!, Math.ceil(SAMPLES / 2))
+      polled[k]!.ms.push(...r.ms)
+      polled[k]!.errors503 += r.errors503
+      polled[k]!.polls += r.polls
+    }
+    const usePolled = polled.map((p) => ({
+      p50: percentile(p.ms, 50),
+      p95: percentile(p.ms, 95),
+      errors503: p.errors503,
+      polls: p.polls,
+    }))
+    const retention: number[] = []
+    for (const c of copies) {
       const t = performance.now()
       await pruneOnce({
-        db: handle.db,
+        db: c.handle.db,
         clock: systemClock,
         log: { info() {} } as never,
         config: { RETENTION_DAYS: 90, AUDIT_RETENTION_DAYS: 365 },
       })
-      retentionMs = performance.now() - t
-      uids = (
-        await handle.db
-          .selectFrom('transfers')
-          .select('uid')
-          .where('event_id', '=', 1)
-          .where('used_at', 'is', null)
-          .limit(SAMPLES * 4 + 20)
-          .execute()
-      ).map((r) => r.uid)
-    } finally {
-      await handle.close()
+      retention.push(performance.now() - t)
     }
-
-    const op = await service.post('/auth/login', { ...OPERATOR, role: 'operator' })
-    if (op.status !== 200) throw new Error(`operator login: ${op.status} ${op.body}`)
-    const operator = JSON.parse(op.body).access_token as string
-    const use = async (uid: string) => {
-      const res = await fetch(`${service.origin}/tickets/${uid}/use`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${operator}`,
-          'content-type': 'application/json',
-          'x-forwarded-for': '172.31.0.2',
-        },
-        body: JSON.stringify({ access_gate: 'North' }),
-      })
-      await res.text()
-      return res.status
-    }
-    const uses = async (count: number) => {
-      const ms: number[] = []
-      let errors503 = 0
-      for (let i = 0; i < count; i++) {
-        const t = performance.now()
-        const status = await use(uids.pop()!)
-        ms.push(performance.now() - t)
-        if (status === 503) errors503++
-        else if (status !== 200) throw new Error(`ticket use answered ${status}`)
-      }
-      return { p50: percentile(ms, 50), p95: percentile(ms, 95), errors503 }
-    }
-    const { errors503: _idle503, ...useIdle } = await uses(SAMPLES)
-    // Eight dashboards polling back to back (the page polls every 15 s; back to back is the worst case).
-    let polling = true
-    let polls = 0
-    const poller = async () => {
-      while (polling) {
-        const res = await fetch(`${service.origin}/events/1/stats`, {
-          headers: { ...auth, 'x-forwarded-for': '172.31.0.3' },
-        })
-        await res.text()
-        polls++
-      }
-    }
-    const pollers = Array.from({ length: 8 }, poller)
-    const usePolled = { ...(await uses(SAMPLES)), polls }
-    polling = false
-    await Promise.all(pollers)
-    usePolled.polls = polls
-
-    await service.dispose()
-    const startReadyMs = await startUp(n)
-    return {
-      n,
-      loadSeconds,
-      rssMb,
-      stats,
-      sideStats,
-      eventList,
-      metrics,
-      useIdle,
-      usePolled,
-      startReadyMs,
-      retentionMs,
-    }
-  } catch (err) {
-    await service.dispose().catch(() => {})
-    throw err
-  }
-}
-
-/** Start-up to ready with Redis and two workers, on a copy loaded like the others. */
-async function startUp(n: number): Promise<number> {
-  let started = 0
-  const service = await startService(
-    { name: 'redis/postgres', state: 'redis', database: 'postgres' },
-    {
-      backends: { databaseUrl, redisUrl },
-      logLevel: 'warn',
-      serveArgs: ['--workers', '2'],
-      cpu: '0,1',
-      prepare: async (handle) => {
-        await load(handle, n)
-        started = performance.now()
-      },
-    },
-  )
-  try {
-    // startService returns once /health answers; ready means /ready answers 200 too.
-    for (;;) {
-      const res = await fetch(`${service.origin}/ready`)
-      await res.text()
-      if (res.status === 200) break
-      await new Promise((r) => setTimeout(r, 20))
-    }
-    return performance.now() - started
+    const startReady: [number[], number[]] = [[], []]
+    for (const k of [0, 1, 0, 1]) startReady[k]!.push(await startUp(copies[k]!))
+    const figures = (c: Copy, k: 0 | 1) => ({
+      n: c.n,
+      loadSeconds: c.loadSeconds,
+      rssMb: c.rssMb,
+      stats: stats[k]!,
+      sideStats: sideStats[k]!,
+      eventList: eventList[k]!,
+      metrics: metrics[k]!,
+      useIdle: useIdle[k]!,
+      usePolled: usePolled[k]!,
+      startReadyMs: Math.min(...startReady[k]!),
+      retentionMs: retention[k]!,
+    })
+    return [figures(small, 0), figures(large, 1)] as const
   } finally {
-    await service.dispose()
+    for (const c of copies) {
+      await c.handle.close()
+      await c.service.dispose()
+    }
   }
 }
 
@@ -309,8 +368,7 @@ async function main() {
   ] as const)
     if (problem) throw new Error(`bench:scale needs ${what}: ${problem}`)
   const load1 = os.loadavg()[0]!
-  const small = await measure(SMALL)
-  const large = await measure(LARGE)
+  const [small, large] = await measure()
   const load2 = os.loadavg()[0]!
   const growth = (a: number, b: number) => (a > 0 ? `${f1(b / a)}×` : '-')
   const ms = (x: number) => x.toFixed(1)

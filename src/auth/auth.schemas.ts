@@ -6,7 +6,12 @@ export const LoginRequest = Type.Object(
     password: Type.String({ maxLength: 256 }),
     event_id: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
     role: Type.Optional(
-      Type.Union([Type.Literal('admin'), Type.Literal('operator'), Type.Literal('network_manager')]),
+      Type.Union([Type.Literal('admin'), Type.Literal('operator'), Type.Literal('network_manager')], {
+        description:
+          'Which kind of account signs in; default `admin`. An operator or network manager must send it: ' +
+          'without it their e-mail is looked up among administrators and the answer is the same 401 ' +
+          '"Incorrect email or password" as for a wrong password.',
+      }),
     ),
   },
   { additionalProperties: false },

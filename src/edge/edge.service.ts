@@ -238,6 +238,7 @@ export class EdgeService {
     const used = () =>
       new ConflictError('A used ticket keeps its code', 'already_used', {
         used_timestamp: t.used_timestamp,
+        used_at: t.used_at === null ? null : new Date(Number(t.used_at)).toISOString(),
       })
     if (t.used_timestamp !== null) throw used()
     const code = (await codes.issue({

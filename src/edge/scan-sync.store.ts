@@ -48,7 +48,15 @@ export function findTransferForReissue(db: Db, partnerId: number, companyTicketI
   return db
     .selectFrom('transfers as t')
     .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
-    .select(['t.id', 't.uid', 'tt.uid as ticket_uid', 'tt.ticket_date', 't.code_version', 't.used_timestamp'])
+    .select([
+      't.id',
+      't.uid',
+      'tt.uid as ticket_uid',
+      'tt.ticket_date',
+      't.code_version',
+      't.used_timestamp',
+      't.used_at',
+    ])
     .where('t.partner_id', '=', partnerId)
     .where('t.company_ticket_id', '=', companyTicketId)
     .executeTakeFirst()

@@ -24,7 +24,13 @@ const Ticket = Type.Object({
   name: Type.String(),
   ticket_date: Type.String(),
   status: Type.Union([Type.Literal('TRANSFERRED'), Type.Literal('CLAIMED'), Type.Literal('USED')]),
-  used_timestamp: Type.Union([Type.String(), Type.Null()]),
+  used_timestamp: Type.Union([Type.String(), Type.Null()], {
+    description: "The event's local time of the use",
+  }),
+  used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'The same instant in UTC (ISO 8601 with Z)',
+  }),
+  event_timezone: Type.String({ description: "The event's IANA time zone" }),
   access_gate: Type.Union([Type.String(), Type.Null()]),
   seat_number: Type.Union([Type.String(), Type.Null()]),
   balance: Type.Number(),

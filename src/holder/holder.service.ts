@@ -18,8 +18,9 @@ type TicketRow = Awaited<ReturnType<typeof ticketsOfLink>>[number]
 export class HolderService {
   constructor(private readonly deps: HolderServiceDeps) {}
 
-  private ticketView = ({ code_body, ...t }: TicketRow) => ({
+  private ticketView = ({ code_body, used_at, ...t }: TicketRow) => ({
     ...t,
+    used_at: used_at === null ? null : new Date(Number(used_at)).toISOString(),
     status: t.status as 'TRANSFERRED' | 'CLAIMED' | 'USED',
     balance: fromMinorUnits(t.balance),
     promo_balance: fromMinorUnits(t.promo_balance),

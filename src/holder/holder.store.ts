@@ -29,6 +29,8 @@ const ticketColumns = [
   'tt.ticket_date',
   't.status',
   't.used_timestamp',
+  't.used_at',
+  'e.timezone as event_timezone',
   't.access_gate',
   't.seat_number',
   't.balance',

@@ -22,6 +22,8 @@ export interface Partner {
   partnerId: number
   eventId: number
   eventUid: string
+  /** The event's IANA time zone, which its local times (`used_timestamp`, `ticket_date`) are in */
+  eventTimezone: string
 }
 
 /**
@@ -88,7 +90,12 @@ export function partnerAuth(
       if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
         await touchApiKey(deps.db, key.id, now)
       const partnerId = key.partner_id ?? (await assignOwnPartner(deps.db, key, now))
-      request.auth = { ...apiKeyClaims(key, now), event_uid: event.uid, partner_id: partnerId }
+      request.auth = {
+        ...apiKeyClaims(key, now),
+        event_uid: event.uid,
+        event_timezone: event.timezone,
+        partner_id: partnerId,
+      }
       return payload
     },
     async preHandler(request) {
@@ -116,5 +123,6 @@ export function partnerOf(request: FastifyRequest): Partner {
     partnerId: Number(c.partner_id),
     eventId: c.event_ids![0]!,
     eventUid: String(c.event_uid),
+    eventTimezone: String(c.event_timezone),
   }
 }

@@ -24,9 +24,21 @@ export const TicketTypeRequest = Type.Object(
   strict,
 )
 
+/** The event's time zone, readable by partners (issue 29.4). */
+export const EventTimezone = Type.String({
+  description:
+    "The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it",
+})
+
+/** When a ticket was used, in UTC; with every event-local used_timestamp (issue 29.4). */
+export const UsedAt = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+  description: 'When the ticket was used, UTC (ISO 8601 with Z); null while unused',
+})
+
 export const TicketType = Type.Object({
   ticket_uid: Uid32,
   event_uid: Type.String(),
+  event_timezone: EventTimezone,
   name: Type.String(),
   price: Type.Number(),
   ticket_date: Type.String(),
@@ -126,7 +138,11 @@ export const TransferDetail = Type.Object({
   status: Type.Union([Type.Literal('TRANSFERRED'), Type.Literal('CLAIMED'), Type.Literal('USED')]),
   claimed: Type.Boolean(),
   emailed: Type.Boolean(),
-  used_timestamp: Type.Union([Type.String(), Type.Null()]),
+  used_timestamp: Type.Union([Type.String(), Type.Null()], {
+    description: "When the ticket was used, in the event's local time (no offset); null while unused",
+  }),
+  used_at: UsedAt,
+  event_timezone: EventTimezone,
   created_at: Type.String({ format: 'date-time' }),
   ticket_code: TicketCode,
 })
@@ -138,6 +154,15 @@ export const CompanyTicketIdParams = Type.Object(
 
 export const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(
-    Type.String({ description: 'Retry-safe key (1–255 visible ASCII characters), kept 24 hours' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: '^[\\x21-\\x7e]{1,255}$',
+      description:
+        'Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, ' +
+        'kept 24 hours per API key. A retry with the same key and body gets the first answer again (with ' +
+        '`Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, ' +
+        '409 `idempotency_key_in_use`.',
+    }),
   ),
 })

@@ -59,6 +59,7 @@ export async function createTicketType(
   return {
     ticket_uid: uid,
     event_uid: partner.eventUid,
+    event_timezone: partner.eventTimezone,
     name: input.name,
     price: fromMinorUnits(price),
     ticket_date: input.ticket_date,
@@ -71,6 +72,7 @@ export async function ticketTypesOf({ db }: PartnerServiceDeps, partner: Partner
   return rows.map((r) => ({
     ticket_uid: r.uid,
     event_uid: partner.eventUid,
+    event_timezone: partner.eventTimezone,
     name: r.name,
     price: fromMinorUnits(r.price),
     ticket_date: r.ticket_date,
@@ -193,9 +195,6 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   return transferCreated(uid, type, input, email, now, code)
 }
 
-/** Most transfers in one batch request. */
-export const MAX_BATCH_TRANSFERS = 500
-
 /** One transfer of a batch: its 201 answer, or its error as that status's body. */
 export type BatchResult =
   | { company_ticket_id: string; status: 201; transfer: ReturnType<typeof transferCreated> }
@@ -317,6 +316,8 @@ export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, par
     claimed: t.claimed_at !== null,
     emailed: t.mailed_at !== null,
     used_timestamp: t.used_timestamp,
+    used_at: t.used_at === null ? null : iso(Number(t.used_at)),
+    event_timezone: partner.eventTimezone,
     created_at: iso(t.created_at),
     ticket_code: codes.render(t.code_body),
   }

@@ -105,6 +105,7 @@ export function findTransferByCompanyId(db: Db, partnerId: number, companyTicket
       't.seat_number',
       't.status',
       't.used_timestamp',
+      't.used_at',
       't.claimed_at',
       't.mailed_at',
       't.created_at',

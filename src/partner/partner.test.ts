@@ -100,6 +100,7 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
       assert.match(body.ticket_uid, /^[0-9a-f]{32}$/)
       assert.deepEqual(Object.keys(body).sort(), [
         'created_at',
+        'event_timezone',
         'event_uid',
         'name',
         'price',
@@ -108,6 +109,7 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
       ])
       assert.equal(body.price, price)
       assert.equal(body.event_uid, EVENT)
+      assert.equal(body.event_timezone, 'Europe/Berlin')
       assert.equal(body.ticket_date, '2026-07-18T20:00:00.000')
       const stored = await t.db.db
         .selectFrom('ticket_types')

@@ -3,8 +3,13 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
+import { FEATURE_OPERATIONS } from '../app.js'
 import { SENT_ERROR_CODES } from './errors.js'
-import { OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+import { OPERATIONS as PLATFORM_OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+
+/** Every operation text: the ones kept with their features and the ones still in platform/. */
+const OPERATIONS = { ...PLATFORM_OPERATIONS, ...FEATURE_OPERATIONS }
+
 import { releaseVersion } from './version.js'
 
 interface Media {
@@ -226,9 +231,14 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
         for (const code of Object.keys(res.content?.['application/json']?.examples ?? {})) listed.add(code)
     const sent = SENT_ERROR_CODES.map((c) => c.code)
     assert.deepEqual([...listed].sort(), [...sent].sort())
-    const body = doc.components.schemas.ErrorBody as { properties: { error: { enum: string[] } } }
+    // Open to new codes (issue 29.5): listed as an extensible enum, never a closed `enum` that a strict
+    // generated client would reject a new code with.
+    const body = doc.components.schemas.ErrorBody as {
+      properties: { error: { enum?: string[]; 'x-extensible-enum': string[] } }
+    }
+    assert.equal(body.properties.error.enum, undefined)
     assert.deepEqual(
-      [...body.properties.error.enum].sort(),
+      [...body.properties.error['x-extensible-enum']].sort(),
       SENT_ERROR_CODES.filter((c) => c.field === 'error')
         .map((c) => c.code)
         .sort(),
@@ -245,5 +255,53 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     const svg = Buffer.from(logo[1]!, 'base64').toString()
     assert.match(svg, />wristband</)
     assert.doesNotMatch(svg.toLowerCase(), /fastify|swagger/)
+  })
+
+  test('the use notification is described as an OpenAPI 3.1 webhook, and deliveries carry its typed payload', () => {
+    const hooks = (
+      doc as unknown as {
+        webhooks: Record<
+          string,
+          { post: Operation & { parameters: { in: string; name: string; required: boolean }[] } }
+        >
+      }
+    ).webhooks
+    const used = hooks.ticketUsed!.post
+    assert.equal(used.operationId, 'ticketUsed')
+    assert.deepEqual(
+      used.parameters.map((p) => [p.in, p.name, p.required]),
+      [
+        ['header', 'webhook-id', true],
+        ['header', 'webhook-timestamp', true],
+        ['header', 'webhook-signature', true],
+      ],
+    )
+    assert.match(
+      String((used as { description?: string }).description),
+      /HMAC-SHA256 over `<webhook-id>\.<webhook-timestamp>\.<raw body>`/,
+    )
+    const payload = used.requestBody!.content!['application/json']!.schema as {
+      properties: Record<string, unknown>
+      required: string[]
+    }
+    for (const f of [
+      'event_uid',
+      'transfer_uid',
+      'user_email',
+      'company_ticket_id',
+      'status',
+      'used_timestamp',
+    ])
+      assert.ok(payload.required.includes(f), f)
+    assert.ok(payload.properties.used_at && payload.properties.event_timezone)
+    // The deliveries' payload is the same schema, not an untyped object.
+    const list = doc.paths['/companies/webhook/deliveries']!.get!.responses!['200']!.content![
+      'application/json'
+    ]!.schema as unknown as {
+      properties: { deliveries: { items: { properties: { payload: typeof payload } } } }
+    }
+    const shown = list.properties.deliveries.items.properties.payload
+    assert.deepEqual(shown.required, payload.required)
+    assert.deepEqual(Object.keys(shown.properties), Object.keys(payload.properties))
   })
 })

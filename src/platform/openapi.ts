@@ -33,7 +33,7 @@ interface Operation {
   tags?: string[]
   security?: Record<string, unknown>[]
   parameters?: Parameter[]
-  requestBody?: { content?: Record<string, Media> }
+  requestBody?: { required?: boolean; content?: Record<string, Media> }
   responses?: Record<string, Response>
 }
 export interface OpenApiDocument {
@@ -61,7 +61,7 @@ const ERROR_MEANING: Record<string, { text: string; detail: string }> = {
   '409': { text: 'Conflict with the current state', detail: 'Conflict' },
   '410': { text: 'Gone: the link or token has expired or was used', detail: 'This link has expired' },
   '422': {
-    text: 'Validation error: the body, query, path or a header does not match the schema; one entry per problem',
+    text: 'Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`)',
     detail: '',
   },
   '429': {
@@ -85,9 +85,9 @@ const VALIDATION_EXAMPLE = {
   detail: [
     {
       loc: ['body', 'price'],
-      msg: 'Input should be less than or equal to 1000000',
+      msg: 'Input should be less than or equal to 1000000000',
       type: 'less_than_equal',
-      input: 1e9,
+      input: 1000000000.5,
     },
   ],
 }
@@ -98,6 +98,7 @@ const fieldOf = (c: ErrorCase): string => bodyFieldOf(c.code) ?? 'error'
 
 function describeError(status: string, codes: ErrorCase[]): string {
   const meaning = ERROR_MEANING[status]?.text ?? `HTTP ${status}`
+  if (status === '422') return `${meaning}.`
   if (!codes.length) return `${meaning}. Body: \`{"detail": "<message>"}\`; no \`error\` code.`
   const list = codes.map((c) => `\`${fieldOf(c)}\`: \`${c.code}\` when ${c.when}`).join('; ')
   return `${meaning}. Body: \`{"detail": "<message>", ...}\` with ${list}.`
@@ -116,6 +117,7 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
       p.example = EXAMPLE_PARAMS[p.name]
   const requestJson = op.requestBody?.content?.['application/json']
   if (requestJson && doc?.request !== undefined) requestJson.example = doc.request
+  if (op.requestBody && doc?.bodyOptional) op.requestBody.required = false
 
   for (const [status, res] of Object.entries(op.responses ?? {})) {
     const json = res.content?.['application/json']
@@ -155,12 +157,19 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
  * descriptions and examples from OPERATIONS, the meaning and `error` codes of every error status,
  * and the list of tags. Registered as the plugin's `transformObject`.
  */
-export function finishDocument(input: OpenApiDocument): OpenApiDocument {
+export function finishDocument(
+  input: OpenApiDocument,
+  extra: { webhooks?: Record<string, unknown>; operations?: Record<string, OperationDoc> } = {},
+): OpenApiDocument {
   const doc = structuredClone(input)
+  // The features' own operation texts (partner, webhooks), beside the ones still kept here.
+  const operations = { ...OPERATIONS, ...extra.operations }
+  // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
+  if (extra.webhooks) doc.webhooks = structuredClone(extra.webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      finishOperation(op, OPERATIONS[`${method.toUpperCase()} ${path}`])
+      finishOperation(op, operations[`${method.toUpperCase()} ${path}`])
       for (const t of op.tags ?? []) used.add(t)
     }
   }
@@ -200,14 +209,26 @@ const docsUiTheme = {
  * completed by `finishDocument`, and the API reference at `/docs`. Registered before the routes, so
  * that every route is in the document.
  */
-export async function registerOpenApi(app: FastifyInstance, version: string): Promise<void> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  version: string,
+  features: {
+    /** The document's `webhooks`: what the service sends to receivers. */
+    webhooks?: Record<string, unknown>
+    /** Operation texts that live with their features (operationId, examples, error codes). */
+    operations?: Record<string, OperationDoc>
+  } = {},
+): Promise<void> {
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
     transformObject: (built) =>
       'openapiObject' in built
-        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument) as typeof built.openapiObject)
+        ? (finishDocument(
+            built.openapiObject as unknown as OpenApiDocument,
+            features,
+          ) as typeof built.openapiObject)
         : built.swaggerObject,
     openapi: {
       openapi: '3.1.0',

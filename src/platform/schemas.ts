@@ -9,9 +9,12 @@ export const ErrorBody = Type.Object(
     detail: Type.String(),
     error: Type.Optional(
       Type.String({
-        enum: bodyCodes.map((c) => c.code),
+        // Open: codes are added in new releases, so a strict generated client must not reject one it
+        // does not know (an `enum` would); the known ones are listed as an extensible enum.
+        'x-extensible-enum': bodyCodes.map((c) => c.code),
         description:
-          'A stable code, where a status has more than one cause (listed per operation): ' +
+          'A stable code, where a status has more than one cause (listed per operation; new codes may be added, ' +
+          'so treat an unknown one as the status alone): ' +
           bodyCodes.map((c) => `\`${c.code}\` when ${c.when}`).join('; '),
       }),
     ),

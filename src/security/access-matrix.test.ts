@@ -366,7 +366,12 @@ forEachBackend(
         await ensureWebhook(event)
         assert.ok(
           await queueNotification(t.db.db, t.clock.now(), await ownerOf(t, partnerKey(event)), null, {
-            matrix: true,
+            event_uid: EVENT_UID[event],
+            transfer_uid: '0'.repeat(32),
+            user_email: 'matrix@example.com',
+            company_ticket_id: 'matrix',
+            status: 'USED',
+            used_timestamp: '2026-07-18T20:00:00.000',
           }),
         )
         const d = await t.db.db

@@ -124,7 +124,14 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         params: Type.Object({ transfer_uid: TransferUid }, { additionalProperties: false }),
         body: UseRequest,
         response: {
-          200: Type.Object({ status: Type.Literal('USED'), used_timestamp: LocalTimestamp }),
+          200: Type.Object({
+            status: Type.Literal('USED'),
+            used_timestamp: LocalTimestamp,
+            used_at: Type.String({
+              format: 'date-time',
+              description: 'The same instant in UTC (ISO 8601 with Z)',
+            }),
+          }),
           ...errorResponses(401, 403, 404, 409),
         },
       },
@@ -140,7 +147,11 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       })
       switch (r.status) {
         case 'USED':
-          return { status: r.status, used_timestamp: r.used_timestamp }
+          return {
+            status: r.status,
+            used_timestamp: r.used_timestamp,
+            used_at: new Date(r.usedAt).toISOString(),
+          }
         case 'NOT_FOUND':
           throw new NotFoundError('Unknown ticket')
         case 'FORBIDDEN':
@@ -148,6 +159,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         case 'ALREADY_USED':
           throw new ConflictError('Ticket already used', 'already_used', {
             used_timestamp: r.used_timestamp,
+            used_at: new Date(r.usedAt).toISOString(),
           })
       }
     },

@@ -1,9 +1,11 @@
+import type { Static } from 'typebox'
 import { insertAuditEntry } from '../audit/audit.store.js'
 import { markChanged } from '../edge/scan-sync.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
+import type { UseNotification } from '../webhooks/notification.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
 import { findTransferToUse, markUsed, revokedCodeUses, useOf } from './tickets.store.js'
 
@@ -104,7 +106,9 @@ export class TicketsService {
           company_ticket_id: t.company_ticket_id,
           status: 'USED',
           used_timestamp: usedTimestamp,
-        }))
+          used_at: new Date(scan.usedAt).toISOString(),
+          event_timezone: t.timezone,
+        } satisfies Static<typeof UseNotification>))
       return { won, notified }
     })
     if (outcome.notified) this.deps.runDueJobs()

@@ -4,8 +4,20 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import net from 'node:net'
 import { after, before, test } from 'node:test'
-import { login, logout, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
-import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import {
+  login,
+  logout,
+  STANDARD_SEED,
+  startApp,
+  type TestApp,
+  type TestDependencies,
+} from '../../test/helpers/app.js'
+import {
+  type Backend,
+  eachBackend,
+  httpBackends,
+  type ProvisionedBackend,
+} from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
 
@@ -76,28 +88,55 @@ function comparable(a: Answer, req: Sent) {
   return { status: a.status, headers, body, id: kept ? id : uuid.test(String(id)) ? 'generated' : id }
 }
 
-eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify does', (backend) => {
-  let p: ProvisionedBackend
-  let on: TestApp
-  let off: TestApp
-  let portOn: number
-  let portOff: number
+interface LanePair {
+  on: TestApp
+  off: TestApp
+  portOn: number
+  portOff: number
+}
+
+/**
+ * Two listening instances on one storage for the suite, the lane on and off, each with its own Redis
+ * prefix so that they count their rate limits apart, as two services would.
+ */
+function lanePair(backend: Backend, deps: TestDependencies = {}): () => LanePair {
+  let p: ProvisionedBackend | undefined
+  let pair: Partial<LanePair> = {}
   before(async () => {
     p = await backend.provision()
-    // Each its own Redis prefix, so the two count their rate limits apart, as two services would.
     const prefix = p.env.REDIS_PREFIX ?? 'wb:'
-    on = await startApp(backend, { VERIFY_FAST_LANE: 'true', REDIS_PREFIX: `${prefix}on:` }, p)
-    off = await startApp(backend, { VERIFY_FAST_LANE: 'false', REDIS_PREFIX: `${prefix}off:` }, p)
-    await on.seed(STANDARD_SEED)
-    await on.app.listen({ host: '127.0.0.1', port: 0 })
-    await off.app.listen({ host: '127.0.0.1', port: 0 })
-    portOn = (on.app.server.address() as AddressInfo).port
-    portOff = (off.app.server.address() as AddressInfo).port
+    const start = async (lane: 'true' | 'false') => {
+      const t = await startApp(
+        backend,
+        { VERIFY_FAST_LANE: lane, REDIS_PREFIX: `${prefix}${lane}:` },
+        p,
+        deps,
+      )
+      await t.app.listen({ host: '127.0.0.1', port: 0 })
+      return t
+    }
+    const on = await start('true')
+    pair = { on }
+    const off = await start('false')
+    const port = (t: TestApp) => (t.app.server.address() as AddressInfo).port
+    pair = { on, off, portOn: port(on), portOff: port(off) }
   })
   after(async () => {
-    await on?.close()
-    await off?.close()
+    await pair.on?.close()
+    await pair.off?.close()
     await p?.dispose()
+  })
+  return () => pair as LanePair
+}
+
+eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify does', (backend) => {
+  let on: TestApp
+  let portOn: number
+  let portOff: number
+  const started = lanePair(backend)
+  before(async () => {
+    ;({ on, portOn, portOff } = started())
+    await on.seed(STANDARD_SEED)
   })
 
   test('the same requests get the same status, headers and body with VERIFY_FAST_LANE on and off', async () => {
@@ -315,31 +354,13 @@ eachBackend(httpBackends, 'POST /tokens/verify: lane and route agree on each TRU
 })
 
 eachBackend(httpBackends, 'POST /tokens/verify: lane and route agree on other limits', (backend) => {
-  let p: ProvisionedBackend
-  let on: TestApp
-  let off: TestApp
   let portOn: number
   let portOff: number
   // A route with other limits than VERIFY_LIMITS: the lane takes its limits from the route's.
   const verifyLimits = { maxToken: 40, maxApiKey: 48, anonymousPerMinute: 600 }
-  before(async () => {
-    p = await backend.provision()
-    const prefix = p.env.REDIS_PREFIX ?? 'wb:'
-    on = await startApp(backend, { VERIFY_FAST_LANE: 'true', REDIS_PREFIX: `${prefix}on:` }, p, {
-      verifyLimits,
-    })
-    off = await startApp(backend, { VERIFY_FAST_LANE: 'false', REDIS_PREFIX: `${prefix}off:` }, p, {
-      verifyLimits,
-    })
-    await on.app.listen({ host: '127.0.0.1', port: 0 })
-    await off.app.listen({ host: '127.0.0.1', port: 0 })
-    portOn = (on.app.server.address() as AddressInfo).port
-    portOff = (off.app.server.address() as AddressInfo).port
-  })
-  after(async () => {
-    await on?.close()
-    await off?.close()
-    await p?.dispose()
+  const started = lanePair(backend, { verifyLimits })
+  before(() => {
+    ;({ portOn, portOff } = started())
   })
 
   test('a token or key at the limit, and one past it, get the same answers from both', async () => {

@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from 'typebox'
+import { type Static, Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
 import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { NotFoundError } from '../platform/errors.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses, Message } from '../platform/schemas.js'
+import { UseNotification } from './notification.js'
 import { type WebhookDeliveryDeps, webhookDeliveryJob } from './webhook-delivery.js'
 import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
 import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks.store.js'
@@ -65,7 +66,7 @@ const Delivery = Type.Object({
   id: Type.Integer(),
   webhook_id: Type.String({ description: 'The webhook-id header, the same on every attempt' }),
   status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
-  payload: Type.Record(Type.String(), Type.Unknown()),
+  payload: UseNotification,
   attempts: Type.Integer(),
   created_at: Type.String({ format: 'date-time' }),
   delivered_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -190,7 +191,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
           id: d.id,
           webhook_id: d.uid,
           status: d.status as 'pending' | 'delivered' | 'failed',
-          payload: JSON.parse(d.payload) as Record<string, unknown>,
+          payload: JSON.parse(d.payload) as Static<typeof UseNotification>,
           attempts: d.attempts,
           created_at: iso(d.created_at)!,
           delivered_at: iso(d.delivered_at),

@@ -101,7 +101,22 @@ forEachBackend(
         company_ticket_id: used.company_ticket_id,
         status: 'USED',
         used_timestamp: used.used_timestamp,
+        used_at: got.body.match(/"used_at":"([^"]+)"/)![1],
+        event_timezone: 'Europe/Berlin',
       })
+      // used_at is the same instant as used_timestamp, in UTC (Europe/Berlin is UTC+2 in July).
+      const at = new Date(String((payload as { used_at: string }).used_at))
+      assert.match(String((payload as { used_at: string }).used_at), /Z$/)
+      assert.equal(
+        new Intl.DateTimeFormat('sv-SE', {
+          timeZone: 'Europe/Berlin',
+          dateStyle: 'short',
+          timeStyle: 'medium',
+        })
+          .format(at)
+          .replace(' ', 'T'),
+        used.used_timestamp.slice(0, 19),
+      )
       assert.match(String(got.headers['webhook-id']), /^msg_/)
       assert.equal(got.headers['content-type'], 'application/json')
       // The check is real: a changed body or another secret fails it.

@@ -1,15 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Webhook, WebhookVerificationError } from 'standardwebhooks'
+import type { operations } from './generated/openapi.js'
 
-/** The body of a ticket use notification (the `payload` of a delivery). */
-export interface UseNotification {
-  event_uid: string
-  transfer_uid: string
-  user_email: string
-  company_ticket_id: string
-  status: 'USED'
-  used_timestamp: string
-}
+/**
+ * The body of a ticket use notification (the `payload` of a delivery), generated from the OpenAPI
+ * document's `webhooks.ticketUsed`: `used_timestamp` in the event's local time, `used_at` in UTC.
+ */
+export type UseNotification = operations['ticketUsed']['requestBody']['content']['application/json']
 
 export interface VerifiedWebhook<T = UseNotification> {
   /** The `webhook-id` header: the same on every attempt and resend of one notification. */

@@ -168,17 +168,35 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    ticketUsed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A ticket the partner transferred was used
+         * @description Sent to the receiver registered with PUT /companies/webhook by the partner that transferred the ticket, signed per Standard Webhooks (https://www.standardwebhooks.com). **Verifying**: take the secret answered at registration (`whsec_<base64>`), base64-decode the part after `whsec_` to get the key, compute HMAC-SHA256 over `<webhook-id>.<webhook-timestamp>.<raw body>` and compare its base64, in constant time, with each `v1,<base64>` entry of `webhook-signature` (space-separated). Refuse a `webhook-timestamp` that is not digits only or is more than 5 minutes from now, and a message id and timestamp accepted before (a replay). Answer 2xx to acknowledge; 410 disables the webhook; anything else (or no answer in 10 s) is retried on the WEBHOOK_RETRY_SCHEDULE, honouring Retry-After. Every attempt and resend of one notification carries the same `webhook-id`: deduplicate by it. `@wristband/partner-client` exports `WebhookReceiver`, which does all of this.
+         */
+        post: operations["ticketUsed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description Error: {"detail": "<message>"} plus named fields */
         ErrorBody: {
             detail: string;
-            /**
-             * @description A stable code, where a status has more than one cause (listed per operation): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link
-             * @enum {string}
-             */
-            error?: "rate_limit_exceeded" | "mfa_required" | "passkey_required" | "username_taken" | "already_used" | "concurrent_change" | "duplicate_company_ticket_id" | "idempotency_key_in_use" | "webhook_disabled" | "already_claimed";
+            /** @description A stable code, where a status has more than one cause (listed per operation; new codes may be added, so treat an unknown one as the status alone): `rate_limit_exceeded` when too many requests from this address or key in the window; `mfa_required` when the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification; `passkey_required` when PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code; `username_taken` when the dashboard username exists; `already_used` when the ticket was used; `used_timestamp` tells when; `concurrent_change` when the ticket was used or re-issued while the request ran; `duplicate_company_ticket_id` when the company_ticket_id was already used in the event; `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; `webhook_disabled` when the event has no enabled webhook receiver; `already_claimed` when another consumer claimed the link */
+            error?: string;
         } & {
             [key: string]: unknown;
         };
@@ -213,7 +231,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -253,6 +271,7 @@ export interface operations {
                      * @example {
                      *       "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
                      *       "event_uid": "summer-festival-2026",
+                     *       "event_timezone": "Europe/Berlin",
                      *       "name": "Weekend pass",
                      *       "price": 149.5,
                      *       "ticket_date": "2026-07-18T20:00:00.000",
@@ -262,6 +281,8 @@ export interface operations {
                     "application/json": {
                         /** Format: date-time */
                         created_at: string;
+                        /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                        event_timezone: string;
                         event_uid: string;
                         name: string;
                         price: number;
@@ -308,7 +329,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -322,9 +343,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -368,6 +389,7 @@ export interface operations {
                      *         {
                      *           "ticket_uid": "5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47",
                      *           "event_uid": "summer-festival-2026",
+                     *           "event_timezone": "Europe/Berlin",
                      *           "name": "Weekend pass",
                      *           "price": 149.5,
                      *           "ticket_date": "2026-07-18T20:00:00.000",
@@ -380,6 +402,8 @@ export interface operations {
                         tickets: {
                             /** Format: date-time */
                             created_at: string;
+                            /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                            event_timezone: string;
                             event_uid: string;
                             name: string;
                             price: number;
@@ -418,7 +442,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -432,9 +456,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -459,7 +483,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -583,7 +607,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -597,9 +621,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -654,6 +678,8 @@ export interface operations {
                      *       "claimed": true,
                      *       "emailed": true,
                      *       "used_timestamp": "2026-07-18T20:14:03.000",
+                     *       "used_at": "2026-07-18T18:14:03.000Z",
+                     *       "event_timezone": "Europe/Berlin",
                      *       "created_at": "2026-07-01T09:30:00.000Z",
                      *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *     }
@@ -670,6 +696,8 @@ export interface operations {
                         created_at: string;
                         email: string;
                         emailed: boolean;
+                        /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                        event_timezone: string;
                         event_uid: string;
                         promo_balance: number;
                         status: "TRANSFERRED" | "CLAIMED" | "USED";
@@ -679,6 +707,9 @@ export interface operations {
                         ticket_uid: string;
                         /** @description 32 lowercase hexadecimal characters */
                         transfer_uid: string;
+                        /** @description When the ticket was used, UTC (ISO 8601 with Z); null while unused */
+                        used_at: string | null;
+                        /** @description When the ticket was used, in the event's local time (no offset); null while unused */
                         used_timestamp: string | null;
                     };
                 };
@@ -725,7 +756,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -739,9 +770,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -848,7 +879,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -862,9 +893,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -903,7 +934,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Retry-safe key (1–255 visible ASCII characters), kept 24 hours */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -1061,7 +1092,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1075,9 +1106,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1175,7 +1206,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1189,9 +1220,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1293,7 +1324,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1307,9 +1338,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1397,7 +1428,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1411,9 +1442,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1463,11 +1494,13 @@ export interface operations {
                      *           "status": "pending",
                      *           "payload": {
                      *             "event_uid": "summer-festival-2026",
-                     *             "transfer_uid": "8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e",
+                     *             "transfer_uid": "9b1d3f7a2c4e6b8d0f1a3c5e7b9d2f4a",
                      *             "user_email": "holder@example.com",
                      *             "company_ticket_id": "order-1042-1",
                      *             "status": "USED",
-                     *             "used_timestamp": "2026-07-18T20:14:03.000"
+                     *             "used_timestamp": "2026-07-18T20:14:03.000",
+                     *             "used_at": "2026-07-18T18:14:03.000Z",
+                     *             "event_timezone": "Europe/Berlin"
                      *           },
                      *           "attempts": 1,
                      *           "created_at": "2026-07-18T20:14:03.000Z",
@@ -1505,7 +1538,26 @@ export interface operations {
                             delivered_at: string | null;
                             id: number;
                             next_attempt_at: string | null;
+                            /** @description A ticket use. Fields may be added; receivers should ignore the ones they do not know. */
                             payload: {
+                                /** @description The partner's identifier of the ticket */
+                                company_ticket_id: string;
+                                /** @description The event's IANA time zone, which used_timestamp is local to (e.g. Europe/Berlin) */
+                                event_timezone?: string;
+                                event_uid: string;
+                                /** @enum {string} */
+                                status: "USED";
+                                transfer_uid: string;
+                                /**
+                                 * Format: date-time
+                                 * @description When the ticket was used, UTC (ISO 8601 with Z); absent from notifications queued before it was added
+                                 */
+                                used_at?: string;
+                                /** @description When the ticket was used, in the event's local time (YYYY-MM-DDThh:mm:ss.SSS, no offset) */
+                                used_timestamp: string;
+                                /** @description The holder's e-mail address */
+                                user_email: string;
+                            } & {
                                 [key: string]: unknown;
                             };
                             status: "pending" | "delivered" | "failed";
@@ -1543,7 +1595,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1557,9 +1609,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1658,7 +1710,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Validation error: the body, query, path or a header does not match the schema; one entry per problem. Body: `{"detail": "<message>"}`; no `error` code. */
+            /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1672,9 +1724,9 @@ export interface operations {
                      *             "body",
                      *             "price"
                      *           ],
-                     *           "msg": "Input should be less than or equal to 1000000",
+                     *           "msg": "Input should be less than or equal to 1000000000",
                      *           "type": "less_than_equal",
-                     *           "input": 1000000000
+                     *           "input": 1000000000.5
                      *         }
                      *       ]
                      *     }
@@ -1692,6 +1744,74 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["RateLimited"];
                 };
+            };
+        };
+    };
+    ticketUsed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The notification's id (`msg_…`): the same on every attempt and resend */
+                "webhook-id": string;
+                /** @description `v1,` + base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>"); several space-separated after a secret rotation */
+                "webhook-signature": string;
+                /** @description When this attempt was signed: Unix time in whole seconds, digits only */
+                "webhook-timestamp": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event_uid": "summer-festival-2026",
+                 *       "transfer_uid": "9b1d3f7a2c4e6b8d0f1a3c5e7b9d2f4a",
+                 *       "user_email": "holder@example.com",
+                 *       "company_ticket_id": "order-1042-1",
+                 *       "status": "USED",
+                 *       "used_timestamp": "2026-07-18T20:14:03.000",
+                 *       "used_at": "2026-07-18T18:14:03.000Z",
+                 *       "event_timezone": "Europe/Berlin"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The partner's identifier of the ticket */
+                    company_ticket_id: string;
+                    /** @description The event's IANA time zone, which used_timestamp is local to (e.g. Europe/Berlin) */
+                    event_timezone?: string;
+                    event_uid: string;
+                    /** @constant */
+                    status: "USED";
+                    transfer_uid: string;
+                    /**
+                     * Format: date-time
+                     * @description When the ticket was used, UTC (ISO 8601 with Z); absent from notifications queued before it was added
+                     */
+                    used_at?: string;
+                    /** @description When the ticket was used, in the event's local time (YYYY-MM-DDThh:mm:ss.SSS, no offset) */
+                    used_timestamp: string;
+                    /** @description The holder's e-mail address */
+                    user_email: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx acknowledges the notification) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Gone: the webhook is disabled and nothing more is sent until it is registered again */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
