@@ -8,6 +8,7 @@ import { buildMetricsServer } from './metrics/metrics.routes.js'
 import { availableCpus } from './ops/cpu-quota.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
+import { LEVEL_RANK } from './platform/logging.js'
 import { listenFailure } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
 
@@ -44,13 +45,14 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
   try {
     const { applied } = await handle.migrate()
     if (applied.length > 0)
-      logLine('info', `applied migrations: ${applied.join(', ')}`, { migrations: applied })
+      logLine(config, 'info', `applied migrations: ${applied.join(', ')}`, { migrations: applied })
   } finally {
     await handle.close()
   }
   // One line an operator reads first: which release, how many workers, on what.
   const database = handle.dialect === 'sqlite' ? `SQLite ${handle.name}` : `PostgreSQL ${handle.name}`
   logLine(
+    config,
     'info',
     `wristband ${releaseVersion()} starting: ${workers} worker${workers === 1 ? '' : 's'}, ${database}, Redis ${config.REDIS_URL ? 'configured' : 'not configured'}, Node ${process.version}`,
     {
@@ -66,7 +68,13 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
 }
 
 /** A log line of the primary process (before any app exists), in the service's JSON form. */
-function logLine(level: 'info' | 'error', msg: string, fields: Record<string, unknown> = {}): void {
+function logLine(
+  config: Pick<Config, 'LOG_LEVEL'>,
+  level: 'info' | 'error',
+  msg: string,
+  fields: Record<string, unknown> = {},
+): void {
+  if ((LEVEL_RANK[level] ?? 0) < (LEVEL_RANK[config.LOG_LEVEL] ?? Number.POSITIVE_INFINITY)) return
   const line = JSON.stringify({ level, time: new Date().toISOString(), pid: process.pid, msg, ...fields })
   if (level === 'error') console.error(line)
   else console.log(line)
@@ -240,7 +248,7 @@ function supervise(config: Config, workers: number): void {
       if (code !== 0) exitCode = 1
       if (alive().length === 0) {
         // A failed start has said why in its one line already.
-        if (exitCode === 0) logLine('info', 'stopped')
+        if (exitCode === 0) logLine(config, 'info', 'stopped')
         process.exit(exitCode)
       }
       return
