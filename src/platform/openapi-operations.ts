@@ -119,29 +119,20 @@ const passkeyExample = {
 }
 
 /** Example values reused across operations, so that one example request leads to the next's answer. */
-const EVENT = 'summer-festival-2026'
-const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
-const TRANSFER_UID = '8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e'
+export const EVENT = 'summer-festival-2026'
+export const TICKET_UID = '5f0c6a1e9d2b4c7f8a3e1d0b6c9f2a47'
+export const TRANSFER_UID = '8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e'
 const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
-const AT = '2026-07-01T09:30:00.000Z'
+export const AT = '2026-07-01T09:30:00.000Z'
 const ACCESS = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIn0.c2lnbmF0dXJl'
 const REFRESH =
   'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwidHlwZSI6InJlZnJlc2giLCJqdGkiOiJyMSJ9.c2lnbmF0dXJlLXJlZnJlc2g'
-const TICKET_CODE =
+export const TICKET_CODE =
   'eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ'
 
-const TIMEZONE = 'Europe/Berlin'
-const USED_LOCAL = '2026-07-18T20:14:03.000'
-const USED_UTC = '2026-07-18T18:14:03.000Z'
-const ticketType = {
-  ticket_uid: TICKET_UID,
-  event_uid: EVENT,
-  event_timezone: TIMEZONE,
-  name: 'Weekend pass',
-  price: 149.5,
-  ticket_date: '2026-07-18T20:00:00.000',
-  created_at: AT,
-}
+export const TIMEZONE = 'Europe/Berlin'
+export const USED_LOCAL = '2026-07-18T20:14:03.000'
+export const USED_UTC = '2026-07-18T18:14:03.000Z'
 const holderTicket = {
   transfer_uid: TRANSFER_UID,
   event_uid: EVENT,
@@ -167,24 +158,7 @@ const linkView = {
   tickets: [holderTicket],
 }
 const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 900 }
-const webhookView = {
-  url: 'https://partner.example.com/wristband/webhooks',
-  enabled: true,
-  disabled_reason: null,
-  created_at: AT,
-  updated_at: AT,
-}
-const useNotification = {
-  event_uid: EVENT,
-  transfer_uid: TRANSFER_UID,
-  user_email: 'holder@example.com',
-  company_ticket_id: 'order-1042-1',
-  status: 'USED',
-  used_timestamp: USED_LOCAL,
-  used_at: USED_UTC,
-  event_timezone: TIMEZONE,
-}
-const idempotencyInUse: ErrorCase = {
+export const idempotencyInUse: ErrorCase = {
   code: 'idempotency_key_in_use',
   when: 'a request with the same Idempotency-Key is still being processed; retry shortly',
   detail: 'A request with this Idempotency-Key is still being processed',
@@ -499,217 +473,6 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /tickets/use-batch': { operationId: 'useTicketBatch', returns: 'One result per scan, in order' },
 
   // partner
-  'POST /companies/ticket': {
-    operationId: 'createTicketType',
-    returns: 'The ticket type created (or, for a repeated Idempotency-Key, the first answer again)',
-    request: {
-      event_uid: EVENT,
-      name: 'Weekend pass',
-      price: 149.5,
-      ticket_date: '2026-07-18T20:00:00.000',
-    },
-    response: ticketType,
-    errors: { 409: [idempotencyInUse] },
-  },
-  'GET /companies/tickets': {
-    operationId: 'listTicketTypes',
-    returns: "The ticket types of the key's event",
-    response: { tickets: [ticketType] },
-  },
-  'POST /companies/transfer': {
-    operationId: 'createTransfer',
-    returns: 'The ticket is sent (or, for a repeated Idempotency-Key, the first answer again)',
-    request: {
-      event_uid: EVENT,
-      email: 'holder@example.com',
-      ticket_uid: TICKET_UID,
-      company_ticket_id: 'order-1042-1',
-      balance: 20,
-      promo_balance: 5,
-      additional_info: { access_gate: 'North' },
-    },
-    response: {
-      transfer_uid: TRANSFER_UID,
-      ticket_uid: TICKET_UID,
-      company_ticket_id: 'order-1042-1',
-      email: 'holder@example.com',
-      status: 'TRANSFERRED',
-      created_at: AT,
-      ticket_code: TICKET_CODE,
-    },
-    errors: {
-      409: [
-        {
-          code: 'duplicate_company_ticket_id',
-          when: 'the company_ticket_id was already used by this partner',
-          detail: 'company_ticket_id has already been used by this partner',
-        },
-        idempotencyInUse,
-      ],
-    },
-  },
-  'POST /companies/transfers': {
-    operationId: 'createTransfers',
-    returns:
-      'One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered',
-    request: {
-      event_uid: EVENT,
-      transfers: [
-        { email: 'holder@example.com', ticket_uid: TICKET_UID, company_ticket_id: 'order-1042-1' },
-        {
-          email: 'holder@example.com',
-          ticket_uid: TICKET_UID,
-          company_ticket_id: 'order-1042-2',
-          balance: 20,
-        },
-      ],
-    },
-    response: {
-      results: [
-        {
-          company_ticket_id: 'order-1042-1',
-          status: 201,
-          transfer: {
-            transfer_uid: TRANSFER_UID,
-            ticket_uid: TICKET_UID,
-            company_ticket_id: 'order-1042-1',
-            email: 'holder@example.com',
-            status: 'TRANSFERRED',
-            created_at: AT,
-            ticket_code: TICKET_CODE,
-          },
-        },
-        {
-          company_ticket_id: 'order-1042-2',
-          status: 409,
-          error: {
-            detail: 'company_ticket_id has already been used by this partner',
-            error: 'duplicate_company_ticket_id',
-          },
-        },
-      ],
-    },
-    errors: { 409: [idempotencyInUse] },
-  },
-  'GET /companies/transfer/{company_ticket_id}': {
-    operationId: 'getTransfer',
-    returns: 'The transfer and its state',
-    response: {
-      transfer_uid: TRANSFER_UID,
-      event_uid: EVENT,
-      ticket_uid: TICKET_UID,
-      company_ticket_id: 'order-1042-1',
-      email: 'holder@example.com',
-      balance: 20,
-      promo_balance: 5,
-      additional_info: { access_gate: 'North' },
-      status: 'USED',
-      claimed: true,
-      emailed: true,
-      used_timestamp: USED_LOCAL,
-      used_at: USED_UTC,
-      event_timezone: TIMEZONE,
-      created_at: AT,
-      ticket_code: TICKET_CODE,
-    },
-  },
-  'POST /companies/transfer/{company_ticket_id}/reissue': {
-    operationId: 'reissueTicketCode',
-    returns: 'The transfer has a new ticket code; the previous one is revoked',
-    response: {
-      transfer_uid: TRANSFER_UID,
-      company_ticket_id: 'order-1042-1',
-      code_version: 2,
-      ticket_code: TICKET_CODE,
-    },
-    errors: {
-      409: [
-        {
-          code: 'already_used',
-          when: 'the ticket was used: a used ticket keeps its code',
-          detail: 'A used ticket keeps its code',
-          extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
-        },
-        {
-          code: 'concurrent_change',
-          when: 'the ticket was used or re-issued while this request ran',
-          detail: 'The ticket was used or re-issued meanwhile',
-        },
-      ],
-    },
-  },
-
-  // offline
-  'GET /.well-known/jwks.json': {
-    operationId: 'getEdgeKeySet',
-    returns: 'The JWK Set of the edge keys, current key first',
-  },
-  'GET /events/{event_id}/scan-sync': {
-    operationId: 'syncScannerFeed',
-    returns: "A page of the event's ticket changes since the cursor",
-  },
-
-  // webhooks
-  'PUT /companies/webhook': {
-    operationId: 'registerWebhook',
-    returns: 'The receiver, with its signing secret (shown only here)',
-    request: { url: 'https://partner.example.com/wristband/webhooks' },
-    response: { ...webhookView, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
-  },
-  'GET /companies/webhook': {
-    operationId: 'getWebhook',
-    returns: 'The registered receiver',
-    response: webhookView,
-  },
-  'DELETE /companies/webhook': {
-    operationId: 'deleteWebhook',
-    returns: 'The receiver is removed',
-    response: { message: 'Webhook removed' },
-  },
-  'GET /companies/webhook/deliveries': {
-    operationId: 'listWebhookDeliveries',
-    returns: 'A page of deliveries, newest first',
-    response: {
-      deliveries: [
-        {
-          id: 7,
-          webhook_id: 'msg_2kVh0cL9sQf1T8xYb3NwR6',
-          status: 'pending',
-          payload: useNotification,
-          attempts: 1,
-          created_at: '2026-07-18T20:14:03.000Z',
-          delivered_at: null,
-          next_attempt_at: '2026-07-18T20:15:03.000Z',
-          attempt_log: [
-            {
-              attempted_at: '2026-07-18T20:14:03.000Z',
-              url: 'https://partner.example.com/wristband/webhooks',
-              status_code: 503,
-              duration_ms: 84,
-              error: null,
-              response_body: 'upstream unavailable',
-            },
-          ],
-        },
-      ],
-    },
-  },
-  'POST /companies/webhook/deliveries/{id}/retry': {
-    operationId: 'retryWebhookDelivery',
-    returns: 'The delivery is scheduled now, with the same webhook-id',
-    response: { message: 'Redelivery scheduled' },
-    errors: {
-      409: [
-        {
-          code: 'webhook_disabled',
-          when: 'no enabled receiver; register it again with PUT /companies/webhook',
-          detail: 'No enabled webhook: register the receiver again with PUT /companies/webhook',
-        },
-      ],
-    },
-  },
-
-  // holder
   'GET /holder/links/{token}': {
     operationId: 'getClaimLink',
     returns: "The link's event and tickets",

@@ -3,8 +3,13 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
+import { FEATURE_OPERATIONS } from '../app.js'
 import { SENT_ERROR_CODES } from './errors.js'
-import { OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+import { OPERATIONS as PLATFORM_OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+
+/** Every operation text: the ones kept with their features and the ones still in platform/. */
+const OPERATIONS = { ...PLATFORM_OPERATIONS, ...FEATURE_OPERATIONS }
+
 import { releaseVersion } from './version.js'
 
 interface Media {

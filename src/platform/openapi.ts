@@ -159,15 +159,17 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
  */
 export function finishDocument(
   input: OpenApiDocument,
-  extra: { webhooks?: Record<string, unknown> } = {},
+  extra: { webhooks?: Record<string, unknown>; operations?: Record<string, OperationDoc> } = {},
 ): OpenApiDocument {
   const doc = structuredClone(input)
+  // The features' own operation texts (partner, webhooks), beside the ones still kept here.
+  const operations = { ...OPERATIONS, ...extra.operations }
   // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
   if (extra.webhooks) doc.webhooks = structuredClone(extra.webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      finishOperation(op, OPERATIONS[`${method.toUpperCase()} ${path}`])
+      finishOperation(op, operations[`${method.toUpperCase()} ${path}`])
       for (const t of op.tags ?? []) used.add(t)
     }
   }
@@ -210,8 +212,12 @@ const docsUiTheme = {
 export async function registerOpenApi(
   app: FastifyInstance,
   version: string,
-  /** The document's `webhooks`: what the service sends to receivers (from the features). */
-  webhooks?: Record<string, unknown>,
+  features: {
+    /** The document's `webhooks`: what the service sends to receivers. */
+    webhooks?: Record<string, unknown>
+    /** Operation texts that live with their features (operationId, examples, error codes). */
+    operations?: Record<string, OperationDoc>
+  } = {},
 ): Promise<void> {
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
@@ -219,9 +225,10 @@ export async function registerOpenApi(
     // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
     transformObject: (built) =>
       'openapiObject' in built
-        ? (finishDocument(built.openapiObject as unknown as OpenApiDocument, {
-            ...(webhooks ? { webhooks } : {}),
-          }) as typeof built.openapiObject)
+        ? (finishDocument(
+            built.openapiObject as unknown as OpenApiDocument,
+            features,
+          ) as typeof built.openapiObject)
         : built.swaggerObject,
     openapi: {
       openapi: '3.1.0',

@@ -33,7 +33,7 @@ export const UseNotification = Type.Object(
   },
 )
 
-const EXAMPLE = {
+export const NOTIFICATION_EXAMPLE = {
   event_uid: 'summer-festival-2026',
   transfer_uid: '9b1d3f7a2c4e6b8d0f1a3c5e7b9d2f4a',
   user_email: 'holder@example.com',
@@ -92,7 +92,7 @@ export const WEBHOOKS_OPENAPI = {
       ],
       requestBody: {
         required: true,
-        content: { 'application/json': { schema: UseNotification, example: EXAMPLE } },
+        content: { 'application/json': { schema: UseNotification, example: NOTIFICATION_EXAMPLE } },
       },
       responses: {
         '200': { description: 'Received (any 2xx acknowledges the notification)' },

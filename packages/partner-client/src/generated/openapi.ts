@@ -1494,7 +1494,7 @@ export interface operations {
                      *           "status": "pending",
                      *           "payload": {
                      *             "event_uid": "summer-festival-2026",
-                     *             "transfer_uid": "8b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e",
+                     *             "transfer_uid": "9b1d3f7a2c4e6b8d0f1a3c5e7b9d2f4a",
                      *             "user_email": "holder@example.com",
                      *             "company_ticket_id": "order-1042-1",
                      *             "status": "USED",
