@@ -645,6 +645,7 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
       'cli_admin_disable',
       'cli_admin_enable',
       'cli_admin_reset_mfa',
+      'cli_admin_reset_passkeys',
       'cli_admin_reset_password',
       'cli_apikey_create',
       'cli_apikey_list',

@@ -1,18 +1,14 @@
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server'
 import type { AuditLog } from '../audit/audit.store.js'
 import { findAdminById, findNetworkManagerById } from '../identities/identities.store.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
+import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import {
   BadRequestError,
@@ -72,6 +68,12 @@ export interface PasskeyDeps {
   requiredFor: PasskeysRequiredFor
   accounts: AccountLoader
 }
+
+/**
+ * @simplewebauthn/server, loaded at the first ceremony (Node's module cache keeps it): its X.509 and ASN.1
+ * modules take 0.2 to 0.8 s to load on a busy machine, which every start and every worker would pay.
+ */
+const webauthn = () => import('@simplewebauthn/server')
 
 /** How long a challenge may wait for its answer. */
 export const CHALLENGE_MS = 5 * 60_000
@@ -242,7 +244,7 @@ export async function startRegistration(
   const rp = relyingParty(deps)
   const { flow, challenge } = await newChallenge(deps, 'registration', account)
   const existing = await listPasskeys(deps.db, account)
-  const options = await generateRegistrationOptions({
+  const options = await (await webauthn()).generateRegistrationOptions({
     rpName: RP_NAME,
     rpID: rp.rpId,
     userName: account.name,
@@ -275,21 +277,24 @@ export async function finishRegistration(
   try {
     const row = await takeLiveChallenge(deps, input.flow, 'registration')
     if (!sameSubject(account, { kind: row.subject_kind, id: row.subject_id })) throw new Refused('session')
-    const verification = await verifyRegistrationResponse({
-      response: input.response,
-      expectedChallenge: challengeOf(row),
-      expectedOrigin: [...rp.origins],
-      expectedRPID: rp.rpId,
-      requireUserVerification: true,
-    }).catch((err: unknown) => {
-      throw new Refused(refusalOf(err))
-    })
+    const verification = await (await webauthn())
+      .verifyRegistrationResponse({
+        response: input.response,
+        expectedChallenge: challengeOf(row),
+        expectedOrigin: [...rp.origins],
+        expectedRPID: rp.rpId,
+        requireUserVerification: true,
+      })
+      .catch((err: unknown) => {
+        throw new Refused(refusalOf(err))
+      })
     if (!verification.verified) throw new Refused('invalid')
     const info = verification.registrationInfo
     if (await findPasskeyByCredentialId(deps.db, info.credential.id)) throw new Refused('duplicate')
     const now = deps.clock.now()
     const count = await countPasskeys(deps.db, account)
     const name = input.name?.trim() || `Passkey ${count + 1}`
+    // The look-up above answers the usual case; the unique index, two registrations of one credential at once.
     const id = await insertPasskey(deps.db, {
       subject_kind: account.kind,
       subject_id: account.id,
@@ -301,6 +306,8 @@ export async function finishRegistration(
       aaguid: info.aaguid,
       backed_up: info.credentialBackedUp ? 1 : 0,
       created_at: now,
+    }).catch((err: unknown) => {
+      throw isUniqueViolation(err) ? new Refused('duplicate') : err
     })
     await deps.audit.record({
       kind: 'passkey_registered',
@@ -355,7 +362,7 @@ export async function startSignIn(
   const rp = relyingParty(deps)
   const { flow, challenge } = await newChallenge(deps, 'authentication', account)
   const allow = account ? await listPasskeys(deps.db, account) : []
-  const options = await generateAuthenticationOptions({
+  const options = await (await webauthn()).generateAuthenticationOptions({
     rpID: rp.rpId,
     challenge: Buffer.from(challenge, 'base64url'),
     timeout: CHALLENGE_MS,
@@ -396,20 +403,22 @@ export async function finishSignIn(
     if (!account) throw new Refused('account')
     const budget = passwordBudget(account.kind, account.name)
     await deps.backoff.countAttempt([budget])
-    const verification = await verifyAuthenticationResponse({
-      response: input.response,
-      expectedChallenge: challengeOf(row),
-      expectedOrigin: [...rp.origins],
-      expectedRPID: rp.rpId,
-      requireUserVerification: true,
-      credential: {
-        id: passkey.credential_id,
-        publicKey: new Uint8Array(Buffer.from(passkey.public_key, 'base64url')),
-        counter: passkey.counter,
-      },
-    }).catch((err: unknown) => {
-      throw new Refused(refusalOf(err))
-    })
+    const verification = await (await webauthn())
+      .verifyAuthenticationResponse({
+        response: input.response,
+        expectedChallenge: challengeOf(row),
+        expectedOrigin: [...rp.origins],
+        expectedRPID: rp.rpId,
+        requireUserVerification: true,
+        credential: {
+          id: passkey.credential_id,
+          publicKey: new Uint8Array(Buffer.from(passkey.public_key, 'base64url')),
+          counter: passkey.counter,
+        },
+      })
+      .catch((err: unknown) => {
+        throw new Refused(refusalOf(err))
+      })
     if (!verification.verified) throw new Refused('signature')
     const { newCounter } = verification.authenticationInfo
     if (!(await advanceCounter(deps.db, passkey.id, passkey.counter, newCounter, deps.clock.now())))

@@ -3,11 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 /**
  * Polls until `check` returns a value (anything but undefined or false) and returns it, for state that
  * something else moves on its own time (the job runner, a fire-and-forget audit write). Fails after
- * `timeoutMs`, which bounds a hang, not a speed.
+ * `timeoutMs`, which bounds a hang, not a speed: generous (30 s), since a shared machine can stall a
+ * process for seconds, and a passing test never waits for it.
  */
 export async function waitFor<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 5000,
+  timeoutMs = 30_000,
   what = 'a condition',
 ): Promise<T> {
   const end = Date.now() + timeoutMs
@@ -23,7 +24,7 @@ export async function waitFor<T>(
 export async function until(
   what: string,
   check: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<void> {
   await waitFor(async () => (await check()) || undefined, timeoutMs, what)
 }
