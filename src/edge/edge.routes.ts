@@ -52,6 +52,9 @@ const FeedEntry = Type.Object({
     description: 'First 128 bits of SHA-256 of the current code, base64url (null: the ticket has no code)',
   }),
   used_timestamp: Type.Union([Type.String(), Type.Null()], { description: "Event's local time of the use" }),
+  used_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'The time of the use in UTC (ISO 8601 with Z), the instant of used_timestamp',
+  }),
   used_gate: Type.Union([Type.String(), Type.Null()]),
 })
 

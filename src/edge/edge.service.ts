@@ -222,6 +222,7 @@ export class EdgeService {
         version: r.code_version,
         digest: r.code_digest,
         used_timestamp: r.used_timestamp,
+        used_at: r.used_at === null ? null : new Date(Number(r.used_at)).toISOString(),
         used_gate: r.used_gate,
       })),
       cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),

@@ -195,6 +195,9 @@ forEachBackend(
         ],
       )
       assert.equal(delta.tickets[0].used_timestamp, used.json().used_timestamp)
+      assert.equal(delta.tickets[0].used_at, used.json().used_at, 'the feed carries used_at (UTC) too')
+      assert.match(delta.tickets[0].used_at, /Z$/)
+      assert.equal(delta.tickets[1].used_at, null)
       assert.equal(delta.tickets[0].used_gate, 'North')
       assert.equal(delta.tickets[1].version, 2)
       assert.equal(delta.tickets[1].digest, codeDigest(again.json().ticket_code))
