@@ -172,10 +172,50 @@ export const PARTNER_OPERATIONS: Record<string, OperationDoc> = {
   'GET /.well-known/jwks.json': {
     operationId: 'getEdgeKeySet',
     returns: 'The JWK Set of the edge keys, current key first',
+    response: {
+      keys: [
+        {
+          kty: 'OKP',
+          crv: 'Ed25519',
+          x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo',
+          kid: 'Vq3n8dXk2Lw',
+          alg: 'EdDSA',
+          use: 'sig',
+        },
+      ],
+    },
   },
   'GET /events/{event_id}/scan-sync': {
     operationId: 'syncScannerFeed',
     returns: "A page of the event's ticket changes since the cursor",
+    response: {
+      event_id: 1,
+      key_ids: ['Vq3n8dXk2Lw'],
+      tickets: [
+        {
+          transfer_uid: TRANSFER_UID,
+          ticket_uid: TICKET_UID,
+          change: 'used',
+          version: 1,
+          digest: 'kR3v0Yq9Lw2mXb7Tn5Hc1A',
+          used_timestamp: USED_LOCAL,
+          used_at: USED_UTC,
+          used_gate: 'North',
+        },
+        {
+          transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
+          ticket_uid: TICKET_UID,
+          change: 'revoked',
+          version: 2,
+          digest: 'Zp8sQ1dN4fG6hJ0kL2mB9w',
+          used_timestamp: null,
+          used_at: null,
+          used_gate: null,
+        },
+      ],
+      cursor: '1042',
+      has_more: false,
+    },
   },
 
   // webhooks

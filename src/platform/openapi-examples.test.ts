@@ -1,8 +1,7 @@
 // Issue 29.5: the contract says what the service does. Every example in /openapi.json (request bodies,
 // answers, error bodies, the webhook's payload) validates against the schema it illustrates, so a
-// generated client or a mock server built from the document is not misled by its own examples.
-// TODO: examples for the 36 answers still without one (admin, device, consumer and phone routes; issue
-// 29.5 asks for all): then require an example on every answer here too, as on every request body.
+// generated client or a mock server built from the document is not misled by its own examples. Every
+// JSON request body and every JSON success answer carries one.
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { Ajv2020 } from 'ajv/dist/2020.js'
@@ -77,6 +76,18 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI examples', (ctx) => {
         if (json && json.example === undefined && json.examples === undefined)
           without.push(`${method.toUpperCase()} ${path}`)
       }
+    assert.deepEqual(without, [])
+  })
+
+  test('every JSON success answer has an example', () => {
+    const without: string[] = []
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops))
+        for (const [status, res] of Object.entries(op.responses ?? {})) {
+          const json = res.content?.['application/json']
+          if (/^2\d\d$/.test(status) && json && json.example === undefined && json.examples === undefined)
+            without.push(`${method.toUpperCase()} ${path} ${status}`)
+        }
     assert.deepEqual(without, [])
   })
 

@@ -158,6 +158,94 @@ const linkView = {
   tickets: [holderTicket],
 }
 const tokenPair = { access_token: ACCESS, refresh_token: REFRESH, token_type: 'bearer', expires_in: 900 }
+/** After a TOTP code or a passkey: the access token carries `mfa_verified_at`. */
+const mfaTokenPair = {
+  ...tokenPair,
+  access_token:
+    'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxIiwicm9sZSI6ImFkbWluIiwibWZhX3ZlcmlmaWVkX2F0IjoxNzgyODk4MjAwfQ.c2lnbmF0dXJlLW1mYQ',
+}
+const consumerTokenPair = {
+  access_token:
+    'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0MiIsInJvbGUiOiJjb25zdW1lciJ9.c2lnbmF0dXJlLWNvbnN1bWVy',
+  refresh_token:
+    'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI0MiIsInR5cGUiOiJyZWZyZXNoIiwianRpIjoicjcifQ.c2lnbmF0dXJlLXJlZnJlc2g',
+  token_type: 'bearer',
+  expires_in: 900,
+}
+/** An offline token (EdDSA, signed with the edge key; OFFLINE_TOKEN_EXPIRE_HOURS, 72 by default). */
+const OFFLINE_TOKEN =
+  'eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCIsImtpZCI6IlZxM244ZFhrMkx3In0.eyJzdWIiOiI3Iiwicm9sZSI6Im9wZXJhdG9yIiwidHlwZSI6Im9mZmxpbmUiLCJldmVudF9pZCI6MSwiZGV2aWNlX2lkIjozfQ.c2lnbmF0dXJlLW9mZmxpbmU'
+const OFFLINE_EXPIRES_AT = '2026-07-04T09:30:00.000Z'
+const dashboardUser = { id: 3, username: 'acme-box-office', event_ids: [1], created_at: AT }
+const consumerView = {
+  id: 42,
+  phone: '+4915112345678',
+  email: 'holder@example.com',
+  first_name: 'Alex',
+  last_name: 'Meyer',
+  has_password: true,
+  identity_providers: [],
+  created_at: AT,
+}
+const apiKeyView = {
+  id: 5,
+  name: 'Acme box office 2026',
+  event_id: 1,
+  partner: 'Acme Tickets',
+  scopes: ['api:read', 'api:write'],
+  created_at: AT,
+}
+/** Uses over the last hour (range=1h: twelve 5-minute buckets, empty ones included). */
+const STATS_FROM = 1784403000 // 2026-07-18T19:30:00Z
+const usesPerBucket = [0, 2, 5, 9, 14, 21, 30, 26, 18, 11, 7, 4]
+const eventStats = {
+  event: { id: 1, uid: EVENT, name: 'Summer Festival 2026', timezone: TIMEZONE },
+  generated_at: '2026-07-18T20:30:00.000Z',
+  totals: {
+    issued: 1200,
+    claimed: 1038,
+    used: 412,
+    revenue: 179400,
+    balance_loaded: 24000,
+    promo_balance_loaded: 6000,
+  },
+  ticket_types: [
+    {
+      ticket_uid: TICKET_UID,
+      name: 'Weekend pass',
+      ticket_date: '2026-07-18T20:00:00.000',
+      price: 149.5,
+      issued: 1200,
+      claimed: 1038,
+      used: 412,
+      revenue: 179400,
+    },
+  ],
+  uses_over_time: {
+    range: '1h',
+    bucket_seconds: 300,
+    from: '2026-07-18T19:30:00.000Z',
+    to: '2026-07-18T20:30:00.000Z',
+    total: usesPerBucket.reduce((a, b) => a + b, 0),
+    points: usesPerBucket.map((count, i) => ({ t: STATS_FROM + i * 300, count })),
+  },
+  uses_per_gate: [
+    { access_gate: 'North', count: 301 },
+    { access_gate: 'South', count: 108 },
+    { access_gate: null, count: 3 },
+  ],
+  webhook: {
+    configured: true,
+    url: 'https://partner.example.com/wristband/webhooks',
+    disabled: false,
+    disabled_reason: null,
+    delivered: 409,
+    pending: 2,
+    failing: 1,
+    failed: 0,
+    last_error: { at: '2026-07-18T20:14:03.000Z', message: 'HTTP 503' },
+  },
+}
 export const idempotencyInUse: ErrorCase = {
   code: 'idempotency_key_in_use',
   when: 'a request with the same Idempotency-Key is still being processed; retry shortly',
@@ -165,10 +253,33 @@ export const idempotencyInUse: ErrorCase = {
 }
 
 export const OPERATIONS: Record<string, OperationDoc> = {
+  'GET /': {
+    operationId: 'getIndex',
+    returns: 'Where to go from here',
+    response: {
+      service: 'wristband',
+      version: '0.3.0',
+      links: {
+        docs: '/docs',
+        openapi: '/openapi.json',
+        dashboard: '/dashboard',
+        health: '/health',
+        ready: '/ready',
+      },
+    },
+  },
   'GET /health': { operationId: 'getHealth', returns: 'The process is alive', response: { status: 'ok' } },
   'GET /ready': {
     operationId: 'getReadiness',
     returns: 'The database (and Redis, when configured) answer',
+    response: {
+      status: 'ready',
+      checks: {
+        database: { status: 'up', dialect: 'postgres' },
+        data_dir: { status: 'up' },
+        redis: { status: 'up' },
+      },
+    },
   },
 
   // auth
@@ -200,20 +311,38 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'createOfflineToken',
     request: { event_id: 1, device_id: 'gate-north-3' },
     returns: 'The offline token',
+    response: { offline_token: OFFLINE_TOKEN, expires_at: OFFLINE_EXPIRES_AT, event_id: 1 },
     errors: MFA_REQUIRED,
   },
-  'GET /admin/me': { operationId: 'getCurrentAdmin', returns: 'The signed-in account' },
+  'GET /admin/me': {
+    operationId: 'getCurrentAdmin',
+    returns: 'The signed-in account',
+    response: {
+      id: 1,
+      email: 'admin@example.com',
+      role: 'admin',
+      event_ids: [1],
+      is_two_factor_authentication_enabled: true,
+      created_at: '2026-03-02T08:00:00.000Z',
+    },
+  },
 
   // MFA
   'POST /admin/mfa/setup': {
     operationId: 'startMfaEnrolment',
     returns: 'The new TOTP secret and its URI',
+    response: {
+      secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP',
+      qr_uri:
+        'otpauth://totp/wristband:admin%40example.com?issuer=wristband&secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&algorithm=SHA1&digits=6&period=30',
+    },
     errors: MFA_REQUIRED,
   },
   'POST /admin/mfa/verify': {
     operationId: 'verifyMfaCode',
     request: { code: '492039' },
     returns: 'MFA is on; tokens carrying mfa_verified_at',
+    response: mfaTokenPair,
     errors: { 403: [PASSKEY_REQUIRED] },
   },
   'POST /admin/passkeys/registration/options': {
@@ -254,6 +383,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'GET /admin/sensitive/ping': {
     operationId: 'pingSensitive',
     returns: 'The MFA verification is fresh',
+    response: { status: 'ok' },
     errors: {
       403: [
         {
@@ -271,11 +401,13 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'sendPasswordResetEmail',
     request: { email: 'admin@example.com' },
     returns: 'Accepted; a link is sent when the address is an administrator (the answer does not tell)',
+    response: { message: 'If the address belongs to an administrator, a reset link is on its way' },
   },
   'POST /admin/password-reset/{token}': {
     operationId: 'resetPassword',
     request: { new_password: 'correct horse battery staple' },
     returns: 'The password is changed',
+    response: { message: 'Password changed' },
   },
   'GET /admin/password-reset/{token}': {
     operationId: 'getPasswordResetPage',
@@ -292,23 +424,76 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       partner: 'Acme Tickets',
     },
     returns: 'The new key; its plaintext is shown only here',
+    response: { ...apiKeyView, api_key: 'wb_Xk9mQ2vL7pR4tW1nB8cF3hJ6sD0gY5eA2uK7oZ4iM9q' },
     errors: MFA_REQUIRED,
   },
-  'DELETE /tokens/api-key/{key_id}': { operationId: 'revokeApiKey', returns: 'The key is revoked' },
-  'GET /tokens/api-keys': { operationId: 'listApiKeys', returns: "The event's keys, without secrets" },
+  'DELETE /tokens/api-key/{key_id}': {
+    operationId: 'revokeApiKey',
+    returns: 'The key is revoked',
+    response: { message: 'API key revoked' },
+  },
+  'GET /tokens/api-keys': {
+    operationId: 'listApiKeys',
+    returns: "The event's keys, without secrets",
+    response: [
+      { ...apiKeyView, prefix: 'wb_Xk9mQ2v', last_used_at: '2026-07-18T20:14:03.000Z', revoked_at: null },
+    ],
+  },
 
   // audit, dashboard users, stats
-  'GET /admin/audit': { operationId: 'listAuditEvents', returns: 'A page of security events' },
-  'GET /events/{event_id}/stats': { operationId: 'getEventStats', returns: 'The figures of the event' },
+  'GET /admin/audit': {
+    operationId: 'listAuditEvents',
+    returns: 'A page of security events',
+    response: {
+      items: [
+        {
+          id: 918,
+          at: '2026-07-18T20:14:03.000Z',
+          kind: 'api_key_created',
+          actor: 'admin:1',
+          ip: '203.0.113.7',
+          outcome: 'success',
+          detail: {
+            key_id: 5,
+            event_id: 1,
+            name: 'Acme box office 2026',
+            scopes: ['api:read', 'api:write'],
+            partner: 'Acme Tickets',
+          },
+        },
+        {
+          id: 917,
+          at: '2026-07-18T20:12:41.000Z',
+          kind: 'login',
+          actor: 'admin:1',
+          ip: '203.0.113.7',
+          outcome: 'success',
+          detail: null,
+        },
+      ],
+      next_before: 917,
+    },
+  },
+  'GET /events/{event_id}/stats': {
+    operationId: 'getEventStats',
+    returns: 'The figures of the event',
+    response: eventStats,
+  },
   'GET /dashboard/api/events/{event_id}/stats': {
     operationId: 'getDashboardEventStats',
     returns: 'The figures of the event',
+    response: eventStats,
   },
-  'GET /admin/dashboard-users': { operationId: 'listDashboardUsers', returns: 'The dashboard users' },
+  'GET /admin/dashboard-users': {
+    operationId: 'listDashboardUsers',
+    returns: 'The dashboard users',
+    response: [dashboardUser],
+  },
   'POST /admin/dashboard-users': {
     operationId: 'createDashboardUser',
     request: { username: 'acme-box-office', password: 'correct horse battery staple', event_ids: [1] },
     returns: 'The dashboard user created',
+    response: dashboardUser,
     errors: {
       ...MFA_REQUIRED,
       409: [{ code: 'username_taken', when: 'the username exists', detail: 'Username already taken' }],
@@ -318,11 +503,13 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'updateDashboardUser',
     request: { event_ids: [1, 2] },
     returns: 'The dashboard user as changed',
+    response: { ...dashboardUser, event_ids: [1, 2] },
     errors: MFA_REQUIRED,
   },
   'DELETE /admin/dashboard-users/{user_id}': {
     operationId: 'deleteDashboardUser',
     returns: 'The dashboard user is removed',
+    response: { message: 'Dashboard user removed' },
     errors: MFA_REQUIRED,
   },
 
@@ -341,6 +528,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /dashboard/login/passkey/options': {
     operationId: 'dashboardPasskeySignInOptions',
     returns: 'WebAuthn request options; the flow is in a cookie',
+    response: { options: requestOptions },
   },
   'POST /dashboard/login/passkey': { operationId: 'dashboardLoginPasskey', returns: 'Signed in' },
   'GET /dashboard/passkeys': {
@@ -350,6 +538,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   'POST /dashboard/passkeys/options': {
     operationId: 'dashboardPasskeyRegistrationOptions',
     returns: 'WebAuthn creation options; the flow is in a cookie',
+    response: { options: creationOptions },
   },
   'POST /dashboard/passkeys': {
     operationId: 'dashboardAddPasskey',
@@ -386,21 +575,25 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'sendPhoneLoginCode',
     request: { phone: '+4915112345678' },
     returns: 'Accepted; a code is sent when the number belongs to a consumer',
+    response: { message: 'If the number is registered, a code has been sent' },
   },
   'POST /auth/login/phone/verify': {
     operationId: 'loginConsumerWithPhoneCode',
     request: { phone: '+4915112345678', code: '381924' },
     returns: 'An access token and a refresh token for the consumer',
+    response: consumerTokenPair,
   },
   'POST /verify/messaging/start': {
     operationId: 'startPhoneVerification',
     request: { phone: '+4915112345678' },
     returns: 'A code is sent by SMS',
+    response: { status: 'pending' },
   },
   'POST /verify/messaging/check': {
     operationId: 'checkPhoneVerification',
     request: { phone: '+4915112345678', code: '381924' },
     returns: 'The verification token for POST /auth/register',
+    response: { status: 'approved', verification_token: 'vt_Jx2m9QeR4tYb7LpW0sKd3nA6' },
   },
   'POST /auth/register': {
     operationId: 'registerConsumer',
@@ -413,17 +606,24 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       last_name: 'Meyer',
     },
     returns: 'The consumer is registered',
+    response: consumerTokenPair,
   },
-  'GET /consumers/me': { operationId: 'getCurrentConsumer', returns: 'The signed-in consumer' },
+  'GET /consumers/me': {
+    operationId: 'getCurrentConsumer',
+    returns: 'The signed-in consumer',
+    response: consumerView,
+  },
   'PATCH /consumers/me': {
     operationId: 'updateCurrentConsumer',
     request: { email: 'holder@example.com', first_name: 'Alex', last_name: null },
     returns: 'The profile as changed',
+    response: { ...consumerView, last_name: null },
   },
   'POST /auth/login/idp': {
     operationId: 'loginConsumerWithIdp',
     request: { id_token: ACCESS },
     returns: 'An access token and a refresh token for the consumer',
+    response: consumerTokenPair,
   },
 
   // devices and tickets
@@ -431,16 +631,25 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'identifyDevice',
     request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
     returns: 'The device and its event',
+    response: {
+      id: 3,
+      dev_mac: 'AA:BB:CC:DD:EE:01',
+      event_id: 1,
+      operator_id: 7,
+      event: { uid: EVENT, name: 'Summer Festival 2026', timezone: TIMEZONE },
+    },
   },
   'POST /auth/login/device': {
     operationId: 'loginDevice',
     request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
     returns: 'The offline token of the device',
+    response: { offline_token: OFFLINE_TOKEN, token_type: 'bearer', expires_at: OFFLINE_EXPIRES_AT },
   },
   'POST /devices/{device_id}/token': {
     operationId: 'issueDeviceToken',
     request: { operator_id: 7 },
     returns: 'The device token, associated with the operator',
+    response: { token: OFFLINE_TOKEN, token_type: 'bearer' },
     errors: MFA_REQUIRED,
   },
   'POST /devices/operator-token': {
@@ -452,6 +661,14 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       dev_mac: 'AA:BB:CC:DD:EE:01',
     },
     returns: 'The operator token',
+    response: {
+      user_id: 7,
+      event_id: 1,
+      email: 'op@example.com',
+      token: 'wbs_4fT9kQ2mX7vB1nR8pL3wZ6yC0dH5jS',
+      mode: 0,
+      dev_type: 'POS',
+    },
   },
   'POST /tickets/{transfer_uid}/use': {
     operationId: 'useTicket',
@@ -470,7 +687,22 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       ],
     },
   },
-  'POST /tickets/use-batch': { operationId: 'useTicketBatch', returns: 'One result per scan, in order' },
+  'POST /tickets/use-batch': {
+    operationId: 'useTicketBatch',
+    returns: 'One result per scan, in order',
+    response: {
+      results: [
+        { transfer_uid: TRANSFER_UID, status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
+        {
+          transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
+          status: 'ALREADY_USED',
+          used_timestamp: '2026-07-18T20:02:47.000',
+          used_at: '2026-07-18T18:02:47.000Z',
+        },
+        { transfer_uid: '0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a', status: 'NOT_FOUND' },
+      ],
+    },
+  },
 
   // partner
   'GET /holder/links/{token}': {
