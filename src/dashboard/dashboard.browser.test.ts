@@ -149,10 +149,16 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         await page.setViewportSize(PHONE)
         // The overflow check below is only meaningful once the page has been laid out at phone width.
         await laidOutAt(PHONE.width)
-        // At phone width nothing may stick out sideways.
-        const overflow = await page.evaluate<number>(
-          'document.documentElement.scrollWidth - window.innerWidth',
-        )
+        // At phone width nothing may stick out sideways, once the page has re-laid out (the chart
+        // resizes on a later frame than the viewport change): wait for that state, then check it.
+        const overflowNow = () =>
+          page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')
+        await page
+          .waitForFunction('document.documentElement.scrollWidth <= window.innerWidth', undefined, {
+            timeout: 5000,
+          })
+          .catch(() => undefined)
+        const overflow = await overflowNow()
         assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone screen`)
         await page.screenshot({ path: artifact(`${name}-phone.png`), fullPage: true })
         await page.setViewportSize(DESKTOP)
