@@ -11,8 +11,7 @@ import { type AuditLog, createAuditLog } from './audit/audit.store.js'
 import { authRoutes } from './auth/auth.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
-import { viewerAccounts } from './dashboard/session.service.js'
-import { deleteSessionsOf } from './dashboard/sessions.store.js'
+import { endDashboardSessions, viewerAccounts } from './dashboard/session.service.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
 import { resolveEdgeKeys } from './edge/edge-keys.js'
@@ -258,7 +257,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     log: app.log,
     redis,
     config,
-    sessionStores: [deleteSessionsOf],
+    sessionStores: [endDashboardSessions],
   })
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   a.closeLater(() => authority.stop())

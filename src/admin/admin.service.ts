@@ -1,7 +1,20 @@
+import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
-import { findAdminProfile } from '../identities/identities.store.js'
-import type { Db } from '../platform/db/database.js'
+import {
+  type AdminSummary,
+  clearAdminMfa,
+  findAdministrator,
+  findAdminProfile,
+  findNetworkManagerSignIn,
+  insertAdministrator,
+  MFA_COLUMNS,
+  setAdminDisabled,
+  setAdminPassword,
+} from '../identities/identities.store.js'
+import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
+
+export type { AdminSummary } from '../identities/identities.store.js'
 
 export interface AdminServiceDeps {
   db: Db
@@ -24,4 +37,66 @@ export class AdminService {
       created_at: new Date(r.created_at).toISOString(),
     }
   }
+}
+
+// Break-glass administration (`wristband admin ...`): any administrator, disabled ones included, each
+// step in the caller's transaction (the command's audited one). Ending the account's sessions is the
+// token authority's `endSessions`, which the caller adds to the same transaction.
+
+/** An administrator by (lower-case) e-mail or by id, disabled or not. */
+export function findAdministratorBy(db: Db, by: { email: string } | { id: number }) {
+  return findAdministrator(db, by)
+}
+
+/** A network manager by (lower-case) e-mail: whose passkeys `wristband admin reset-passkeys` removes. */
+export function findNetworkManager(db: Db, email: string) {
+  return findNetworkManagerSignIn(db, email)
+}
+
+/**
+ * Creates an administrator of the given events (none for a superadmin): its id, or why not (event ids
+ * that name no event, or an e-mail address another administrator has).
+ */
+export async function createAdministrator(
+  tx: Db,
+  input: {
+    email: string
+    passwordHash: string
+    role: 'admin' | 'superadmin'
+    eventIds: number[]
+    now: number
+  },
+): Promise<{ id: number } | { missingEvents: number[] } | { emailTaken: true }> {
+  const missing = await missingEvents(tx, input.eventIds)
+  if (missing.length) return { missingEvents: missing }
+  try {
+    const id = await insertAdministrator(tx, {
+      email: input.email,
+      password_hash: input.passwordHash,
+      role: input.role,
+      event_ids: input.eventIds.join(','),
+      created_at: input.now,
+      updated_at: input.now,
+    })
+    return { id }
+  } catch (err) {
+    if (isUniqueViolation(err)) return { emailTaken: true }
+    throw err
+  }
+}
+
+/** Disables (1) or enables (0) an administrator; a disabled one cannot sign in. */
+export function setAdministratorDisabled(tx: Db, admin: AdminSummary, disabled: 0 | 1, now: number) {
+  return setAdminDisabled(tx, admin.id, disabled, now)
+}
+
+/** Switches MFA off and forgets its secrets, so the administrator enrols again; returns what it cleared. */
+export async function resetAdministratorMfa(tx: Db, admin: AdminSummary, now: number) {
+  await clearAdminMfa(tx, admin.id, now)
+  return MFA_COLUMNS
+}
+
+/** Replaces the administrator's password hash. */
+export function setAdministratorPassword(tx: Db, admin: AdminSummary, passwordHash: string, now: number) {
+  return setAdminPassword(tx, admin.id, passwordHash, now)
 }

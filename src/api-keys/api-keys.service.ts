@@ -32,6 +32,25 @@ function requireEventAccess(claims: Pick<Claims, 'permissions'>, eventId: number
 }
 
 /**
+ * Creates a key for an event (its plaintext exists only in this answer); null when there is no such
+ * event. The route and `wristband apikey create` both create through it.
+ */
+export async function createKeyForEvent(db: Db, input: Parameters<typeof createApiKey>[1]) {
+  if (!(await eventExists(db, input.event_id))) return null
+  return createApiKey(db, input)
+}
+
+/** A key by id, revoked or not; null when there is none. */
+export function findKey(db: Db, id: number): Promise<ApiKeyRecord | null> {
+  return getApiKey(db, id)
+}
+
+/** An event's keys, revoked ones included, as stored (never a secret): the route's list and the CLI's. */
+export function keysOf(db: Db, eventId: number): Promise<ApiKeyRecord[]> {
+  return listApiKeys(db, eventId)
+}
+
+/**
  * Revokes an API key in `db` (the caller's transaction): its stored hash is cleared, so every later
  * check refuses it. Returns the revocation entry that makes running instances drop a cached copy at
  * once, to be published after the commit, or null when the key was revoked already. The route and
@@ -74,9 +93,8 @@ export class ApiKeyService {
     const { event_id, name, scopes } = input
     // The key never expires: the account and its grant as stored now decide, not the token's claims.
     requireEventAccess(await storedGrant(db, claims), event_id)
-    await this.requireEvent(event_id)
     const actor = `admin:${claims.sub}`
-    const { record, plaintext, partner } = await createApiKey(db, {
+    const created = await createKeyForEvent(db, {
       event_id,
       name,
       scopes,
@@ -84,6 +102,8 @@ export class ApiKeyService {
       now: clock.now(),
       partner: input.partner,
     })
+    if (!created) throw new NotFoundError('Event not found')
+    const { record, plaintext, partner } = created
     await audit.record({
       kind: 'api_key_created',
       actor,
@@ -105,7 +125,7 @@ export class ApiKeyService {
   /** Revokes a key (again: no change) and tells the token guard, so verify calls it invalid at once. */
   async revoke(claims: Claims, keyId: number, ip: string): Promise<void> {
     const { db, clock, audit, tokens } = this.deps
-    const key = await getApiKey(db, keyId)
+    const key = await findKey(db, keyId)
     if (!key) throw new NotFoundError('API key not found')
     requireEventAccess(claims, key.event_id)
     const revoked = await revokeKey(db, key.id, clock.now())
@@ -125,7 +145,7 @@ export class ApiKeyService {
   async list(claims: Claims, eventId: number) {
     requireEventAccess(claims, eventId)
     await this.requireEvent(eventId)
-    const keys = await listApiKeys(this.deps.db, eventId)
+    const keys = await keysOf(this.deps.db, eventId)
     const partners = await partnerNames(this.deps.db, [
       ...new Set(keys.flatMap((k) => (k.partner_id !== null ? [k.partner_id] : []))),
     ])

@@ -1,5 +1,20 @@
 import type { Db } from '../platform/db/database.js'
-import { pageAuditEntries } from './audit.store.js'
+import { type AuditEntry, insertAuditEntry, listAuditEntries, pageAuditEntries } from './audit.store.js'
+
+export type { AuditRow } from './audit.store.js'
+
+/**
+ * Writes one entry in the caller's transaction, so an action and its record commit together or not at
+ * all (`wristband`'s break-glass commands; the service's own records go through `createAuditLog`).
+ */
+export function recordInTransaction(tx: Db, at: number, entry: AuditEntry): Promise<void> {
+  return insertAuditEntry(tx, at, entry)
+}
+
+/** Entries after `afterId`, oldest first, or the newest `limit` without it: `wristband audit [--follow]`. */
+export function tailAuditLog(db: Db, opts: { afterId?: number; kind?: string; limit: number }) {
+  return listAuditEntries(db, opts)
+}
 
 export interface AuditServiceDeps {
   db: Db

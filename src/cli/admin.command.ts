@@ -1,18 +1,16 @@
 import fs from 'node:fs'
-import { findDashboardUserSignIn } from '../dashboard/dashboard-users.store.js'
-import { missingEvents } from '../events/events.store.js'
 import {
   type AdminSummary,
-  clearAdminMfa,
-  findAdministrator,
-  findNetworkManagerSignIn,
-  insertAdministrator,
-  MFA_COLUMNS,
-  setAdminDisabled,
-  setAdminPassword,
-} from '../identities/identities.store.js'
-import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
-import { type Db, isUniqueViolation } from '../platform/db/database.js'
+  createAdministrator,
+  findAdministratorBy,
+  findNetworkManager,
+  resetAdministratorMfa,
+  setAdministratorDisabled,
+  setAdministratorPassword,
+} from '../admin/admin.service.js'
+import { findDashboardUserByName } from '../dashboard/dashboard-users.service.js'
+import { removeAllPasskeys } from '../passkeys/passkeys.service.js'
+import type { Db } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
 import {
@@ -46,7 +44,7 @@ function parseSelector(values: Values, command: string): Selector {
 }
 
 async function findAdmin(db: Db, selector: Selector, command: string): Promise<AdminSummary> {
-  const row = await findAdministrator(db, selector)
+  const row = await findAdministratorBy(db, selector)
   if (!row)
     throw new CliError(
       `wristband ${command}: no administrator with ${'email' in selector ? `e-mail ${selector.email}` : `id ${selector.id}`}`,
@@ -103,25 +101,18 @@ ${PASSWORD_HELP}`,
     const passwordHash = await hashPassword(password)
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_admin_create', async (tx) => {
-        const missing = await missingEvents(tx, eventIds)
-        if (missing.length)
-          throw new CliError(`wristband ${command}: no event with id ${missing.join(', ')}`, 1)
-        const now = ctx.clock.now()
-        let id: number
-        try {
-          id = await insertAdministrator(tx, {
-            email,
-            password_hash: passwordHash,
-            role,
-            event_ids: eventIds.join(','),
-            created_at: now,
-            updated_at: now,
-          })
-        } catch (err) {
-          if (isUniqueViolation(err))
-            throw new CliError(`wristband ${command}: an administrator with e-mail ${email} exists`, 1)
-          throw err
-        }
+        const created = await createAdministrator(tx, {
+          email,
+          passwordHash,
+          role,
+          eventIds,
+          now: ctx.clock.now(),
+        })
+        if ('missingEvents' in created)
+          throw new CliError(`wristband ${command}: no event with id ${created.missingEvents.join(', ')}`, 1)
+        if ('emailTaken' in created)
+          throw new CliError(`wristband ${command}: an administrator with e-mail ${email} exists`, 1)
+        const { id } = created
         return { id, detail: { admin_id: id, email, role, event_ids: eventIds } }
       }),
     )
@@ -172,7 +163,7 @@ ${SELECT_HELP}`,
       await withContext(loadConfig(), async (ctx) => {
         const target = { selector, command, kind: `cli_admin_${verb}`, endSessions: disabled === 1 }
         const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-          await setAdminDisabled(tx, a.id, disabled, ctx.clock.now())
+          await setAdministratorDisabled(tx, a, disabled, ctx.clock.now())
           return { was_disabled: a.disabled === 1 }
         })
         console.log(`${verb}d administrator ${admin.id} (${admin.email})${disabled ? `; ${sessions}` : ''}`)
@@ -199,8 +190,7 @@ ${SELECT_HELP}`,
     await withContext(loadConfig(), async (ctx) => {
       const target = { selector, command, kind: 'cli_admin_reset_mfa', endSessions: true }
       const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-        await clearAdminMfa(tx, a.id, ctx.clock.now())
-        return { cleared: MFA_COLUMNS }
+        return { cleared: await resetAdministratorMfa(tx, a, ctx.clock.now()) }
       })
       console.log(`MFA reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
     })
@@ -233,7 +223,7 @@ ${SELECT_HELP}
       await withContext(loadConfig(), async (ctx) => {
         const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
         const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
-          passkeys_removed: await deletePasskeysOf(tx, { kind: 'admin', id: a.id }),
+          passkeys_removed: await removeAllPasskeys(tx, { kind: 'admin', id: a.id }),
         }))
         console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
       })
@@ -249,11 +239,9 @@ ${SELECT_HELP}
     await withContext(loadConfig(), async (ctx) => {
       const result = await audited(ctx, 'cli_admin_reset_passkeys', async (tx) => {
         const account =
-          user !== undefined
-            ? await findDashboardUserSignIn(tx, user)
-            : await findNetworkManagerSignIn(tx, name)
+          user !== undefined ? await findDashboardUserByName(tx, user) : await findNetworkManager(tx, name)
         if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${name}`, 1)
-        const removed = await deletePasskeysOf(tx, { kind, id: account.id })
+        const removed = await removeAllPasskeys(tx, { kind, id: account.id })
         const ended = await ctx.authority.endSessions(tx, kind, account.id)
         return { ended, detail: { kind, id: account.id, name, passkeys_removed: removed } }
       })
@@ -283,7 +271,7 @@ ${PASSWORD_HELP}`,
     await withContext(config, async (ctx) => {
       const target = { selector, command, kind: 'cli_admin_reset_password', endSessions: true }
       const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-        await setAdminPassword(tx, a.id, passwordHash, ctx.clock.now())
+        await setAdministratorPassword(tx, a, passwordHash, ctx.clock.now())
         return {}
       })
       console.log(`password reset for administrator ${admin.id} (${admin.email}); ${sessions}`)

@@ -1,13 +1,11 @@
 import { VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
-import { revokeKey } from '../api-keys/api-keys.service.js'
-import { createApiKey, getApiKey, listApiKeys } from '../api-keys/api-keys.store.js'
+import { createKeyForEvent, findKey, keysOf, revokeKey } from '../api-keys/api-keys.service.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
   CliError,
   type CommandGroup,
   integerOption,
-  requireEvent,
   type Subcommand,
   stringOption,
   withContext,
@@ -71,8 +69,7 @@ Options:
       throw new CliError(`wristband ${command}: --partner must be 1 to 100 characters`)
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_apikey_create', async (tx) => {
-        await requireEvent(tx, eventId, command)
-        const { record, plaintext, partner } = await createApiKey(tx, {
+        const created = await createKeyForEvent(tx, {
           event_id: eventId,
           name,
           scopes,
@@ -80,6 +77,8 @@ Options:
           now: ctx.clock.now(),
           partner: partnerName,
         })
+        if (!created) throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
+        const { record, plaintext, partner } = created
         return {
           record,
           plaintext,
@@ -112,7 +111,7 @@ Options:
     const eventId = integerOption(stringOption(values, 'event', command), 'event', command)
     const { keys } = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_apikey_list', async (tx) => {
-        const keys = await listApiKeys(tx, eventId)
+        const keys = await keysOf(tx, eventId)
         return { keys, detail: { event_id: eventId, count: keys.length } }
       }),
     )
@@ -157,7 +156,7 @@ Options:
     const id = integerOption(stringOption(values, 'id', command), 'id', command)
     await withContext(loadConfig(), async (ctx) => {
       const revoked = await audited(ctx, 'cli_apikey_revoke', async (tx) => {
-        const key = await getApiKey(tx, id)
+        const key = await findKey(tx, id)
         if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
         const revocation = await revokeKey(tx, id, ctx.clock.now())
         if (!revocation) throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)

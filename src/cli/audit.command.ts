@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type AuditRow, listAuditEntries } from '../audit/audit.store.js'
+import { type AuditRow, tailAuditLog } from '../audit/audit.service.js'
 import { audited, integerOption, type Subcommand, stringOption, withContext } from './command.js'
 
 // How often --follow looks for new entries: quick enough to watch an incident, light on the database.
@@ -88,10 +88,10 @@ Options:
           last = r.id
         }
       }
-      print(await listAuditEntries(ctx.db, { ...filter, limit }))
+      print(await tailAuditLog(ctx.db, { ...filter, limit }))
       if (!values.follow) return
       while (!stop.signal.aborted) {
-        print(await listAuditEntries(ctx.db, { ...filter, afterId: last, limit: 1000 }))
+        print(await tailAuditLog(ctx.db, { ...filter, afterId: last, limit: 1000 }))
         await sleep(FOLLOW_INTERVAL_MS, undefined, { signal: stop.signal }).catch(() => undefined)
       }
     })

@@ -1,9 +1,8 @@
 import os from 'node:os'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import pino from 'pino'
-import { insertAuditEntry } from '../audit/audit.store.js'
-import { deleteSessionsOf } from '../dashboard/sessions.store.js'
-import { eventExists } from '../events/events.store.js'
+import { recordInTransaction } from '../audit/audit.service.js'
+import { endDashboardSessions } from '../dashboard/session.service.js'
 import { type Clock, systemClock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
@@ -157,7 +156,7 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
       log,
       redis,
       config,
-      sessionStores: [deleteSessionsOf],
+      sessionStores: [endDashboardSessions],
     })
     return await fn({ db: database.db, database, config, clock: systemClock, authority })
   } finally {
@@ -189,7 +188,7 @@ export async function audited<T extends { detail: Record<string, unknown> }>(
   try {
     return await ctx.db.transaction().execute(async (tx) => {
       const result = await work(tx)
-      await insertAuditEntry(tx, ctx.clock.now(), {
+      await recordInTransaction(tx, ctx.clock.now(), {
         ...base,
         outcome: 'success',
         detail: { ...result.detail, ...who },
@@ -198,17 +197,11 @@ export async function audited<T extends { detail: Record<string, unknown> }>(
     })
   } catch (err) {
     if (err instanceof CliError)
-      await insertAuditEntry(ctx.db, ctx.clock.now(), {
+      await recordInTransaction(ctx.db, ctx.clock.now(), {
         ...base,
         outcome: 'failure',
         detail: { error: err.message, ...who },
       })
     throw err
   }
-}
-
-/** A CliError (exit 1) unless the event exists: the answer every command taking --event gives. */
-export async function requireEvent(db: Db, eventId: number, command: string): Promise<void> {
-  if (!(await eventExists(db, eventId)))
-    throw new CliError(`wristband ${command}: no event with id ${eventId}`, 1)
 }

@@ -1,13 +1,12 @@
-import { DEVICE_KEY_PREFIX, endDeviceTokens, newDeviceKey } from '../devices/devices.service.js'
 import {
-  archiveDevice,
-  findDeviceByMac,
-  getDevice,
-  insertDevice,
-  listDevices,
-  setDeviceKeyHash,
-} from '../devices/devices.store.js'
-import { findOperatorAtEvent } from '../identities/identities.store.js'
+  DEVICE_KEY_PREFIX,
+  devicesOf,
+  findDevice,
+  newDeviceKey,
+  registerDevice,
+  retireDevice,
+  rotateDeviceKey,
+} from '../devices/devices.service.js'
 import type { Db } from '../platform/db/database.js'
 import type { Revocation } from '../tokens/revocations.js'
 import {
@@ -16,7 +15,6 @@ import {
   CliError,
   type CommandGroup,
   integerOption,
-  requireEvent,
   type Subcommand,
   stringOption,
   withContext,
@@ -47,23 +45,24 @@ Options:
     const operatorRaw = stringOption(values, 'operator-id', command, true)
     const operatorId = operatorRaw === undefined ? null : integerOption(operatorRaw, 'operator-id', command)
     const { key, hash } = newDeviceKey()
+    // Why registerDevice refused, in the order it checks.
+    const refusals = {
+      no_event: `no event with id ${eventId}`,
+      mac_taken: `a device with MAC ${mac} exists; give it a key with \`wristband device rotate-key\``,
+      no_operator: `no operator ${operatorId} at event ${eventId}`,
+    }
     const created = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_device_create', async (tx) => {
-        await requireEvent(tx, eventId, command)
-        if (await findDeviceByMac(tx, mac))
-          throw new CliError(
-            `wristband ${command}: a device with MAC ${mac} exists; give it a key with \`wristband device rotate-key\``,
-            1,
-          )
-        if (operatorId !== null && !(await findOperatorAtEvent(tx, operatorId, eventId)))
-          throw new CliError(`wristband ${command}: no operator ${operatorId} at event ${eventId}`, 1)
-        const id = await insertDevice(tx, {
-          dev_mac: mac,
-          event_id: eventId,
-          operator_id: operatorId,
-          key_hash: hash,
-          created_at: ctx.clock.now(),
+        const registered = await registerDevice(tx, {
+          mac,
+          eventId,
+          operatorId,
+          keyHash: hash,
+          now: ctx.clock.now(),
         })
+        if ('refused' in registered)
+          throw new CliError(`wristband ${command}: ${refusals[registered.refused]}`, 1)
+        const { id } = registered
         return { id, detail: { device_id: id, dev_mac: mac, event_id: eventId, operator_id: operatorId } }
       }),
     )
@@ -81,7 +80,7 @@ function deviceSelector(values: Parameters<Subcommand['run']>[0], command: strin
     throw new CliError(`wristband ${command}: give either --id or --mac`)
   const id = idRaw === undefined ? undefined : integerOption(idRaw, 'id', command)
   return async (tx: Db) => {
-    const device = id === undefined ? await findDeviceByMac(tx, mac!) : await getDevice(tx, id)
+    const device = await findDevice(tx, id === undefined ? { mac: mac! } : { id })
     if (!device) throw new CliError(`wristband ${command}: no device ${id ?? mac}`, 1)
     return device
   }
@@ -117,8 +116,7 @@ Options:
     const rotated = await withContext(loadConfig(), async (ctx) => {
       const done = await audited(ctx, 'cli_device_rotate_key', async (tx) => {
         const device = await select(tx)
-        await setDeviceKeyHash(tx, device.id, hash)
-        const ended = await endDeviceTokens(tx, device.id, ctx.clock.now())
+        const ended = await rotateDeviceKey(tx, device.id, hash, ctx.clock.now())
         return { device, ended, detail: { device_id: device.id, dev_mac: device.dev_mac } }
       })
       await publish(ctx, done.ended)
@@ -152,8 +150,7 @@ Options:
     const { device } = await withContext(loadConfig(), async (ctx) => {
       const done = await audited(ctx, 'cli_device_revoke', async (tx) => {
         const device = await select(tx)
-        const archived = archive ? await archiveDevice(tx, device.id) : false
-        const ended = await endDeviceTokens(tx, device.id, ctx.clock.now())
+        const { archived, ended } = await retireDevice(tx, device.id, archive, ctx.clock.now())
         return { device, ended, detail: { device_id: device.id, dev_mac: device.dev_mac, archived } }
       })
       await publish(ctx, done.ended)
@@ -186,7 +183,7 @@ Options:
     const eventId = eventRaw === undefined ? undefined : integerOption(eventRaw, 'event', command)
     const { devices } = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_device_list', async (tx) => {
-        const devices = await listDevices(tx, eventId)
+        const devices = await devicesOf(tx, eventId)
         return { devices, detail: { event_id: eventId ?? null, count: devices.length } }
       }),
     )

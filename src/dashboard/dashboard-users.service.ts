@@ -2,7 +2,7 @@ import type { AuditLog } from '../audit/audit.store.js'
 import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
-import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
+import { removeAllPasskeys } from '../passkeys/passkeys.service.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, ForbiddenError, NotFoundError } from '../platform/errors.js'
@@ -13,10 +13,16 @@ import {
   type DashboardUserRecord,
   deleteDashboardUser,
   findDashboardUser,
+  findDashboardUserSignIn,
   insertDashboardUser,
   listDashboardUsers,
   updateDashboardUser,
 } from './dashboard-users.store.js'
+
+/** A dashboard user by username (`wristband admin reset-passkeys --dashboard-user`); undefined when none. */
+export function findDashboardUserByName(db: Db, username: string) {
+  return findDashboardUserSignIn(db, username)
+}
 
 export interface DashboardUsersDeps {
   db: Db
@@ -122,7 +128,7 @@ export class DashboardUsersService {
     await this.assertExists(id)
     await this.deps.db.transaction().execute(async (tx) => {
       await this.deps.endSessions(tx, 'dashboard_user', id)
-      await deletePasskeysOf(tx, { kind: 'dashboard_user', id })
+      await removeAllPasskeys(tx, { kind: 'dashboard_user', id })
       await deleteDashboardUser(tx, id)
     })
     await this.deps.audit.record({

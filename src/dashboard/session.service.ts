@@ -15,8 +15,10 @@ import { UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { type PasswordSignInDeps, signInWithPassword } from '../platform/password-sign-in.js'
 import { randomToken } from '../platform/random.js'
+import type { SessionStore } from '../tokens/authority.js'
 import {
   deleteSession,
+  deleteSessionsOf,
   findSession,
   insertSession,
   purgeExpiredSessions,
@@ -54,6 +56,12 @@ export interface Session {
   /** When the session's second factor (TOTP code or passkey) was given; null: the password alone. */
   mfaVerifiedAt: number | null
 }
+
+/**
+ * Ends an account's dashboard sessions in the caller's transaction: one of the token authority's
+ * `sessionStores`, in the app and on the command line alike, so `endSessions` ends them with the tokens.
+ */
+export const endDashboardSessions: SessionStore = deleteSessionsOf
 
 /** The dashboard's accounts of every kind, for its passkeys. */
 export function viewerAccounts(db: Db): AccountLoader {

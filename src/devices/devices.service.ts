@@ -1,4 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
+import { eventExists } from '../events/events.store.js'
 import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import {
   findOperatorAtEvent,
@@ -19,13 +20,19 @@ import type { Revocation } from '../tokens/revocations.js'
 import { insertRevocations } from '../tokens/revocations.store.js'
 import type { TokenService } from '../tokens/token.service.js'
 import {
+  archiveDevice,
+  type DeviceRecord,
   deleteSession,
   findActiveDevice,
+  findDeviceByMac,
   findSession,
   findSessionOperator,
   getDevice,
+  insertDevice,
   insertSession,
+  listDevices,
   nextTokenGeneration,
+  setDeviceKeyHash,
   setDeviceOperator,
 } from './devices.store.js'
 
@@ -76,6 +83,58 @@ export async function endDeviceTokens(
   }
   await insertRevocations(tx, now, [entry])
   return entry
+}
+
+// Device administration (`wristband device ...`), each step in the caller's transaction (the command's
+// audited one); the caller publishes a returned revocation after the commit.
+
+/** A device by id or by hardware address (in either case), archived or not. */
+export function findDevice(db: Db, by: { id: number } | { mac: string }): Promise<DeviceRecord | undefined> {
+  return 'id' in by ? getDevice(db, by.id) : findDeviceByMac(db, by.mac)
+}
+
+/**
+ * Registers a device at an event with the SHA-256 of its new key, acting as `operatorId` (an operator
+ * of that event) when given: its id, or why not (checked in this order).
+ */
+export async function registerDevice(
+  tx: Db,
+  input: { mac: string; eventId: number; operatorId: number | null; keyHash: string; now: number },
+): Promise<{ id: number } | { refused: 'no_event' | 'mac_taken' | 'no_operator' }> {
+  if (!(await eventExists(tx, input.eventId))) return { refused: 'no_event' }
+  if (await findDeviceByMac(tx, input.mac)) return { refused: 'mac_taken' }
+  if (input.operatorId !== null && !(await findOperatorAtEvent(tx, input.operatorId, input.eventId)))
+    return { refused: 'no_operator' }
+  const id = await insertDevice(tx, {
+    dev_mac: input.mac,
+    event_id: input.eventId,
+    operator_id: input.operatorId,
+    key_hash: input.keyHash,
+    created_at: input.now,
+  })
+  return { id }
+}
+
+/** Gives a device a new key (its SHA-256) and ends the offline tokens issued so far. */
+export async function rotateDeviceKey(
+  tx: Db,
+  deviceId: number,
+  keyHash: string,
+  now: number,
+): Promise<Revocation | undefined> {
+  await setDeviceKeyHash(tx, deviceId, keyHash)
+  return endDeviceTokens(tx, deviceId, now)
+}
+
+/** Ends a device's offline tokens (a lost or stolen scanner), archiving it first when asked. */
+export async function retireDevice(tx: Db, deviceId: number, archive: boolean, now: number) {
+  const archived = archive ? await archiveDevice(tx, deviceId) : false
+  return { archived, ended: await endDeviceTokens(tx, deviceId, now) }
+}
+
+/** Every device (of one event when given), archived ones included, with whether a key is set. */
+export function devicesOf(db: Db, eventId?: number) {
+  return listDevices(db, eventId)
 }
 
 /**

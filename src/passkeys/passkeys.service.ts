@@ -24,6 +24,7 @@ import {
   type ChallengeRow,
   countPasskeys,
   deletePasskey,
+  deletePasskeysOf,
   findPasskeyByCredentialId,
   insertChallenge,
   insertPasskey,
@@ -348,6 +349,14 @@ export async function removePasskey(
     outcome: 'success',
     detail: { passkey_id: removed.id, name: removed.name },
   })
+}
+
+/**
+ * Removes every passkey of an account, in the caller's transaction; answers how many. A removed dashboard
+ * user's, and `wristband admin reset-passkeys` for an account that lost them (which also ends its sessions).
+ */
+export function removeAllPasskeys(tx: Db, subject: Subject): Promise<number> {
+  return deletePasskeysOf(tx, subject)
 }
 
 /**
