@@ -70,7 +70,7 @@ module.exports = {
       name: 'cli-calls-services',
       comment:
         'The command line (src/cli/, src/cli.ts) calls services, not stores: a break-glass command and the HTTP ' +
-        'route that does the same take one path through the feature\'s *.service.ts (its rules, its checks).',
+        "route that does the same take one path through the feature's *.service.ts (its rules, its checks).",
       severity: 'error',
       from: { path: ['^dist/src/cli/', '^dist/src/cli\\.js$'], pathNot: TEST_CODE },
       to: { path: '\\.store\\.js$' },

@@ -25,10 +25,10 @@ import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { credentialGuard } from './mfa/fresh-mfa.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
+import { FEATURE_OPENAPI } from './openapi.js'
 import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { assertDataDirWritable, StorageHealth } from './ops/storage-health.js'
-import { PARTNER_OPERATIONS } from './partner/partner.openapi.js'
 import { partnerRoutes } from './partner/partner.routes.js'
 import { passkeyRoutes } from './passkeys/passkeys.routes.js'
 import {
@@ -61,12 +61,7 @@ import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/ve
 import { verifyAnswers } from './tokens/verify-answer.js'
 import { verifyCallers } from './tokens/verify-callers.js'
 import { createVerifyLane } from './tokens/verify-lane.js'
-import { WEBHOOKS_OPENAPI } from './webhooks/notification.js'
-import { WEBHOOK_OPERATIONS } from './webhooks/webhooks.openapi.js'
 import { webhookRoutes } from './webhooks/webhooks.routes.js'
-
-/** The OpenAPI texts of operations kept with their features (the rest are in platform/openapi-operations.ts). */
-export const FEATURE_OPERATIONS = { ...PARTNER_OPERATIONS, ...WEBHOOK_OPERATIONS }
 
 export interface AppDependencies {
   /** Time source; tests pass a controllable one. */
@@ -334,7 +329,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     encodings: ['br', 'gzip'],
     brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
   })
-  await registerOpenApi(app, SERVICE_VERSION, { webhooks: WEBHOOKS_OPENAPI, operations: FEATURE_OPERATIONS })
+  await registerOpenApi(app, SERVICE_VERSION, FEATURE_OPENAPI)
   return limiters
 }
 

@@ -3,7 +3,7 @@
  * error in code (the status says it all, so the body is `{"detail": "..."}`); those with a `field`
  * tell apart causes of one status and are sent in the body under that field, `when` saying which.
  * The OpenAPI document lists the sent codes (an enum on ErrorBody, and per operation in
- * openapi-operations.ts, which may name only these).
+ * each feature's *.openapi.ts, whose `ErrorCase` may name only these).
  */
 export const ERROR_CODES = {
   bad_request: { status: 400 },

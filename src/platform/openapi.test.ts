@@ -3,12 +3,14 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
-import { FEATURE_OPERATIONS } from '../app.js'
+import { FEATURE_OPENAPI } from '../openapi.js'
 import { SENT_ERROR_CODES } from './errors.js'
-import { OPERATIONS as PLATFORM_OPERATIONS, TAGS_WITH_EXAMPLES } from './openapi-operations.js'
+import { mergeFeatureOpenApi } from './openapi.js'
 
-/** Every operation text: the ones kept with their features and the ones still in platform/. */
-const OPERATIONS = { ...PLATFORM_OPERATIONS, ...FEATURE_OPERATIONS }
+/** Every operation text, from the features' *.openapi.ts. */
+const { operations: OPERATIONS } = mergeFeatureOpenApi(FEATURE_OPENAPI)
+/** Tags whose operations must carry request (when they take a body) and response examples. */
+const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth', 'passkeys']
 
 import { releaseVersion } from './version.js'
 
@@ -148,7 +150,7 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     )
 
   // The rule for every route, present and future: an operationId (in the route's schema, or in
-  // OPERATIONS of src/platform/openapi-operations.ts, which also gives the success description), unique
+  // its feature's *.openapi.ts, which also gives the success description), unique
   // across the document, a summary, tags, and no response left as "Default Response".
   test('every operation has a unique operationId, a summary, tags and real response descriptions', () => {
     const ids = new Map<string, string>()
@@ -160,7 +162,7 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       for (const [status, res] of Object.entries(op.responses ?? {}))
         assert.ok(
           res.description && res.description !== 'Default Response',
-          `${key} ${status} says what it answers (an entry in OPERATIONS gives the success description)`,
+          `${key} ${status} says what it answers (an entry in its feature's *.openapi.ts gives the success description)`,
         )
     }
     const tags = new Set(doc.tags.map((t) => t.name))
@@ -168,10 +170,10 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       for (const t of op.tags ?? []) assert.ok(tags.has(t), `${key}: tag ${t} is listed`)
   })
 
-  test('OPERATIONS names only operations the service serves', () => {
+  test("the features' OpenAPI texts name only operations the service serves", () => {
     const served = new Set(operations().map((o) => o.key))
     for (const key of Object.keys(OPERATIONS))
-      assert.ok(served.has(key), `${key} is in OPERATIONS but not served`)
+      assert.ok(served.has(key), `${key} has a text in a *.openapi.ts but is not served`)
   })
 
   // Partner, webhook, holder and auth operations are the ones integrators code against: each shows an
@@ -304,4 +306,15 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
     assert.deepEqual(shown.required, payload.required)
     assert.deepEqual(Object.keys(shown.properties), Object.keys(payload.properties))
   })
+})
+
+// Each feature keeps its own texts (src/<feature>/<feature>.openapi.ts): two that describe the same
+// operation or tag would leave one of them silently unused, so the merge refuses it.
+test('an operation, tag or parameter example given by two features is refused', () => {
+  const doc = { operationId: 'getThing', returns: 'The thing' }
+  assert.throws(
+    () => mergeFeatureOpenApi([{ operations: { 'GET /thing': doc } }, { operations: { 'GET /thing': doc } }]),
+    /operations "GET \/thing" is given by two features/,
+  )
+  assert.throws(() => mergeFeatureOpenApi([{ tags: { a: 'A' } }, { tags: { a: 'B' } }]), /tags "a"/)
 })

@@ -2,13 +2,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import { bodyFieldOf, ERROR_CODES } from './errors.js'
-import {
-  type ErrorCase,
-  EXAMPLE_PARAMS,
-  OPERATIONS,
-  type OperationDoc,
-  TAG_DESCRIPTIONS,
-} from './openapi-operations.js'
+import type { ErrorCase, FeatureOpenApi, OperationDoc } from './openapi-operations.js'
 import { registerDocsPolicy } from './security-headers.js'
 
 /** The parts of an OpenAPI 3.1 document this module reads and completes. */
@@ -108,13 +102,24 @@ function errorExample(c: ErrorCase) {
   return { summary: c.when, value: { detail: c.detail, [fieldOf(c)]: c.code, ...c.extra } }
 }
 
-function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
+/** The features' texts as one: each key (operation, tag, parameter, webhook) may come from one feature only. */
+export function mergeFeatureOpenApi(features: readonly FeatureOpenApi[]): Required<FeatureOpenApi> {
+  const merged: Required<FeatureOpenApi> = { tags: {}, params: {}, operations: {}, webhooks: {} }
+  for (const feature of features)
+    for (const part of ['tags', 'params', 'operations', 'webhooks'] as const)
+      for (const [key, value] of Object.entries(feature[part] ?? {})) {
+        if (key in merged[part]) throw new Error(`OpenAPI: ${part} "${key}" is given by two features`)
+        ;(merged[part] as Record<string, unknown>)[key] = value
+      }
+  return merged
+}
+
+function finishOperation(op: Operation, doc: OperationDoc | undefined, params: Record<string, string>): void {
   if (doc && !op.operationId) op.operationId = doc.operationId
   // Declared on every operation, so a reader (and the linter) sees "no credential" was meant.
   op.security ??= []
   for (const p of op.parameters ?? [])
-    if (p.in === 'path' && p.example === undefined && EXAMPLE_PARAMS[p.name] !== undefined)
-      p.example = EXAMPLE_PARAMS[p.name]
+    if (p.in === 'path' && p.example === undefined && params[p.name] !== undefined) p.example = params[p.name]
   const requestJson = op.requestBody?.content?.['application/json']
   if (requestJson && doc?.request !== undefined) requestJson.example = doc.request
   if (op.requestBody && doc?.bodyOptional) op.requestBody.required = false
@@ -154,29 +159,25 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined): void {
 
 /**
  * Completes the document @fastify/swagger built from the route schemas: operationIds, response
- * descriptions and examples from OPERATIONS, the meaning and `error` codes of every error status,
- * and the list of tags. Registered as the plugin's `transformObject`.
+ * descriptions and examples from the features' texts, the meaning and `error` codes of every error
+ * status, and the list of tags. Registered as the plugin's `transformObject`.
  */
 export function finishDocument(
   input: OpenApiDocument,
-  extra: { webhooks?: Record<string, unknown>; operations?: Record<string, OperationDoc> } = {},
+  features: readonly FeatureOpenApi[] = [],
 ): OpenApiDocument {
   const doc = structuredClone(input)
-  // The features' own operation texts (partner, webhooks), beside the ones still kept here.
-  const operations = { ...OPERATIONS, ...extra.operations }
+  const { tags, params, operations, webhooks } = mergeFeatureOpenApi(features)
   // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
-  if (extra.webhooks) doc.webhooks = structuredClone(extra.webhooks)
+  if (Object.keys(webhooks).length) doc.webhooks = structuredClone(webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      finishOperation(op, operations[`${method.toUpperCase()} ${path}`])
+      finishOperation(op, operations[`${method.toUpperCase()} ${path}`], params)
       for (const t of op.tags ?? []) used.add(t)
     }
   }
-  doc.tags = [...used].sort().map((name) => ({
-    name,
-    ...(TAG_DESCRIPTIONS[name] ? { description: TAG_DESCRIPTIONS[name] } : {}),
-  }))
+  doc.tags = [...used].sort().map((name) => ({ name, ...(tags[name] ? { description: tags[name] } : {}) }))
   doc.servers ??= [{ url: '/', description: 'This service' }]
   return doc
 }
@@ -212,17 +213,15 @@ const docsUiTheme = {
 export async function registerOpenApi(
   app: FastifyInstance,
   version: string,
-  features: {
-    /** The document's `webhooks`: what the service sends to receivers. */
-    webhooks?: Record<string, unknown>
-    /** Operation texts that live with their features (operationId, examples, error codes). */
-    operations?: Record<string, OperationDoc>
-  } = {},
+  /** Each feature's texts (operationIds, examples, error codes, tags, its `webhooks`): src/openapi.ts. */
+  features: readonly FeatureOpenApi[],
 ): Promise<void> {
+  // Merged once here, so that a key two features give fails the start, not the first read of /openapi.json.
+  mergeFeatureOpenApi(features)
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    // operationIds, examples, response descriptions and error codes: src/platform/openapi-operations.ts.
+    // operationIds, examples, response descriptions and error codes: each feature's *.openapi.ts.
     transformObject: (built) =>
       'openapiObject' in built
         ? (finishDocument(

@@ -54,9 +54,9 @@ const header = (name: string, description: string, schema: Record<string, unknow
 
 /**
  * The OpenAPI 3.1 `webhooks` of the service: what a partner's receiver gets (the document's top-level
- * `webhooks`, passed to the platform's OpenAPI builder by app.ts).
+ * `webhooks`, given to the platform's OpenAPI builder through webhooks.openapi.ts).
  */
-export const WEBHOOKS_OPENAPI = {
+export const NOTIFICATION_WEBHOOKS = {
   ticketUsed: {
     post: {
       operationId: 'ticketUsed',

@@ -1,0 +1,47 @@
+/**
+ * The OpenAPI texts of every feature (operationIds, success descriptions, examples, `error` codes, tag
+ * descriptions), each kept beside its routes in `src/<feature>/<feature>.openapi.ts`. `buildApp` hands
+ * the list to the platform's document builder (platform/openapi.ts), which refuses a key two features give.
+ */
+import { ADMIN_OPENAPI } from './admin/admin.openapi.js'
+import { API_KEYS_OPENAPI } from './api-keys/api-keys.openapi.js'
+import { AUDIT_OPENAPI } from './audit/audit.openapi.js'
+import { AUTH_OPENAPI } from './auth/auth.openapi.js'
+import { CONSUMERS_OPENAPI } from './consumers/consumers.openapi.js'
+import { DASHBOARD_OPENAPI } from './dashboard/dashboard.openapi.js'
+import { DEVICES_OPENAPI } from './devices/devices.openapi.js'
+import { HEALTH_OPENAPI } from './health/health.openapi.js'
+import { HOLDER_OPENAPI } from './holder/holder.openapi.js'
+import { IDP_OPENAPI } from './idp/idp.openapi.js'
+import { METRICS_OPENAPI } from './metrics/metrics.openapi.js'
+import { MFA_OPENAPI } from './mfa/mfa.openapi.js'
+import { OPS_OPENAPI } from './ops/ops.openapi.js'
+import { PARTNER_OPENAPI } from './partner/partner.openapi.js'
+import { PASSKEYS_OPENAPI } from './passkeys/passkeys.openapi.js'
+import { PASSWORD_RESET_OPENAPI } from './password-reset/password-reset.openapi.js'
+import type { FeatureOpenApi } from './platform/openapi-operations.js'
+import { TICKETS_OPENAPI } from './tickets/tickets.openapi.js'
+import { TOKENS_OPENAPI } from './tokens/tokens.openapi.js'
+import { WEBHOOKS_OPENAPI } from './webhooks/webhooks.openapi.js'
+
+export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
+  OPS_OPENAPI,
+  HEALTH_OPENAPI,
+  METRICS_OPENAPI,
+  AUTH_OPENAPI,
+  TOKENS_OPENAPI,
+  ADMIN_OPENAPI,
+  MFA_OPENAPI,
+  PASSKEYS_OPENAPI,
+  PASSWORD_RESET_OPENAPI,
+  API_KEYS_OPENAPI,
+  AUDIT_OPENAPI,
+  DASHBOARD_OPENAPI,
+  CONSUMERS_OPENAPI,
+  IDP_OPENAPI,
+  DEVICES_OPENAPI,
+  TICKETS_OPENAPI,
+  HOLDER_OPENAPI,
+  PARTNER_OPENAPI,
+  WEBHOOKS_OPENAPI,
+]

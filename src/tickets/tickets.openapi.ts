@@ -1,0 +1,46 @@
+/** What the OpenAPI document says about the tickets operations beyond their route schemas. */
+
+import { TRANSFER_UID, USED_LOCAL, USED_UTC } from '../platform/openapi-examples.js'
+import type { FeatureOpenApi } from '../platform/openapi-operations.js'
+
+export const TICKETS_OPENAPI: FeatureOpenApi = {
+  tags: {
+    tickets: 'Ticket use (scans)',
+  },
+  params: { transfer_uid: TRANSFER_UID },
+  operations: {
+    'POST /tickets/{transfer_uid}/use': {
+      operationId: 'useTicket',
+      returns: 'The ticket is used (the first use)',
+      bodyOptional: true,
+      request: { access_gate: 'North' },
+      response: { status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
+      errors: {
+        409: [
+          {
+            code: 'already_used',
+            when: 'the ticket was used before; `used_timestamp` tells when',
+            detail: 'Ticket already used',
+            extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
+          },
+        ],
+      },
+    },
+    'POST /tickets/use-batch': {
+      operationId: 'useTicketBatch',
+      returns: 'One result per scan, in order',
+      response: {
+        results: [
+          { transfer_uid: TRANSFER_UID, status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
+          {
+            transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
+            status: 'ALREADY_USED',
+            used_timestamp: '2026-07-18T20:02:47.000',
+            used_at: '2026-07-18T18:02:47.000Z',
+          },
+          { transfer_uid: '0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a', status: 'NOT_FOUND' },
+        ],
+      },
+    },
+  },
+}
