@@ -19,7 +19,6 @@ import { TicketCodes } from './edge/ticket-codes.js'
 import { healthRoutes } from './health/health.routes.js'
 import { holderRoutes } from './holder/holder.routes.js'
 import { idpRoutes } from './idp/idp.routes.js'
-import { IdpVerifier } from './idp/idp.verifier.js'
 import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { credentialGuard } from './mfa/fresh-mfa.js'
@@ -43,7 +42,7 @@ import { createBackoff } from './platform/backoff.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { createHttpApp, registerHttp, registerRateLimits } from './platform/http.js'
-import { createSealer, deriveKey } from './platform/keys.js'
+import { createSealer } from './platform/keys.js'
 import { logListeningUrls } from './platform/logging.js'
 import type { MailTransport } from './platform/mail.js'
 import { openPlatform, type Platform } from './platform/open.js'
@@ -127,32 +126,12 @@ interface Assembly {
 /** The platform, the shared parts of security, the HTTP plumbing, then the features, in order. */
 async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   const { config, clock, metrics } = a
-  // DATA_DIR holds generated keys and the outbox: refused at once, in one line, when it takes no file.
-  await assertDataDirWritable(config.DATA_DIR)
-  // Failed writes (read-only, disk full) are told to the storage health, which readiness reads.
-  let storage: StorageHealth | undefined
-  const platform = await openPlatform({
-    config,
-    clock,
-    log: app.log,
-    counters: metrics,
-    onDatabaseError: (err) => storage?.reportDatabase(err),
-    closeLater: a.closeLater,
-    mailTransport: a.deps.mailTransport,
-    sms: a.deps.sms,
-  })
+  const { platform, storage } = await openStorage(app, a)
   const { db, jobs } = platform
-  storage = new StorageHealth({
-    clock,
-    log: app.log,
-    databaseName: platform.database.name,
-    dataDir: path.resolve(config.DATA_DIR),
-  })
   const core = await openCore(app, a, platform)
-  const { tokens, audit, secrets, passkeys } = core
-  const limiters = await registerPlumbing(app, a, platform, audit)
+  const limiters = await registerPlumbing(app, a, platform, core.audit)
   // What most features are built on; a plugin takes the parts its options name.
-  const shared = { ...platform, ...core, clock, config }
+  const shared = { ...platform, ...core, clock, config, metrics }
   // Retention: old rows deleted in small batches by an hourly job (src/retention/retention.ts).
   await startRetention(jobs, { db, clock, log: app.log, config })
 
@@ -160,77 +139,99 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })
   await app.register(indexRoutes, { version: SERVICE_VERSION })
   await app.register(authRoutes, { ...shared, passkeyPolicy: core.loginPasskeyPolicy })
-  // Verify's callers: per verify credential (an API key with scope tokens:verify), else per address.
-  const verifyLimits = a.deps.verifyLimits ?? VERIFY_LIMITS
-  const callers = verifyCallers({
-    anonymous: limiters.limiter('POST /tokens/verify', perMinute(verifyLimits.anonymousPerMinute).rateLimit),
-    credentials: limiters.limiter(
-      'POST /tokens/verify credential',
-      perMinute(config.VERIFY_CLIENT_RATE_LIMIT).rateLimit,
-    ),
-    lookup: createVerifyCredentials(db, clock, core.authority.revocations),
-  })
-  const verify = { tokens, answers: core.answers, callers, limits: verifyLimits }
+  const verify = verifyWiring(a, shared, limiters)
   await app.register(tokenVerifyRoutes, { ...verify, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, shared)
-  await app.register(dashboardRoutes, {
-    ...shared,
-    totp: {
-      db,
-      clock,
-      audit,
-      sealer: core.mfaSealer,
-      backoff: core.backoff,
-      passkeyPolicy: core.passkeyPolicy,
-    },
-    signInSealer: createSealer(secrets, 'dashboard-sign-in'),
-    passkeys: { ...passkeys, accounts: viewerAccounts(db) },
-  })
+  await app.register(dashboardRoutes, dashboardOptions(shared))
   await app.register(mfaRoutes, { ...shared, sealer: core.mfaSealer })
-  await app.register(passkeyRoutes, { ...passkeys, ...shared })
+  await app.register(passkeyRoutes, { ...core.passkeys, ...shared })
   await app.register(passwordResetRoutes, shared)
   await app.register(apiKeyRoutes, { ...shared, revocations: core.authority.revocations })
   await app.register(offlineRoutes, shared)
   await app.register(auditRoutes, shared)
   const ops = await registerOps(app, a, platform, storage)
-  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
-  if (config.METRICS_TOKEN !== undefined && config.METRICS_PORT === undefined)
-    await app.register(metricsRoutes, { metrics, token: config.METRICS_TOKEN })
-  // SMS bypass the job queue on purpose: a queued message would keep a live one-time code in plain text.
-  await app.register(consumerRoutes, { ...shared, phoneCodeKey: deriveKey(secrets[0]!, 'phone-codes') })
-  await app.register(idpRoutes, { ...shared, verifier: idpVerifier(config, clock) })
-  if (config.NODE_ENV === 'production' && !config.DEVICE_KEYS_REQUIRED)
-    app.log.warn(
-      'DEVICE_KEYS_REQUIRED=false in production: a device without a key signs in with its MAC and event id alone',
-    )
-  await app.register(deviceRoutes, {
-    ...shared,
-    sealer: createSealer(secrets, 'operator-session'),
-    keysRequired: config.DEVICE_KEYS_REQUIRED,
-  })
-  const partners = {
+  await app.register(consumerRoutes, shared)
+  await app.register(idpRoutes, shared)
+  await app.register(deviceRoutes, shared)
+  await app.register(partnerRoutes, shared)
+  await app.register(edgeRoutes, {
     ...shared,
     partnerRateLimit: config.PARTNER_RATE_LIMIT,
-    mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
-    publicBaseUrl: config.PUBLIC_BASE_URL,
-  }
-  await app.register(partnerRoutes, partners)
-  await app.register(edgeRoutes, { ...partners, keys: core.edgeKeys })
-  await app.register(webhookRoutes, {
-    ...partners,
-    sealer: createSealer(secrets, 'webhook-secret'),
-    retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
-    onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
-    onCollect: (collect) => metrics.onCollect(collect),
-    setPendingDeliveries: (n) => metrics.outboxDepth.set(n),
+    keys: core.edgeKeys,
   })
-  await app.register(ticketRoutes, { ...shared, offlineHours: config.OFFLINE_TOKEN_EXPIRE_HOURS })
+  await app.register(webhookRoutes, shared)
+  await app.register(ticketRoutes, shared)
   await app.register(holderRoutes, shared)
 
   // The verify lane in front of Fastify on the same server (tokens/verify-lane.ts); once the listener
   // closed, Fastify answers verify too (its answers close the connection).
-  createVerifyLane(config, verifyLimits)?.attach(app, { ...verify, metrics, toFastify: ops.keepAliveEnded })
+  createVerifyLane(config, verify.limits)?.attach(app, { ...verify, metrics, toFastify: ops.keepAliveEnded })
   app.addHook('onReady', async () => jobs.start())
+}
+
+/**
+ * DATA_DIR checked, then the platform (platform/open.ts), and the storage health that failed writes
+ * (read-only, disk full) are told to and readiness reads.
+ */
+async function openStorage(app: FastifyInstance, a: Assembly) {
+  const { config, clock } = a
+  // DATA_DIR holds generated keys and the outbox: refused at once, in one line, when it takes no file.
+  await assertDataDirWritable(config.DATA_DIR)
+  let storage: StorageHealth | undefined
+  const platform = await openPlatform({
+    config,
+    clock,
+    log: app.log,
+    counters: a.metrics,
+    onDatabaseError: (err) => storage?.reportDatabase(err),
+    closeLater: a.closeLater,
+    mailTransport: a.deps.mailTransport,
+    sms: a.deps.sms,
+  })
+  storage = new StorageHealth({
+    clock,
+    log: app.log,
+    databaseName: platform.database.name,
+    dataDir: path.resolve(config.DATA_DIR),
+  })
+  return { platform, storage }
+}
+
+type Shared = Platform & Awaited<ReturnType<typeof openCore>> & { clock: Clock; config: Config }
+
+/**
+ * What POST /tokens/verify and its fast lane share: the token service, the answer text, the limits and
+ * the callers' budgets (per verify credential, an API key with scope tokens:verify, else per address).
+ */
+function verifyWiring(a: Assembly, shared: Shared, limiters: ReturnType<typeof registerRateLimits>) {
+  const limits = a.deps.verifyLimits ?? VERIFY_LIMITS
+  const callers = verifyCallers({
+    anonymous: limiters.limiter('POST /tokens/verify', perMinute(limits.anonymousPerMinute).rateLimit),
+    credentials: limiters.limiter(
+      'POST /tokens/verify credential',
+      perMinute(a.config.VERIFY_CLIENT_RATE_LIMIT).rateLimit,
+    ),
+    lookup: createVerifyCredentials(shared.db, shared.clock, shared.authority.revocations),
+  })
+  return { tokens: shared.tokens, answers: shared.answers, callers, limits }
+}
+
+/** The dashboard's options: its TOTP step, the sealer of a sign-in between its steps, its passkeys. */
+function dashboardOptions(shared: Shared) {
+  const { db, clock, audit } = shared
+  return {
+    ...shared,
+    totp: {
+      db,
+      clock,
+      audit,
+      sealer: shared.mfaSealer,
+      backoff: shared.backoff,
+      passkeyPolicy: shared.passkeyPolicy,
+    },
+    signInSealer: createSealer(shared.secrets, 'dashboard-sign-in'),
+    passkeys: { ...shared.passkeys, accounts: viewerAccounts(db) },
+  }
 }
 
 /**
@@ -359,6 +360,9 @@ async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform
     logLevel: a.config.LOG_LEVEL,
     ...(redis ? { redis } : {}),
   })
+  // Off the public port unless a token guards it; METRICS_PORT serves it on a listener of its own.
+  if (a.config.METRICS_TOKEN !== undefined && a.config.METRICS_PORT === undefined)
+    await app.register(metricsRoutes, { metrics: a.metrics, token: a.config.METRICS_TOKEN })
   // 1 while a dependency answers (the lowest over workers); Redis at 0 means degraded, not unready.
   const dependencyUp = a.metrics.gauge({
     name: 'wristband_dependency_up',
@@ -373,14 +377,4 @@ async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform
     if (redis) dependencyUp.set({ dependency: 'redis' }, redis.status === 'ready' ? 1 : 0)
   })
   return { keepAliveEnded: () => keepAliveEnded }
-}
-
-/** Verifies ID tokens of the configured external identity providers. */
-function idpVerifier(config: Config, clock: Clock) {
-  return new IdpVerifier({
-    issuers: config.IDP_ISSUERS,
-    clock,
-    cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
-    timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
-  })
 }

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
+import type { Config } from '../platform/config.js'
+import { createSealer } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf } from '../tokens/guard.js'
@@ -15,12 +17,24 @@ import {
 } from './devices.schemas.js'
 import { type DeviceDeps, DeviceService, SESSION_PREFIX } from './devices.service.js'
 
-export interface DeviceRoutesDeps extends DeviceDeps {
+export interface DeviceRoutesDeps extends Omit<DeviceDeps, 'sealer' | 'keysRequired'> {
   protectCredentials: ProtectCredentials
+  /** The signing secrets: operator session tokens are sealed under a key derived from them. */
+  secrets: readonly string[]
+  config: Pick<Config, 'DEVICE_KEYS_REQUIRED' | 'NODE_ENV'>
 }
 
-export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, deps) => {
-  const { tokens } = deps
+export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, given) => {
+  const { config, tokens } = given
+  if (config.NODE_ENV === 'production' && !config.DEVICE_KEYS_REQUIRED)
+    app.log.warn(
+      'DEVICE_KEYS_REQUIRED=false in production: a device without a key signs in with its MAC and event id alone',
+    )
+  const deps = {
+    ...given,
+    sealer: createSealer(given.secrets, 'operator-session'),
+    keysRequired: config.DEVICE_KEYS_REQUIRED,
+  }
   const devices = new DeviceService(deps)
   // Operator session tokens are credentials of the token guard, and end when the operator logs out.
   tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))

@@ -1,9 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { TokenResponse } from '../auth/auth.schemas.js'
+import type { Config } from '../platform/config.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { type IdpLoginDeps, loginWithIdp } from './idp.service.js'
+import { IdpVerifier } from './idp.verifier.js'
+
+export interface IdpRoutesDeps extends Omit<IdpLoginDeps, 'verifier'> {
+  /** The external identity providers whose ID tokens sign consumers in, and how their keys are fetched. */
+  config: Pick<Config, 'IDP_ISSUERS' | 'IDP_JWKS_COOLDOWN_SECONDS' | 'IDP_HTTP_TIMEOUT_SECONDS'>
+}
 
 export const IdpLoginRequest = Type.Object(
   {
@@ -16,7 +23,15 @@ export const IdpLoginRequest = Type.Object(
   { additionalProperties: false },
 )
 
-export const idpRoutes: FastifyPluginAsyncTypebox<IdpLoginDeps> = async (app, deps) => {
+export const idpRoutes: FastifyPluginAsyncTypebox<IdpRoutesDeps> = async (app, given) => {
+  const { config, clock } = given
+  const verifier = new IdpVerifier({
+    issuers: config.IDP_ISSUERS,
+    clock,
+    cooldownMs: config.IDP_JWKS_COOLDOWN_SECONDS * 1000,
+    timeoutMs: config.IDP_HTTP_TIMEOUT_SECONDS * 1000,
+  })
+  const deps: IdpLoginDeps = { ...given, verifier }
   app.post(
     '/auth/login/idp',
     {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { Config } from '../platform/config.js'
 import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
@@ -56,14 +57,21 @@ function checkValues(fields: string[], dateField?: string): preHandlerAsyncHookH
 }
 
 export interface PartnerRoutesDeps
-  extends PartnerServiceDeps,
-    Pick<PartnerAuthDeps, 'partnerRateLimit'>,
-    Omit<TransferMailDeps, keyof PartnerServiceDeps> {
+  extends Omit<PartnerServiceDeps, 'mailDelaySeconds'>,
+    Omit<TransferMailDeps, keyof PartnerServiceDeps | 'publicBaseUrl'> {
   /** The job queue, which sends the grouped transfer mail (the feature registers its job here). */
   jobs: JobRunner
+  config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'TRANSFER_EMAIL_DELAY_SECONDS' | 'PUBLIC_BASE_URL'>
 }
 
-export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, deps) => {
+export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, given) => {
+  const { config } = given
+  const deps: PartnerServiceDeps & TransferMailDeps & PartnerAuthDeps & PartnerRoutesDeps = {
+    ...given,
+    partnerRateLimit: config.PARTNER_RATE_LIMIT,
+    mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
+    publicBaseUrl: config.PUBLIC_BASE_URL,
+  }
   deps.jobs.register(TRANSFER_MAIL_JOB, transferMailJob(deps))
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')

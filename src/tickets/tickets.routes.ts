@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { Config } from '../platform/config.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
@@ -10,7 +11,7 @@ import { TicketsService, type TicketsServiceDeps } from './tickets.service.js'
 export interface TicketRoutesDeps extends TicketsServiceDeps {
   tokens: TokenService
   /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie before it is clock_adjusted. */
-  offlineHours: number
+  config: Pick<Config, 'OFFLINE_TOKEN_EXPIRE_HOURS'>
 }
 
 /**
@@ -207,7 +208,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       // days later) is recorded at the service's time, flagged, rather than refused. Nothing is backdated
       // before the window, so an offline token cannot rewrite history.
       const now = deps.clock.now()
-      const earliest = now - deps.offlineHours * 3_600_000
+      const earliest = now - deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3_600_000
       const latest = now + USED_AT_MAX_AHEAD_MS
       // In order, one at a time: a ticket scanned twice in one batch is USED, then ALREADY_USED.
       for (const s of scans) {

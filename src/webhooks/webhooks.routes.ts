@@ -1,28 +1,30 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { type Static, Type } from 'typebox'
 import type { AuditLog } from '../audit/audit.store.js'
+import type { Metrics } from '../metrics/metrics.js'
 import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
+import type { Config } from '../platform/config.js'
 import { NotFoundError } from '../platform/errors.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
+import { createSealer } from '../platform/keys.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { UseNotification } from './notification.js'
 import { type WebhookDeliveryDeps, webhookDeliveryJob } from './webhook-delivery.js'
 import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
 import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks.store.js'
 
-export interface WebhookRoutesDeps
-  extends WebhookServiceDeps,
-    Pick<PartnerAuthDeps, 'partnerRateLimit'>,
-    Pick<WebhookDeliveryDeps, 'retrySchedule' | 'onAttempt'> {
+export interface WebhookRoutesDeps extends Omit<WebhookServiceDeps, 'sealer'> {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
   /** Refused retries are recorded (issue 24.9). */
   audit: AuditLog
   /** The job queue, which delivers the notifications (the feature registers its job here). */
   jobs: JobRunner
-  /** Told the number of deliveries waiting, at each metrics scrape. */
-  onCollect: (collect: () => Promise<void>) => void
-  setPendingDeliveries: (n: number) => void
+  /** The signing secrets: receivers' signing secrets are sealed under a key derived from them. */
+  secrets: readonly string[]
+  config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'WEBHOOK_RETRY_SCHEDULE'>
+  /** Counts each attempt's outcome, and is told the number of deliveries waiting at each scrape. */
+  metrics: Pick<Metrics, 'webhookDeliveries' | 'outboxDepth' | 'onCollect'>
 }
 
 const security = [{ APIKeyHeader: [] }]
@@ -101,12 +103,20 @@ function view(h: {
   }
 }
 
-export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async (app, deps) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async (app, given) => {
+  const { config, metrics } = given
+  const deps: WebhookServiceDeps & WebhookDeliveryDeps & PartnerAuthDeps & WebhookRoutesDeps = {
+    ...given,
+    sealer: createSealer(given.secrets, 'webhook-secret'),
+    partnerRateLimit: config.PARTNER_RATE_LIMIT,
+    retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
+    onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
+  }
   // Signing secrets are sealed at rest; plain rows (from before sealing) and rows sealed under a previous
   // signing secret are sealed under the current one now.
   await resealStoredSecrets(deps.db, deps.sealer)
   deps.jobs.register(WEBHOOK_JOB, webhookDeliveryJob(deps))
-  deps.onCollect(async () => deps.setPendingDeliveries(await countPendingDeliveries(deps.db)))
+  metrics.onCollect(async () => metrics.outboxDepth.set(await countPendingDeliveries(deps.db)))
   const webhooks = new WebhookService(deps)
   const write = partnerAuth(deps, 'write')
   const read = partnerAuth(deps, 'read')
