@@ -3,7 +3,7 @@ import { eventExists } from '../events/events.store.js'
 import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import {
   findOperatorAtEvent,
-  findOperatorSignIn,
+  findOperatorByEmail,
   storedGrant,
   updatePasswordHash,
 } from '../identities/identities.store.js'
@@ -261,7 +261,7 @@ export class DeviceService {
       slots: [
         {
           backoffKey: passwordBudget('operator', input.email),
-          find: () => findOperatorSignIn(db, input.email),
+          find: () => findOperatorByEmail(db, input.email),
           storeHash: (u, hash) => updatePasswordHash(db, 'operator', u.id, hash),
         },
       ],

@@ -367,11 +367,6 @@ export async function upsertOperator(
   )
 }
 
-/** An operator's id by (lower-case) e-mail. */
-export async function findOperatorByEmail(db: Db, email: string) {
-  return db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()
-}
-
 /** The operator with this id when it belongs to `eventId`. */
 export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
   return db
@@ -382,8 +377,11 @@ export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
     .executeTakeFirst()
 }
 
-/** An operator's sign-in record (the device login's operator step). */
-export async function findOperatorSignIn(db: Db, email: string) {
+/**
+ * An operator by e-mail (compared trimmed and in lower case, as stored): its sign-in record for the
+ * device login's operator step; the seed file names a device's operator by it too.
+ */
+export async function findOperatorByEmail(db: Db, email: string) {
   return db
     .selectFrom('users')
     .select(['id', 'email', 'password_hash', 'event_id', 'mode', 'permissions'])

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import { type Kysely, Migrator } from 'kysely'
-import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
-import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
+import { eachBackend, httpBackends, useDatabase } from '../../test/helpers/backends.js'
 import { migrationProvider } from '../platform/db/migrations/index.js'
 
 /**
@@ -11,22 +10,15 @@ import { migrationProvider } from '../platform/db/migrations/index.js'
  * first partner; the receiver and its deliveries to the event's first partner.
  */
 eachBackend(httpBackends, 'migration 015 assigns existing data to partners', (backend) => {
-  let p: ProvisionedBackend
-  let handle: DatabaseHandle
-  before(async () => {
-    p = await backend.provision()
-    handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-  })
-  after(async () => {
-    await handle.close()
-    await p.dispose()
-  })
+  // Unmigrated: the test migrates to 014, writes that release's rows, then applies 015.
+  const database = useDatabase(backend, { migrate: false })
 
   test('keys, transfers, the receiver and deliveries of before 015 belong to partners after it', async () => {
+    const handle = database.handle()
     const migrator = new Migrator({
       db: handle.db,
       provider: migrationProvider(handle.dialect),
-      ...(handle.dialect === 'postgres' ? { migrationTableSchema: p.env.DATABASE_SCHEMA! } : {}),
+      ...(handle.dialect === 'postgres' ? { migrationTableSchema: database.env().DATABASE_SCHEMA! } : {}),
     })
     const to14 = await migrator.migrateTo('014-gate')
     assert.equal(to14.error, undefined)

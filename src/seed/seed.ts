@@ -213,7 +213,7 @@ export async function applySeed(
     for (const d of out.devices ?? []) {
       let operatorId: number | null = null
       if (d.operator_email) {
-        const op = await findOperatorByEmail(tx, d.operator_email.toLowerCase())
+        const op = await findOperatorByEmail(tx, d.operator_email)
         if (!op) throw new SeedError(`device ${d.dev_mac}: no operator with e-mail ${d.operator_email}`)
         operatorId = op.id
       }

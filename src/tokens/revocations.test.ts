@@ -14,7 +14,7 @@ import {
   verifyToken,
   withTwoInstances,
 } from '../../test/helpers/app.js'
-import { backends, eachBackend, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { backends, eachBackend, type ProvisionedBackend, useDatabase } from '../../test/helpers/backends.js'
 import { TestClock } from '../../test/helpers/clock.js'
 import {
   freePort,
@@ -24,7 +24,6 @@ import {
 } from '../../test/helpers/processes.js'
 import { moreRedisErrors } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
-import { type DatabaseHandle, openDatabase } from '../platform/db/database.js'
 import { memoryRevocations, type RevocationStore, redisRevocations } from './revocations.js'
 
 const HOUR = 3_600_000
@@ -52,6 +51,7 @@ async function wipeRedis(url: string, prefix: string): Promise<number> {
 }
 
 eachBackend(backends, 'revocation store contract', (backend) => {
+  // One storage the restart tests below start instances on in turn (startApp's own would die with each).
   let p: ProvisionedBackend
   before(async () => {
     p = await backend.provision()
@@ -61,18 +61,17 @@ eachBackend(backends, 'revocation store contract', (backend) => {
   })
 
   describe('the store itself', () => {
-    let handle: DatabaseHandle
+    const database = useDatabase(backend)
     let store: RevocationStore
     let redis: Redis | undefined
     const clock = new TestClock()
     before(async () => {
-      handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-      await handle.migrate()
-      const deps = { db: handle.db, clock }
-      if (p.env.REDIS_URL) {
-        redis = new Redis(p.env.REDIS_URL, { lazyConnect: true })
+      const env = database.env()
+      const deps = { db: database.handle().db, clock }
+      if (env.REDIS_URL) {
+        redis = new Redis(env.REDIS_URL, { lazyConnect: true })
         await redis.connect()
-        store = redisRevocations(deps, redis, p.env.REDIS_PREFIX!, pino({ level: 'silent' }))
+        store = redisRevocations(deps, redis, env.REDIS_PREFIX!, pino({ level: 'silent' }))
       } else {
         store = memoryRevocations(deps)
       }
@@ -81,7 +80,6 @@ eachBackend(backends, 'revocation store contract', (backend) => {
     after(async () => {
       store?.stop()
       redis?.disconnect()
-      await handle?.close()
     })
 
     test('revoke, then isRevoked is true for that jti only', async () => {
@@ -97,8 +95,9 @@ eachBackend(backends, 'revocation store contract', (backend) => {
     test('a revocation is written to the database, the durable record', async () => {
       const jti = randomBytes(18).toString('base64url')
       await store.revoke([{ jti, expiresAt: clock.now() + HOUR }])
-      const row = await handle.db
-        .selectFrom('revoked_tokens')
+      const row = await database
+        .handle()
+        .db.selectFrom('revoked_tokens')
         .selectAll()
         .where('jti', '=', jti)
         .executeTakeFirst()

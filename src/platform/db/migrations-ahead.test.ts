@@ -1,27 +1,18 @@
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import { sql } from 'kysely'
 import { startApp, TEST_SECRET } from '../../../test/helpers/app.js'
-import { eachBackend, httpBackends, type ProvisionedBackend } from '../../../test/helpers/backends.js'
+import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { wristband } from '../../../test/helpers/cli.js'
-import { type DatabaseHandle, openDatabase } from './database.js'
 import { migrationNames } from './migrations/index.js'
 
 // What release N+1 leaves behind when it is rolled back to release N: a migration N does not know.
 const NEWER = '999-from-the-next-release'
 
 eachBackend(httpBackends, 'migrations of a newer release', (backend) => {
-  let p: ProvisionedBackend
-  let handle: DatabaseHandle
-  const env = () => ({ JWT_SECRET: TEST_SECRET, ...p.env })
-  before(async () => {
-    p = await backend.provision()
-    handle = await openDatabase(p.env.DATABASE_URL!, { schema: p.env.DATABASE_SCHEMA ?? 'public' })
-  })
-  after(async () => {
-    await handle.close()
-    await p.dispose()
-  })
+  // Unmigrated: the tests apply the migrations, and one of a newer release, themselves.
+  const database = useDatabase(backend, { migrate: false })
+  const env = () => ({ JWT_SECRET: TEST_SECRET, ...database.env() })
 
   test('migrate --status on an empty database lists every migration as pending and applies none', async () => {
     const run = await wristband(['migrate', '--status'], env())
@@ -35,15 +26,15 @@ eachBackend(httpBackends, 'migrations of a newer release', (backend) => {
       lines.every((l) => l.startsWith('pending')),
       run.stdout,
     )
-    assert.deepEqual(await handle.pendingMigrations(), migrationNames())
+    assert.deepEqual(await database.handle().pendingMigrations(), migrationNames())
   })
 
   test('an instance starts on a database migrated by the next release (rollback), warning about it', async () => {
-    await handle.migrate()
+    await database.handle().migrate()
     await sql`insert into kysely_migration (name, timestamp) values (${NEWER}, ${new Date().toISOString()})`.execute(
-      handle.db,
+      database.handle().db,
     )
-    const t = await startApp(backend, {}, { env: p.env, dispose: async () => {} })
+    const t = await startApp(backend, {}, { env: database.env(), dispose: async () => {} })
     try {
       const warning = t.logs.find((l) => l.includes('migrations of a newer release'))
       assert.ok(warning?.includes(NEWER), t.logs.join(''))
@@ -68,9 +59,9 @@ eachBackend(httpBackends, 'migrations of a newer release', (backend) => {
 
   test('an instance refuses to start when a migration it needs is missing under a newer one', async () => {
     const last = migrationNames().at(-1)!
-    await sql`delete from kysely_migration where name = ${last}`.execute(handle.db)
+    await sql`delete from kysely_migration where name = ${last}`.execute(database.handle().db)
     await assert.rejects(
-      startApp(backend, {}, { env: p.env, dispose: async () => {} }),
+      startApp(backend, {}, { env: database.env(), dispose: async () => {} }),
       /migrations \(999-from-the-next-release\) of a newer release that lack one this release needs/,
     )
   })
