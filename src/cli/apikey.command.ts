@@ -6,6 +6,7 @@ import {
   CliError,
   type CommandGroup,
   integerOption,
+  printList,
   type Subcommand,
   stringOption,
   withContext,
@@ -115,17 +116,11 @@ Options:
         return { keys, detail: { event_id: eventId, count: keys.length } }
       }),
     )
-    if (values.json) {
-      for (const k of keys) console.log(JSON.stringify(k))
-      return 0
-    }
-    if (keys.length === 0) {
-      console.log(`no API keys for event ${eventId}`)
-      return 0
-    }
-    const rows = [
-      ['ID', 'NAME', 'PREFIX', 'SCOPES', 'CREATED', 'LAST USED', 'REVOKED'],
-      ...keys.map((k) => [
+    printList(keys, {
+      json: Boolean(values.json),
+      empty: `no API keys for event ${eventId}`,
+      header: ['ID', 'NAME', 'PREFIX', 'SCOPES', 'CREATED', 'LAST USED', 'REVOKED'],
+      row: (k) => [
         String(k.id),
         k.name,
         k.key_prefix,
@@ -133,10 +128,8 @@ Options:
         iso(k.created_at),
         iso(k.last_used_at),
         iso(k.revoked_at),
-      ]),
-    ]
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-    for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '))
+      ],
+    })
     return 0
   },
 }

@@ -205,3 +205,24 @@ export async function audited<T extends { detail: Record<string, unknown> }>(
     throw err
   }
 }
+
+/**
+ * Prints a listing: one JSON object per line with `json`, else `empty` when there is nothing, else a
+ * table under `header` with columns padded to their widest cell.
+ */
+export function printList<T>(
+  items: readonly T[],
+  opts: { json: boolean; empty: string; header: string[]; row: (item: T) => string[] },
+): void {
+  if (opts.json) {
+    for (const item of items) console.log(JSON.stringify(item))
+    return
+  }
+  if (items.length === 0) {
+    console.log(opts.empty)
+    return
+  }
+  const rows = [opts.header, ...items.map(opts.row)]
+  const widths = opts.header.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '))
+}

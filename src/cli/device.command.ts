@@ -15,6 +15,7 @@ import {
   CliError,
   type CommandGroup,
   integerOption,
+  printList,
   type Subcommand,
   stringOption,
   withContext,
@@ -187,17 +188,11 @@ Options:
         return { devices, detail: { event_id: eventId ?? null, count: devices.length } }
       }),
     )
-    if (values.json) {
-      for (const d of devices) console.log(JSON.stringify(d))
-      return 0
-    }
-    if (devices.length === 0) {
-      console.log(eventId === undefined ? 'no devices' : `no devices at event ${eventId}`)
-      return 0
-    }
-    const rows = [
-      ['ID', 'MAC', 'EVENT', 'OPERATOR', 'KEY', 'ARCHIVED', 'CREATED'],
-      ...devices.map((d) => [
+    printList(devices, {
+      json: Boolean(values.json),
+      empty: eventId === undefined ? 'no devices' : `no devices at event ${eventId}`,
+      header: ['ID', 'MAC', 'EVENT', 'OPERATOR', 'KEY', 'ARCHIVED', 'CREATED'],
+      row: (d) => [
         String(d.id),
         d.dev_mac,
         String(d.event_id),
@@ -205,10 +200,8 @@ Options:
         d.has_key ? 'yes' : 'no',
         d.archived ? 'yes' : 'no',
         iso(d.created_at),
-      ]),
-    ]
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-    for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '))
+      ],
+    })
     return 0
   },
 }
