@@ -39,7 +39,7 @@ import {
   signOut,
 } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
-import { eventStats, eventsWithFigures, findEvent } from './stats.service.js'
+import { eventsWithFigures, findEvent, sharedEventStats } from './stats.service.js'
 import { eventListPage, eventPage, messagePage, signInPage, totpStepPage } from './templates.js'
 import { canSeeEvent } from './viewers.js'
 
@@ -94,13 +94,17 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (
   await app.register(cookie)
   app.decorateRequest('dashboardSession', null)
 
-  await app.register(statsApiRoutes, deps)
+  // One shared reader of event figures for both the bearer API and the page's JSON.
+  const stats = { ...deps, eventStats: sharedEventStats(deps) }
+  await app.register(statsApiRoutes, stats)
   await app.register(dashboardUsersRoutes, deps)
-  await app.register(sessionApiRoutes, deps)
+  await app.register(sessionApiRoutes, stats)
   await app.register(pageRoutes, deps)
 }
 
-const statsApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+type StatsRouteDeps = DashboardDeps & { eventStats: ReturnType<typeof sharedEventStats> }
+
+const statsApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, deps) => {
   app.get(
     '/events/:event_id/stats',
     {
@@ -119,7 +123,7 @@ const statsApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, dep
     async (request) => {
       const { event_id } = request.params
       if (!hasScope(claimsOf(request), event_id, 'reports:read')) throw new ForbiddenError()
-      return eventStats(deps, event_id, request.query.range ?? '24h')
+      return deps.eventStats(event_id, request.query.range ?? '24h')
     },
   )
 }
@@ -142,7 +146,7 @@ function sessionOf(request: FastifyRequest): Session {
   return request.dashboardSession
 }
 
-const sessionApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, deps) => {
   app.get(
     '/dashboard/api/events/:event_id/stats',
     {
@@ -162,7 +166,7 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, d
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       reply.header('cache-control', 'no-store')
-      return eventStats(deps, event_id, request.query.range ?? '24h')
+      return deps.eventStats(event_id, request.query.range ?? '24h')
     },
   )
 }

@@ -4,6 +4,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
 import { fromMinorUnits } from '../platform/formats.js'
+import { sharedReads } from '../platform/shared-reads.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   balancesLoaded,
@@ -107,6 +108,23 @@ export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: V
     const f = figures.get(e.id) ?? { issued: 0, used: 0, revenue: 0 }
     return { ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } }
   })
+}
+
+/**
+ * How often one process reads one event's figures for one range, at most. Callers never get stale
+ * figures: a call waits for a read that starts after it arrived, shared with the calls that arrive
+ * meanwhile, so a poll answers in at most this much plus the read itself.
+ */
+export const STATS_MIN_INTERVAL_MS = 250
+
+/**
+ * `eventStats` shared by the callers of one app (see `sharedReads`): any number of dashboards polling
+ * one event cost at most four reads a second, and ticket use at the gate keeps its speed.
+ */
+export function sharedEventStats(deps: StatsDeps) {
+  const shared = sharedReads<Static<typeof EventStats>>(STATS_MIN_INTERVAL_MS)
+  return (eventId: number, range: Range) =>
+    shared(`${eventId} ${range}`, () => eventStats(deps, eventId, range))
 }
 
 /**
