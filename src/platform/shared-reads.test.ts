@@ -30,7 +30,8 @@ test('callers that arrive together share one read, which starts after each of th
   assert.equal(starts.length, 2)
   assert.equal(answers[0], starts[0])
   assert.deepEqual(new Set(answers.slice(1)), new Set([starts[1]]))
-  answers.forEach((startedAt, i) => assert.ok(startedAt >= arrivals[i]!, `caller ${i} got an older read`))
+  for (const [i, startedAt] of answers.entries())
+    assert.ok(startedAt >= arrivals[i]!, `caller ${i} got an older read`)
 })
 
 test('back-to-back callers read one key at most once an interval; other keys are not held back', async () => {
@@ -50,7 +51,10 @@ test('back-to-back callers read one key at most once an interval; other keys are
   await Promise.all(Array.from({ length: 8 }, caller))
   const elapsed = performance.now() - began
   assert.ok(calls > a.starts.length, 'callers shared no read')
-  assert.ok(a.starts.length <= Math.floor(elapsed / interval) + 1, `${a.starts.length} reads in ${elapsed} ms`)
+  assert.ok(
+    a.starts.length <= Math.floor(elapsed / interval) + 1,
+    `${a.starts.length} reads in ${elapsed} ms`,
+  )
   // Node's timers keep millisecond time and may fire up to a millisecond early.
   for (let i = 1; i < a.starts.length; i++) assert.ok(a.starts[i]! - a.starts[i - 1]! >= interval - 2)
   // Key b was never read: its first caller starts at once, however busy key a was.
