@@ -99,11 +99,16 @@ const FeedPage = Type.Object({
   has_more: Type.Boolean({ description: 'Another page follows at once' }),
 })
 
-function sendSnapshotPage(reply: FastifyReply, page: SnapshotPage, encoding: 'br' | 'gzip' | undefined) {
+async function sendSnapshotPage(
+  reply: FastifyReply,
+  page: SnapshotPage,
+  encoding: 'br' | 'gzip' | undefined,
+) {
+  const body = encoding ? await page.encoded(encoding) : page.identity
   reply.header('content-type', 'application/json; charset=utf-8').header('vary', 'accept-encoding')
   if (encoding) reply.header('content-encoding', encoding)
   // Sent as it is (a Buffer is not serialised again); the schema above describes what it holds.
-  return reply.send(encoding ? page[encoding] : page.identity)
+  return reply.send(body)
 }
 
 export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app, deps) => {

@@ -32,19 +32,23 @@ export interface EdgeServiceDeps {
   codes: TicketCodes
 }
 
-/** A page of a first-sync snapshot, encoded once and compressed once for every scanner. */
+/** A page of a first-sync snapshot, encoded once and compressed once per encoding for every scanner. */
 export interface SnapshotPage {
   /** The transfer id the page starts after (the `.id` part of the cursor that asks for it). */
   after: number
   identity: Buffer
-  gzip: Buffer
-  br: Buffer
+  /** The page compressed: brotli is made while the snapshot is built, gzip when first asked for. */
+  encoded(encoding: 'br' | 'gzip'): Promise<Buffer>
 }
 
 interface Snapshot {
   /** The feed position the snapshot was taken at: a scanner's deltas continue from it. */
   position: number
-  pages: SnapshotPage[]
+  /**
+   * The pages by the transfer id they start after. A page is listed as soon as the page before it was
+   * read, so a scanner takes page n while page n + 1 is being built.
+   */
+  pages: Map<number, Promise<SnapshotPage>>
 }
 
 /**
@@ -60,25 +64,37 @@ const FIRST_SYNC_WINDOW_MS = 10 * 60_000
 const gzipAsync = promisify(gzip)
 const brotliAsync = promisify(brotliCompress)
 
-/** Compression off the event loop (zlib's thread pool); brotli at a quality that keeps building quick. */
-async function compressed(json: string): Promise<Omit<SnapshotPage, 'after'>> {
+/**
+ * A snapshot page, compressed off the event loop (zlib's thread pool), each encoding once. Brotli at
+ * quality 4: a page is mostly random ids and digests, which no quality squeezes further (quality 6 made
+ * 100,000 tickets 2.54 MB and took 3 to 6 times as long as quality 4, which makes them 2.48 MB).
+ */
+function snapshotPageOf(after: number, json: string): SnapshotPage {
   const identity = Buffer.from(json)
-  const [gz, br] = await Promise.all([
-    gzipAsync(identity, { level: 6 }),
-    brotliAsync(identity, {
-      params: {
-        [constants.BROTLI_PARAM_QUALITY]: 6,
-        [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
-      },
-    }),
-  ])
-  return { identity, gzip: gz, br }
+  const made = new Map<'br' | 'gzip', Promise<Buffer>>()
+  const encoded = (encoding: 'br' | 'gzip') => {
+    let done = made.get(encoding)
+    if (!done) {
+      done =
+        encoding === 'gzip'
+          ? gzipAsync(identity, { level: 6 })
+          : brotliAsync(identity, {
+              params: {
+                [constants.BROTLI_PARAM_QUALITY]: 4,
+                [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
+              },
+            })
+      made.set(encoding, done)
+    }
+    return done
+  }
+  return { after, identity, encoded }
 }
 
 /** Offline at the gate: the scanner sync feed and the re-issue of a ticket code. */
 export class EdgeService {
-  /** The latest first-sync snapshot of each event (single flight: scanners starting together share one build). */
-  private readonly snapshots = new Map<number, Promise<Snapshot>>()
+  /** The latest first-sync snapshot of each event (scanners starting together share one build). */
+  private readonly snapshots = new Map<number, Snapshot>()
   /** First syncs started per device in the current window. */
   private readonly firstSyncs = new LRUCache<string, { count: number; since: number }>({ max: 50_000 })
 
@@ -123,7 +139,7 @@ export class EdgeService {
         cursor === undefined ? [undefined, 0] : (cursor.split('.').map(Number) as [number, number])
       if (limit === FEED_PAGE_SIZE) {
         const snapshot = await this.snapshot(eventId, position)
-        const page = snapshot?.pages.find((p) => p.after === after)
+        const page = snapshot?.pages.get(after)
         if (page) return page
       }
       const now = position ?? (await feedPosition(db, eventId))
@@ -165,40 +181,65 @@ export class EdgeService {
    * continuation the one taken at `position`, if it is still held.
    */
   private async snapshot(eventId: number, position: number | undefined): Promise<Snapshot | undefined> {
-    const held = this.snapshots.get(eventId)
-    const current = held ? await held.catch(() => undefined) : undefined
-    if (position !== undefined) return current?.position === position ? current : undefined
+    if (position !== undefined) {
+      const held = this.snapshots.get(eventId)
+      return held?.position === position ? held : undefined
+    }
     const now = await feedPosition(this.deps.db, eventId)
     if (now === undefined) throw new NotFoundError('Event not found')
-    if (current && now - current.position <= SNAPSHOT_REUSE_CHANGES && this.snapshots.get(eventId) === held)
-      return current
-    // Another request may have started a newer build meanwhile: share it.
-    const building = this.snapshots.get(eventId)
-    if (building && building !== held) return building
-    const build = this.buildSnapshot(eventId, now)
-    this.snapshots.set(eventId, build)
-    build.catch(() => {
-      if (this.snapshots.get(eventId) === build) this.snapshots.delete(eventId)
-    })
-    return build
+    // Read after the await: a build another request started meanwhile is shared.
+    const latest = this.snapshots.get(eventId)
+    if (latest && now - latest.position <= SNAPSHOT_REUSE_CHANGES) return latest
+    const snapshot = this.buildSnapshot(eventId, now)
+    this.snapshots.set(eventId, snapshot)
+    return snapshot
   }
 
   /**
    * Every ticket of the event, read page by page in id order after the feed position was read: each
    * change up to that position is visible (positions become visible in order), later ones may be too,
-   * and the deltas from the position bring them all.
+   * and the deltas from the position bring them all. Pages are listed as they are read; a build that
+   * fails is forgotten (its scanners' next request starts a new one).
    */
-  private async buildSnapshot(eventId: number, position: number): Promise<Snapshot> {
+  private buildSnapshot(eventId: number, position: number): Snapshot {
     const key_ids = this.deps.keys.keys.map((k) => k.kid)
-    const pages: SnapshotPage[] = []
-    let after = 0
-    for (;;) {
-      const rows = await ticketsAfter(this.deps.db, eventId, after, FEED_PAGE_SIZE + 1)
-      const page = this.snapshotPage(eventId, key_ids, position, rows, FEED_PAGE_SIZE)
-      pages.push({ after, ...(await compressed(JSON.stringify(page))) })
-      if (!page.has_more) return { position, pages }
-      after = rows[FEED_PAGE_SIZE - 1]!.id
+    const snapshot: Snapshot = { position, pages: new Map() }
+    const listed = (after: number) => {
+      let resolve!: (page: SnapshotPage) => void
+      let reject!: (err: unknown) => void
+      const promise = new Promise<SnapshotPage>((res, rej) => {
+        resolve = res
+        reject = rej
+      })
+      promise.catch(() => {}) // a page nobody asked for may fail unobserved
+      snapshot.pages.set(after, promise)
+      return { resolve, reject }
     }
+    let next = listed(0)
+    const build = async () => {
+      let after = 0
+      for (;;) {
+        const rows = await ticketsAfter(this.deps.db, eventId, after, FEED_PAGE_SIZE + 1)
+        const json = JSON.stringify(this.snapshotPage(eventId, key_ids, position, rows, FEED_PAGE_SIZE))
+        const page = snapshotPageOf(after, json)
+        page.encoded('br').catch(() => {}) // started now; a request for it sees its failure
+        const current = next
+        const more = rows.length > FEED_PAGE_SIZE
+        if (more) {
+          after = rows[FEED_PAGE_SIZE - 1]!.id
+          next = listed(after)
+        }
+        current.resolve(page)
+        if (!more) return
+        // SQLite answers synchronously: let ticket uses and the scanners' requests in between pages.
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    }
+    build().catch((err: unknown) => {
+      next.reject(err)
+      if (this.snapshots.get(eventId) === snapshot) this.snapshots.delete(eventId)
+    })
+    return snapshot
   }
 
   /** The event's tickets changed after `cursor`, at most `limit`, and the cursor of the next page. */

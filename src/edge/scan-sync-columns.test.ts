@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { before, test } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { forEachBackend, type TestApp, verifyToken } from '../../test/helpers/app.js'
@@ -11,7 +12,7 @@ import {
   partnerPost,
   seedPartner,
 } from '../../test/helpers/partner.js'
-import { FIRST_SYNCS_PER_DEVICE } from './edge.service.js'
+import { FEED_PAGE_SIZE, FIRST_SYNCS_PER_DEVICE } from './edge.service.js'
 
 /**
  * Issue 25, part 3: a first sync a festival network can carry. The compact encoding (`format=columns`),
@@ -171,5 +172,83 @@ forEachBackend(httpBackends, 'scan-sync: compact encoding, shared first sync, co
     })
     assert.equal(reissue.statusCode, 201)
     assert.equal(reissue.headers['content-encoding'], undefined)
+  })
+
+  test('a first sync of several snapshot pages, served while the snapshot is built: every ticket once, the same bytes for scanners starting together', async () => {
+    // Event 2 gets two and a half snapshot pages of tickets, written as the service writes them.
+    const now = t.clock.now()
+    const type = await t.db.db
+      .insertInto('ticket_types')
+      .values({
+        uid: randomBytes(16).toString('hex'),
+        event_id: 2,
+        name: 'Many',
+        price: 1,
+        ticket_date: '2026-12-18T12:00:00.000',
+        created_at: now,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const link = await t.db.db
+      .insertInto('holder_links')
+      .values({ event_id: 2, email: 'many@example.com', created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    const total = FEED_PAGE_SIZE * 2 + FEED_PAGE_SIZE / 2
+    const uids = new Set<string>()
+    for (let i = 0; i < total; i += 1000) {
+      const rows = Array.from({ length: Math.min(1000, total - i) }, (_, j) => {
+        const uid = randomBytes(16).toString('hex')
+        uids.add(uid.slice(0, 16))
+        return {
+          uid,
+          event_id: 2,
+          ticket_type_id: type.id,
+          company_ticket_id: `many-${i + j}`,
+          email: 'many@example.com',
+          link_id: link.id,
+          balance: 0,
+          promo_balance: 0,
+          status: 'TRANSFERRED',
+          created_at: now,
+          code_digest: randomBytes(16).toString('base64url').slice(0, 22),
+          feed_seq: i + j + 1,
+        }
+      })
+      await t.db.db.insertInto('transfers').values(rows).execute()
+    }
+    await t.db.db.updateTable('events').set({ feed_seq: total }).where('id', '=', 2).execute()
+
+    const firstSync = async (encoding: string) => {
+      const token = deviceToken(t, 1, 2, ++device)
+      const raw: Buffer[] = []
+      const seen: string[] = []
+      let cursor: string | undefined
+      for (;;) {
+        const res = await get(
+          `/events/2/scan-sync?format=columns${cursor ? `&cursor=${cursor}` : ''}`,
+          token,
+          encoding,
+        )
+        assert.equal(res.statusCode, 200, res.body)
+        const page = body(res)
+        raw.push(res.rawPayload)
+        for (let i = 0; i < page.count; i++) seen.push(page.ids.slice(i * 16, i * 16 + 16))
+        cursor = page.cursor
+        if (!page.has_more) break
+        assert.match(cursor!, /^\d+\.\d+$/)
+      }
+      return { raw, seen, cursor }
+    }
+    // Three scanners at once, while the snapshot is being built: one asks for gzip, two for brotli.
+    const [a, b, gz] = await Promise.all([firstSync('br'), firstSync('br'), firstSync('gzip')])
+    for (const sync of [a, b, gz]) {
+      assert.equal(sync.raw.length, 3)
+      assert.equal(sync.seen.length, total)
+      assert.deepEqual(new Set(sync.seen), uids)
+      assert.equal(sync.cursor, String(total))
+    }
+    for (const [i, page] of a.raw.entries())
+      assert.ok(page.equals(b.raw[i]!), `page ${i}: one snapshot for both`)
   })
 })
