@@ -9,9 +9,6 @@ import {
 
 import { type DurationSeries, RequestDurations } from './request-durations.js'
 
-type SendOutcome = 'sent' | 'failed'
-type WebhookOutcome = 'delivered' | 'failed' | 'gave_up'
-
 /**
  * The metrics of one app instance, in a registry of its own: two instances in one process (tests, a
  * blue/green swap) never add to each other's numbers. Features receive this object in their deps and
