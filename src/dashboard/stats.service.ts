@@ -111,15 +111,15 @@ export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: V
 }
 
 /**
- * How often one process reads one event's figures for one range, at most. Callers never get stale
- * figures: a call waits for a read that starts after it arrived, shared with the calls that arrive
- * meanwhile, so a poll answers in at most this much plus the read itself.
+ * While a read of one event's figures for one range runs, further calls wait for the next read, which
+ * starts when it ends and no sooner than this long after it started (see `sharedReads`).
  */
 export const STATS_MIN_INTERVAL_MS = 250
 
 /**
- * `eventStats` shared by the callers of one app (see `sharedReads`): any number of dashboards polling
- * one event cost at most four reads a second, and ticket use at the gate keeps its speed.
+ * `eventStats` shared by the callers of one app: a dashboard alone is answered at once, never from an
+ * older read; any number of dashboards polling one event together cost a read or two every 250 ms, and
+ * ticket use at the gate keeps its speed while they poll.
  */
 export function sharedEventStats(deps: StatsDeps) {
   const shared = sharedReads<Static<typeof EventStats>>(STATS_MIN_INTERVAL_MS)
