@@ -61,6 +61,12 @@ const SNAPSHOT_REUSE_CHANGES = 5000
 export const FIRST_SYNCS_PER_DEVICE = 10
 const FIRST_SYNC_WINDOW_MS = 10 * 60_000
 
+/** Rows a snapshot build reads at once (see `pageOfTickets`). */
+const SNAPSHOT_READ_SLICE = 1000
+
+/** Lets the event loop serve what waits (I/O, timers) before going on. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+
 const gzipAsync = promisify(gzip)
 const brotliAsync = promisify(brotliCompress)
 
@@ -219,7 +225,7 @@ export class EdgeService {
     const build = async () => {
       let after = 0
       for (;;) {
-        const rows = await ticketsAfter(this.deps.db, eventId, after, FEED_PAGE_SIZE + 1)
+        const rows = await this.pageOfTickets(eventId, after)
         const json = JSON.stringify(this.snapshotPage(eventId, key_ids, position, rows, FEED_PAGE_SIZE))
         const page = snapshotPageOf(after, json)
         page.encoded('br').catch(() => {}) // started now; a request for it sees its failure
@@ -231,8 +237,7 @@ export class EdgeService {
         }
         current.resolve(page)
         if (!more) return
-        // SQLite answers synchronously: let ticket uses and the scanners' requests in between pages.
-        await new Promise((resolve) => setImmediate(resolve))
+        await nextTurn()
       }
     }
     build().catch((err: unknown) => {
@@ -240,6 +245,24 @@ export class EdgeService {
       if (this.snapshots.get(eventId) === snapshot) this.snapshots.delete(eventId)
     })
     return snapshot
+  }
+
+  /**
+   * The tickets of a snapshot page and the first of the next (to know whether one follows), read in
+   * slices with a turn of the event loop between them: SQLite answers synchronously, and a ticket use
+   * at the gate should not wait for 5,000 rows to be read.
+   */
+  private async pageOfTickets(eventId: number, after: number): Promise<FeedRow[]> {
+    const rows: FeedRow[] = []
+    let from = after
+    for (;;) {
+      const want = Math.min(SNAPSHOT_READ_SLICE, FEED_PAGE_SIZE + 1 - rows.length)
+      const slice = await ticketsAfter(this.deps.db, eventId, from, want)
+      rows.push(...slice)
+      if (slice.length < want || rows.length > FEED_PAGE_SIZE) return rows
+      from = slice[slice.length - 1]!.id
+      await nextTurn()
+    }
   }
 
   /** The event's tickets changed after `cursor`, at most `limit`, and the cursor of the next page. */
