@@ -44,6 +44,8 @@ export interface SnapshotPage {
 interface Snapshot {
   /** The feed position the snapshot was taken at: a scanner's deltas continue from it. */
   position: number
+  /** When a scanner last asked for it (the service's clock): an idle snapshot is let go. */
+  askedAt: number
   /**
    * The pages by the transfer id they start after. A page is listed as soon as the page before it was
    * read, so a scanner takes page n while page n + 1 is being built.
@@ -57,6 +59,11 @@ interface Snapshot {
  * then catches up with a delta of at most that size). A busier event gets a new snapshot.
  */
 const SNAPSHOT_REUSE_CHANGES = 5000
+/**
+ * A snapshot no scanner asked for in this long is let go (100,000 tickets hold about 7 MB): the next
+ * first sync builds a new one.
+ */
+export const SNAPSHOT_IDLE_MS = 10 * 60_000
 /** A device may start this many first syncs per window (a scanner restarting in a loop cannot hog the service). */
 export const FIRST_SYNCS_PER_DEVICE = 10
 const FIRST_SYNC_WINDOW_MS = 10 * 60_000
@@ -153,6 +160,7 @@ export class EdgeService {
       const rows = await ticketsAfter(db, eventId, after, limit + 1)
       return this.snapshotPage(eventId, key_ids, now, rows, limit)
     }
+    this.forgetIdleSnapshots()
     if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
     const rows = await feedPage(db, eventId, Number(cursor), limit + 1)
     const page = rows.slice(0, limit)
@@ -184,9 +192,25 @@ export class EdgeService {
   /**
    * The snapshot to serve: for a first sync (no position) the latest one unless the feed moved too far
    * past it (then a new one, built once however many scanners ask at the same moment); for a
-   * continuation the one taken at `position`, if it is still held.
+   * continuation the one taken at `position`, if it is still held. Snapshots idle for
+   * `SNAPSHOT_IDLE_MS` are let go first.
    */
   private async snapshot(eventId: number, position: number | undefined): Promise<Snapshot | undefined> {
+    const asked = this.forgetIdleSnapshots()
+    const chosen = await this.chooseSnapshot(eventId, position, asked)
+    if (chosen) chosen.askedAt = asked
+    return chosen
+  }
+
+  /** Lets go of the snapshots no scanner asked for in `SNAPSHOT_IDLE_MS` (on every sync request); returns now. */
+  private forgetIdleSnapshots(): number {
+    const now = this.deps.clock.now()
+    for (const [id, held] of this.snapshots)
+      if (now - held.askedAt >= SNAPSHOT_IDLE_MS) this.snapshots.delete(id)
+    return now
+  }
+
+  private async chooseSnapshot(eventId: number, position: number | undefined, asked: number) {
     if (position !== undefined) {
       const held = this.snapshots.get(eventId)
       return held?.position === position ? held : undefined
@@ -196,7 +220,7 @@ export class EdgeService {
     // Read after the await: a build another request started meanwhile is shared.
     const latest = this.snapshots.get(eventId)
     if (latest && now - latest.position <= SNAPSHOT_REUSE_CHANGES) return latest
-    const snapshot = this.buildSnapshot(eventId, now)
+    const snapshot = this.buildSnapshot(eventId, now, asked)
     this.snapshots.set(eventId, snapshot)
     return snapshot
   }
@@ -207,9 +231,9 @@ export class EdgeService {
    * and the deltas from the position bring them all. Pages are listed as they are read; a build that
    * fails is forgotten (its scanners' next request starts a new one).
    */
-  private buildSnapshot(eventId: number, position: number): Snapshot {
+  private buildSnapshot(eventId: number, position: number, askedAt: number): Snapshot {
     const key_ids = this.deps.keys.keys.map((k) => k.kid)
-    const snapshot: Snapshot = { position, pages: new Map() }
+    const snapshot: Snapshot = { position, askedAt, pages: new Map() }
     const listed = (after: number) => {
       let resolve!: (page: SnapshotPage) => void
       let reject!: (err: unknown) => void
@@ -268,6 +292,7 @@ export class EdgeService {
   /** The event's tickets changed after `cursor`, at most `limit`, and the cursor of the next page. */
   async feed(eventId: number, cursor: number, limit: number) {
     const { db, keys } = this.deps
+    this.forgetIdleSnapshots()
     if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
     const rows = await feedPage(db, eventId, cursor, limit + 1)
     const page = rows.slice(0, limit)

@@ -12,7 +12,7 @@ import {
   partnerPost,
   seedPartner,
 } from '../../test/helpers/partner.js'
-import { FEED_PAGE_SIZE, FIRST_SYNCS_PER_DEVICE } from './edge.service.js'
+import { FEED_PAGE_SIZE, FIRST_SYNCS_PER_DEVICE, SNAPSHOT_IDLE_MS } from './edge.service.js'
 
 /**
  * Issue 25, part 3: a first sync a festival network can carry. The compact encoding (`format=columns`),
@@ -128,6 +128,24 @@ forEachBackend(httpBackends, 'scan-sync: compact encoding, shared first sync, co
     // A snapshot cursor is for the compact encoding only.
     const wrong = await get('/events/1/scan-sync?cursor=1.2', token)
     assert.equal(wrong.statusCode, 422)
+  })
+
+  test('a snapshot no scanner asked for in ten minutes is let go: the next first sync takes a new one', async () => {
+    const cursorOf = async () => body(await get('/events/1/scan-sync?format=columns', freshDevice())).cursor
+    const taken = await cursorOf()
+    await newTransfer(t, keys.write, ticketUid)
+    assert.equal(await cursorOf(), taken, 'reused: the feed moved by one change')
+    t.clock.advance(SNAPSHOT_IDLE_MS - 1000)
+    assert.equal(await cursorOf(), taken, 'asked for again within the idle time: still held')
+    t.clock.advance(SNAPSHOT_IDLE_MS)
+    const after = await cursorOf()
+    const { feed_seq } = await t.db.db
+      .selectFrom('events')
+      .select('feed_seq')
+      .where('id', '=', 1)
+      .executeTakeFirstOrThrow()
+    assert.ok(Number(after) > Number(taken))
+    assert.equal(after, String(feed_seq), 'a new snapshot, taken at the feed position of now')
   })
 
   test('a device may start only so many first syncs; deltas are not counted', async () => {
