@@ -13,19 +13,18 @@ const Index = Type.Object({
   }),
 })
 
+/** Where `GET /` points: the answer's links (its OpenAPI example shows the same). */
+export const INDEX_LINKS = {
+  docs: '/docs',
+  openapi: '/openapi.json',
+  dashboard: '/dashboard',
+  health: '/health',
+  ready: '/ready',
+}
+
 /** `GET /`: where to go from the bare address, instead of a 404. */
 export const indexRoutes: FastifyPluginAsyncTypebox<{ version: string }> = async (app, { version }) => {
-  const body = {
-    service: 'wristband' as const,
-    version,
-    links: {
-      docs: '/docs',
-      openapi: '/openapi.json',
-      dashboard: '/dashboard',
-      health: '/health',
-      ready: '/ready',
-    },
-  }
+  const body = { service: 'wristband' as const, version, links: INDEX_LINKS }
   app.get(
     '/',
     {

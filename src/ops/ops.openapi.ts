@@ -1,22 +1,13 @@
 /** What the OpenAPI document says about the ops operations beyond their route schemas. */
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
+import { INDEX_LINKS } from './index.routes.js'
 
 export const OPS_OPENAPI: FeatureOpenApi = {
   operations: {
     'GET /': {
       operationId: 'getIndex',
       returns: 'Where to go from here',
-      response: {
-        service: 'wristband',
-        version: '0.3.0',
-        links: {
-          docs: '/docs',
-          openapi: '/openapi.json',
-          dashboard: '/dashboard',
-          health: '/health',
-          ready: '/ready',
-        },
-      },
+      response: { service: 'wristband', version: '0.3.0', links: INDEX_LINKS },
     },
     'GET /ready': {
       operationId: 'getReadiness',
