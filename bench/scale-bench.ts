@@ -367,6 +367,7 @@ async function main() {
     ['Redis', await checkRedis(redisUrl)],
   ] as const)
     if (problem) throw new Error(`bench:scale needs ${what}: ${problem}`)
+  const machine = machineLine()
   const load1 = os.loadavg()[0]!
   const [small, large] = await measure()
   const load2 = os.loadavg()[0]!
@@ -405,7 +406,7 @@ async function main() {
   const lines = [
     `# bench:scale — ${f0(SMALL)} vs ${f0(LARGE)}`,
     '',
-    `${machineLine()}; load average ${load1.toFixed(1)} before, ${load2.toFixed(1)} after; ${new Date().toISOString()}`,
+    `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}.`,
     `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links, consumers, refresh tokens, ` +
       `audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure; the 8 pollers made ` +
       `${f0(small.usePolled.polls)} and ${f0(large.usePolled.polls)} stats calls during the polled uses.`,
