@@ -252,7 +252,7 @@ export class EdgeService {
         const rows = await this.pageOfTickets(eventId, after)
         const json = JSON.stringify(this.snapshotPage(eventId, key_ids, position, rows, FEED_PAGE_SIZE))
         const page = snapshotPageOf(after, json)
-        page.encoded('br').catch(() => {}) // started now; a request for it sees its failure
+        const compressing = page.encoded('br')
         const current = next
         const more = rows.length > FEED_PAGE_SIZE
         if (more) {
@@ -261,7 +261,10 @@ export class EdgeService {
         }
         current.resolve(page)
         if (!more) return
-        await nextTurn()
+        // One page compressing at a time, and the event loop free meanwhile: the scanners take this
+        // page, and a ticket use at the gate waits for no more than a slice of reading (a failure is
+        // the page's own: its request answers it).
+        await compressing.catch(() => {})
       }
     }
     build().catch((err: unknown) => {
