@@ -10,11 +10,13 @@ import { AUTH_OPENAPI } from './auth/auth.openapi.js'
 import { CONSUMERS_OPENAPI } from './consumers/consumers.openapi.js'
 import { DASHBOARD_OPENAPI } from './dashboard/dashboard.openapi.js'
 import { DEVICES_OPENAPI } from './devices/devices.openapi.js'
+import { EDGE_OPENAPI } from './edge/edge.openapi.js'
 import { HEALTH_OPENAPI } from './health/health.openapi.js'
 import { HOLDER_OPENAPI } from './holder/holder.openapi.js'
 import { IDP_OPENAPI } from './idp/idp.openapi.js'
 import { METRICS_OPENAPI } from './metrics/metrics.openapi.js'
 import { MFA_OPENAPI } from './mfa/mfa.openapi.js'
+import { OFFLINE_OPENAPI } from './offline/offline.openapi.js'
 import { OPS_OPENAPI } from './ops/ops.openapi.js'
 import { PARTNER_OPENAPI } from './partner/partner.openapi.js'
 import { PASSKEYS_OPENAPI } from './passkeys/passkeys.openapi.js'
@@ -30,6 +32,8 @@ export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
   METRICS_OPENAPI,
   AUTH_OPENAPI,
   TOKENS_OPENAPI,
+  EDGE_OPENAPI,
+  OFFLINE_OPENAPI,
   ADMIN_OPENAPI,
   MFA_OPENAPI,
   PASSKEYS_OPENAPI,
