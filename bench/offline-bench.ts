@@ -2,9 +2,10 @@
 //   1. scan() of codes the scanner synced (digest match) and of codes issued after its last sync
 //      (Ed25519 signature check), on one core;
 //   2. GET /events/{id}/scan-sync for 100,000 tickets: the first full sync (the object form, and the
-//      compact form `format=columns` on the wire with brotli and gzip, a snapshot built then reused) and
-//      an empty delta;
-//   3. ticket use (POST /tickets/{uid}/use) idle and while four scanners do a first sync at once.
+//      compact form `format=columns` on the wire with brotli and gzip, a snapshot built three times, the
+//      median and range, then reused) and an empty delta;
+//   3. ticket use (POST /tickets/{uid}/use), one every 5 ms, idle and while four scanners do a first sync
+//      at once on a new snapshot, in OFFLINE_BENCH_ROUNDS rounds (5) whose uses are pooled.
 // Writes bench/results/offline.md and .json. BENCH_DATABASE_URL=postgres://… measures the feed on
 // PostgreSQL instead of SQLite (bench/results/offline-postgresql.md).
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
