@@ -7,7 +7,6 @@ import { fromMinorUnits } from '../platform/formats.js'
 import { sharedReads } from '../platform/shared-reads.js'
 import type { EventStats } from './stats.schemas.js'
 import {
-  balancesLoaded,
   eventListFigures,
   ticketTypeFigures,
   usesPerGate,
@@ -146,13 +145,12 @@ export async function eventStats(
       starts,
       to,
       types: await ticketTypeFigures(db, eventId),
-      balances: await balancesLoaded(db, eventId),
       perSlot: await usesPerSlot(db, eventId, starts[0]!, to),
       gates: await usesPerGate(db, eventId),
       webhook: await webhookHealth(db, eventId),
     }
   })
-  const { event, starts, to, types, balances, perSlot, gates, webhook } = read
+  const { event, starts, to, types, perSlot, gates, webhook } = read
   const from = starts[0]!
 
   const counts = starts.map(() => 0)
@@ -177,8 +175,8 @@ export async function eventStats(
       claimed: sum((t) => t.claimed),
       used: sum((t) => t.used),
       revenue: fromMinorUnits(sum((t) => t.price * t.issued)),
-      balance_loaded: fromMinorUnits(balances.balance),
-      promo_balance_loaded: fromMinorUnits(balances.promo_balance),
+      balance_loaded: fromMinorUnits(sum((t) => t.balance)),
+      promo_balance_loaded: fromMinorUnits(sum((t) => t.promo_balance)),
     },
     ticket_types: types.map((t) => ({
       ticket_uid: t.uid,

@@ -7,7 +7,8 @@ import { SLOT_MS } from '../platform/db/migrations/019-scale.js'
 
 /**
  * The counters of an event's ticket types (kept by the database in every write of a ticket, migration
- * 019): issued, claimed and used, one row per type, in the order the types were created.
+ * 019): issued, claimed and used, and the balances and promotional balances loaded (minor units), one
+ * row per type, in the order the types were created.
  */
 export async function ticketTypeFigures(db: Db, eventId: number) {
   const measure = (name: string) =>
@@ -23,6 +24,8 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
       measure('issued').as('issued'),
       measure('claimed').as('claimed'),
       measure('used').as('used'),
+      measure('balance').as('balance'),
+      measure('promo_balance').as('promo_balance'),
     ])
     .where('tt.event_id', '=', eventId)
     .groupBy(['tt.id', 'tt.uid', 'tt.name', 'tt.ticket_date', 'tt.price'])
@@ -36,6 +39,8 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
     issued: Number(r.issued),
     claimed: Number(r.claimed),
     used: Number(r.used),
+    balance: Number(r.balance),
+    promo_balance: Number(r.promo_balance),
   }))
 }
 
@@ -67,19 +72,6 @@ export async function eventListFigures(db: Db, eventIds: number[]) {
       { issued: Number(r.issued), used: Number(r.used), revenue: Number(r.revenue ?? 0) },
     ]),
   )
-}
-
-/** Balances and promotional balances loaded through transfers, in minor units. */
-export async function balancesLoaded(db: Db, eventId: number) {
-  const rows = await db
-    .selectFrom('ticket_counts')
-    .select(['measure', (eb) => eb.fn.sum<number>('n').as('n')])
-    .where('event_id', '=', eventId)
-    .where('measure', 'in', ['balance', 'promo_balance'])
-    .groupBy('measure')
-    .execute()
-  const of = (measure: string) => Number(rows.find((r) => r.measure === measure)?.n ?? 0)
-  return { balance: of('balance'), promo_balance: of('promo_balance') }
 }
 
 /** Uses per 5-minute slot (`SLOT_MS`) in [from, to), keyed by the slot's start (epoch ms). */
