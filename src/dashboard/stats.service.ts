@@ -113,7 +113,7 @@ export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: V
  * While a read of one event's figures for one range runs, further calls wait for the next read, which
  * starts when it ends and no sooner than this long after it started (see `sharedReads`).
  */
-export const STATS_MIN_INTERVAL_MS = 250
+const STATS_MIN_INTERVAL_MS = 250
 
 /**
  * `eventStats` shared by the callers of one app: a dashboard alone is answered at once, never from an

@@ -208,7 +208,16 @@ async function takeLiveChallenge(
 }
 
 /** The response's challenge must be the flow's: compared by hash, as stored. */
-const challengeOf = (row: ChallengeRow) => (challenge: string) => sha256Hex(challenge) === row.challenge_hash
+/**
+ * What both ceremonies expect of an answer: the challenge of the flow (stored as its hash), one of the
+ * relying party's origins and its id, and user verification.
+ */
+const expected = (rp: RelyingParty, row: ChallengeRow) => ({
+  expectedChallenge: (challenge: string) => sha256Hex(challenge) === row.challenge_hash,
+  expectedOrigin: [...rp.origins],
+  expectedRPID: rp.rpId,
+  requireUserVerification: true,
+})
 
 export interface PasskeyView {
   id: number
@@ -281,10 +290,7 @@ export async function finishRegistration(
     const verification = await (await webauthn())
       .verifyRegistrationResponse({
         response: input.response,
-        expectedChallenge: challengeOf(row),
-        expectedOrigin: [...rp.origins],
-        expectedRPID: rp.rpId,
-        requireUserVerification: true,
+        ...expected(rp, row),
       })
       .catch((err: unknown) => {
         throw new Refused(refusalOf(err))
@@ -415,10 +421,7 @@ export async function finishSignIn(
     const verification = await (await webauthn())
       .verifyAuthenticationResponse({
         response: input.response,
-        expectedChallenge: challengeOf(row),
-        expectedOrigin: [...rp.origins],
-        expectedRPID: rp.rpId,
-        requireUserVerification: true,
+        ...expected(rp, row),
         credential: {
           id: passkey.credential_id,
           publicKey: new Uint8Array(Buffer.from(passkey.public_key, 'base64url')),
