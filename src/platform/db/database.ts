@@ -75,6 +75,21 @@ function isConstraintViolation(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('23') || code.startsWith('SQLITE_CONSTRAINT'))
 }
 
+/**
+ * `create schema if not exists` does not hold against itself: two processes creating the same new schema
+ * at the same moment (two instances starting on a fresh schema, `wristband migrate` beside a starting
+ * server) both find it missing, and the later one fails on pg_namespace's unique index (23505) or with
+ * 42P06. Either way the schema exists, which is all that was asked.
+ */
+async function ensureSchema(db: Db, schema: string): Promise<void> {
+  try {
+    await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+  } catch (err) {
+    const code = (err as { code?: unknown }).code
+    if (code !== '23505' && code !== '42P06') throw err
+  }
+}
+
 /** `wristband migrate --status`: one line per migration, oldest first. */
 export function formatMigrationStatus(states: MigrationState[]): string {
   return states
@@ -160,7 +175,7 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     pool.on('error', (err) => onError?.(err))
     pool.on('connect', (client) => client.on('error', () => {}))
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
-    if (schema !== 'public') await sql`create schema if not exists ${sql.id(schema)}`.execute(db)
+    if (schema !== 'public') await ensureSchema(db, schema)
     migrationDb = seeingOnly(db, schema)
     readOnly = async () => {
       const r = await sql<{ transaction_read_only: string }>`show transaction_read_only`.execute(db)
