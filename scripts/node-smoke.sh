@@ -8,6 +8,7 @@
 #   bash scripts/node-smoke.sh [LINE ...]        (default: 22 26; needs dist/, i.e. `npm run build`)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/lib.sh"
 lines=("$@")
 [ ${#lines[@]} -gt 0 ] || lines=(22 26)
 [ -f "$root/dist/src/cli.js" ] || { echo "!! dist/ is not built: run npm run build first"; exit 1; }
@@ -40,17 +41,13 @@ for line in "${lines[@]}"; do
   cp -r "$root/src/dashboard/assets" "$app/src/dashboard/"
   ln -s "$root/node_modules" "$app/node_modules"
   data="$app/data"
-  port="$("$bin/node" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+  port="$(free_port "$bin/node")"
   export DATA_DIR="$data" JWT_SECRET="smoke-secret-0123456789abcdef0123456789" WEBHOOK_ALLOW_PRIVATE=true \
     HOST=127.0.0.1 PORT="$port" SHUTDOWN_DRAIN_SECONDS=1 LOG_LEVEL=warn
   (cd "$app" && "$bin/node" bin/wristband.js seed examples/seed.json >/dev/null)
   (cd "$app" && exec "$bin/node" bin/wristband.js serve) &
   pid=$!
-  for _ in $(seq 1 200); do
-    if curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1; then break; fi
-    kill -0 "$pid" 2>/dev/null || { echo "!! Node $line: the service exited before it was ready"; exit 1; }
-    sleep 0.2
-  done
+  wait_ready "$port" "$pid" "Node $line"
   if ! out="$(BASE_URL="http://127.0.0.1:$port" "$bin/node" "$app/examples/walkthrough.mjs" 2>&1)"; then
     echo "$out"
     echo "!! Node $line: the walkthrough failed"
@@ -58,10 +55,7 @@ for line in "${lines[@]}"; do
   fi
   grep -q "walkthrough complete" <<<"$out" || { echo "$out"; echo "!! Node $line: walkthrough incomplete"; exit 1; }
   grep -q "signature valid" <<<"$out" || { echo "$out"; echo "!! Node $line: no signed webhook"; exit 1; }
-  kill -TERM "$pid"
-  code=0
-  wait "$pid" || code=$?
+  stop_gracefully "$pid" "Node $line"
   pid=""
-  [ "$code" = 0 ] || { echo "!! Node $line: SIGTERM exit code $code"; exit 1; }
   echo "ok: Node $version: install, seed, serve, walkthrough, SIGTERM -> exit 0 ($((SECONDS - started)) s)"
 done

@@ -5,6 +5,7 @@
 # test:install`; CI runs it. Needs the npm registry (or its cache).
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
+source "$src/scripts/lib.sh"
 work="$(mktemp -d)"
 pid=""
 cleanup() {
@@ -33,7 +34,7 @@ if [ -e node_modules/typescript ] || [ -e node_modules/tsx ]; then
   echo "!! dev dependencies are still installed after npm prune --omit=dev"
   exit 1
 fi
-port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
+port="$(free_port node)"
 secret="$(node -e 'console.log(require("crypto").randomBytes(32).toString("base64url"))')"
 edge_key="$(node -e 'console.log(require("crypto").generateKeyPairSync("ed25519").privateKey.export({format:"pem",type:"pkcs8"}).toString())')"
 # Production refuses to start without an edge key and without SMTP/SMS (or mail as files, explicitly).
@@ -41,21 +42,11 @@ NODE_ENV=production JWT_SECRET="$secret" EDGE_SIGNING_KEY="$edge_key" MAIL_TRANS
   DATA_DIR="$work/data" HOST=127.0.0.1 PORT="$port" \
   SHUTDOWN_DRAIN_SECONDS=1 LOG_LEVEL=warn node bin/wristband.js serve &
 pid=$!
-for _ in $(seq 1 200); do
-  if curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1; then break; fi
-  kill -0 "$pid" 2>/dev/null || { echo "!! the service exited before it was ready"; exit 1; }
-  sleep 0.3
-done
+wait_ready "$port" "$pid" "production install"
 curl -fsS "http://127.0.0.1:$port/ready"
 echo
-kill -TERM "$pid"
-code=0
-wait "$pid" || code=$?
+stop_gracefully "$pid" "production install"
 pid=""
-if [ "$code" -ne 0 ]; then
-  echo "!! the service exited with $code after SIGTERM"
-  exit 1
-fi
 if curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
   echo "!! something still answers on port $port after SIGTERM"
   exit 1
