@@ -90,7 +90,30 @@ eachBackend(httpBackends, 'migration 015 assigns existing data to partners', (ba
         key: 'k',
         request_hash: 'x',
         status_code: 201,
-        response: JSON.stringify({ status: 201, body: { transfer_uid: 'tr-of-second' } }),
+        // The answer's body as the releases before 015 stored it (keepAnswer): the 201 of POST /companies/transfer.
+        response: JSON.stringify({
+          transfer_uid: 'tr-of-second',
+          ticket_uid: 'tt',
+          company_ticket_id: 'c1',
+          email: 'h@example.com',
+          status: 'TRANSFERRED',
+          created_at: '2026-07-18T12:00:00.000',
+        }),
+        created_at: now,
+      })
+      .execute()
+    // An error answer names no transfer, and leaves the transfers as they are.
+    await db
+      .insertInto('idempotency_keys')
+      .values({
+        api_key_id: 1,
+        key: 'k',
+        request_hash: 'y',
+        status_code: 409,
+        response: JSON.stringify({
+          detail: 'company_ticket_id already used',
+          error: 'duplicate_company_ticket_id',
+        }),
         created_at: now,
       })
       .execute()

@@ -100,7 +100,9 @@ export async function up(db: Kysely<unknown>, { id, dialect }: MigrationContext)
     return p
   }
 
-  // Transfers a key's idempotency record names.
+  // Transfers a key's idempotency record names. The record holds the answer's body as it was sent (what
+  // every release before this one wrote: keepAnswer in partner/idempotency.store.ts), so the body of a
+  // 201 to POST /companies/transfer names its transfer at the top level.
   const records: { api_key_id: number; response: string | null }[] = await q
     .selectFrom('idempotency_keys')
     .select(['api_key_id', 'response'])
@@ -110,7 +112,7 @@ export async function up(db: Kysely<unknown>, { id, dialect }: MigrationContext)
     const partner = partnerOfKey.get(r.api_key_id)
     let uid: unknown
     try {
-      uid = (JSON.parse(r.response!) as { body?: { transfer_uid?: unknown } }).body?.transfer_uid
+      uid = (JSON.parse(r.response!) as { transfer_uid?: unknown } | null)?.transfer_uid
     } catch {
       continue
     }
