@@ -74,6 +74,8 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
       schema: {
         tags: ['holder'],
         summary: 'The event and tickets of a claim link (from the transfer e-mail)',
+        description:
+          'Until the link is claimed each ticket carries its code and QR image; once claimed, the tickets are shown with `ticket_code: null` and no QR image (the account reads them at GET /consumers/me/tickets).',
         params: TokenParams,
         response: { 200: LinkView, ...errorResponses(404) },
       },

@@ -27,22 +27,16 @@ export class HolderService {
     ticket_code: this.deps.codes.render(code_body),
   })
 
-  /** The event and tickets of a claim link, each ticket with its QR image. */
+  /**
+   * The event and tickets of a claim link. Until it is claimed the link is the holder's only way in, so
+   * each ticket carries its code and QR image. Once claimed, the tickets are an account's: the link, a
+   * bearer secret in an e-mail that may have been forwarded, shows them without codes (the account
+   * reads them at GET /consumers/me/tickets), so a re-issue after a leak is not undone by the e-mail.
+   */
   async linkView(token: string) {
-    const { db } = this.deps
-    const link = await findLinkByToken(db, token)
+    const link = await findLinkByToken(this.deps.db, token)
     if (!link) throw new NotFoundError('Unknown or expired link')
-    return {
-      event_uid: link.event_uid,
-      event_name: link.event_name,
-      email: link.email,
-      claimed: link.claimed_at !== null,
-      tickets: await Promise.all(
-        (await ticketsOfLink(db, link.id))
-          .map(this.ticketView)
-          .map(async (t) => (t.ticket_code ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) } : t)),
-      ),
-    }
+    return this.view(link, link.claimed_at === null)
   }
 
   /** Moves a link's tickets and balances to the consumer; claiming again as the same consumer is no change. */
@@ -52,7 +46,27 @@ export class HolderService {
     if (!link) throw new NotFoundError('Unknown or expired link')
     if (!(await claimLink(db, link.id, link.event_id, customerId, clock.now())))
       throw new ConflictError('This link was already claimed by another account', 'already_claimed')
-    return this.linkView(token)
+    // The answer goes to the account that now holds the tickets: with their codes.
+    return this.view({ ...link, claimed_at: link.claimed_at ?? clock.now() }, true)
+  }
+
+  private async view(link: NonNullable<Awaited<ReturnType<typeof findLinkByToken>>>, withCodes: boolean) {
+    const tickets = (await ticketsOfLink(this.deps.db, link.id)).map(this.ticketView)
+    return {
+      event_uid: link.event_uid,
+      event_name: link.event_name,
+      email: link.email,
+      claimed: link.claimed_at !== null,
+      tickets: await Promise.all(
+        tickets.map(async (t) =>
+          !withCodes
+            ? { ...t, ticket_code: null }
+            : t.ticket_code
+              ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) }
+              : t,
+        ),
+      ),
+    }
   }
 
   async ticketsOf(customerId: number) {

@@ -109,6 +109,59 @@ forEachBackend(
       )
     })
 
+    test('once claimed, the link shows no ticket codes: a re-issue after a leak is not undone by the e-mail', async () => {
+      const before = outboxMail(t).length
+      const sent = await partnerPost(t, '/companies/transfer', keys.write, {
+        event_uid: EVENT,
+        email: 'forwarded@example.com',
+        ticket_uid: ticketUid,
+        company_ticket_id: 'leaked-1',
+        balance: 0,
+        promo_balance: 0,
+      })
+      assert.equal(sent.statusCode, 201, sent.body)
+      const token = claimTokenOf(
+        (
+          await waitFor(() =>
+            outboxMail(t)
+              .slice(before)
+              .find((m) => m.to === 'forwarded@example.com'),
+          )
+        ).text,
+      )
+      const link = () => t.request({ method: 'GET', url: `/holder/links/${token}` })
+      const open = (await link()).json().tickets[0]
+      assert.match(open.ticket_code, /^ey/)
+      assert.match(open.ticket_qr, /^data:image\/png;base64,/)
+
+      // The claim's answer goes to the new owner, with the codes.
+      const claimed = await claim(token, alice)
+      assert.equal(claimed.statusCode, 200, claimed.body)
+      assert.equal(claimed.json().tickets[0].ticket_code, open.ticket_code)
+
+      const shown = (await link()).json()
+      assert.equal(shown.claimed, true)
+      assert.equal(shown.tickets[0].status, 'CLAIMED')
+      assert.equal(shown.tickets[0].ticket_code, null)
+      assert.equal(shown.tickets[0].ticket_qr, undefined)
+
+      const reissued = await t.request({
+        method: 'POST',
+        url: '/companies/transfer/leaked-1/reissue',
+        headers: { api_key: keys.write },
+      })
+      assert.equal(reissued.statusCode, 200, reissued.body)
+      const current = reissued.json().ticket_code
+      assert.notEqual(current, open.ticket_code)
+      assert.equal((await link()).json().tickets[0].ticket_code, null)
+      const mine = (await t.request({ method: 'GET', url: '/consumers/me/tickets', token: alice })).json()
+      assert.equal(
+        mine.tickets.find((x: { transfer_uid: string }) => x.transfer_uid === sent.json().transfer_uid)
+          .ticket_code,
+        current,
+      )
+    })
+
     test('two consumers claiming one link at once: exactly one wins', async () => {
       const token = await transfersTo('race-claim@example.com', [[10, 0]])
       const answers = await Promise.all([
