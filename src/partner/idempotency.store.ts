@@ -58,11 +58,16 @@ export function findKey(db: Db, k: IdempotencyKey) {
     .executeTakeFirst()
 }
 
-/** Keeps the answer given to the request that holds the key. */
+/** Keeps the answer given to the request that holds the key (as `Keeping.keep` made it: no ticket codes). */
 export async function keepAnswer(db: Db, k: IdempotencyKey, status: number, body: unknown): Promise<void> {
+  await keepStored(db, k, status, JSON.stringify(body))
+}
+
+/** Keeps an answer already in its stored form (JSON). */
+export async function keepStored(db: Db, k: IdempotencyKey, status: number, response: string): Promise<void> {
   await db
     .updateTable('idempotency_keys')
-    .set({ status_code: status, response: JSON.stringify(body) })
+    .set({ status_code: status, response })
     .where('api_key_id', '=', k.apiKeyId)
     .where('key', '=', k.key)
     .execute()

@@ -7,6 +7,7 @@ import {
   deleteExpiredKeys,
   findKey,
   keepAnswer,
+  keepStored,
   releaseKey,
   reserveKey,
   takeOverKey,
@@ -36,6 +37,21 @@ export interface Answer<T> {
 }
 
 /**
+ * How a route whose answers carry ticket codes has them kept and replayed. No stored copy of an
+ * answer holds a code (a code admits its holder at the gate): `keep` is what the record stores, the
+ * answer with its codes null (the transfer_uid stays as the reference), and `replay` renders the
+ * codes again from the transfers as they are now, so a transfer re-issued since comes back with its
+ * current code. `replay` also reads records the previous release kept, whole answers with the code
+ * they were first given, and replaces that code the same way. Only success answers carry codes.
+ */
+export interface Keeping<T> {
+  keep(body: T): T
+  replay(kept: T): Promise<T>
+}
+
+const asIs: Keeping<unknown> = { keep: (body) => body, replay: async (kept) => kept }
+
+/**
  * Runs `fn` at most once per (API key, Idempotency-Key) within 24 hours. The first request reserves
  * the key (a primary-key insert, so two at once cannot both run); a retry with the same body gets the
  * first answer again, with `Idempotent-Replayed: true`; the same key with another request is 422, and
@@ -48,6 +64,7 @@ export async function idempotent<T>(
   reply: FastifyReply,
   apiKeyId: number,
   fn: () => Promise<Answer<T>>,
+  keeping: Keeping<T> = asIs as Keeping<T>,
 ): Promise<T> {
   const header = request.headers['idempotency-key']
   if (header === undefined) return send(reply, await fn())
@@ -84,8 +101,17 @@ export async function idempotent<T>(
         'A request with this Idempotency-Key is still being processed',
         'idempotency_key_in_use',
       )
+    const kept = JSON.parse(first.response ?? 'null') as T
+    if (first.status_code >= 400) {
+      reply.header('idempotent-replayed', 'true')
+      return send(reply, { status: first.status_code, body: kept })
+    }
+    const body = await keeping.replay(kept)
+    // A record of the previous release (its answer with the codes): kept again without them.
+    const stripped = JSON.stringify(keeping.keep(kept))
+    if (stripped !== first.response) await keepStored(db, held, first.status_code, stripped)
     reply.header('idempotent-replayed', 'true')
-    return send(reply, { status: first.status_code, body: JSON.parse(first.response ?? 'null') as T })
+    return send(reply, { status: first.status_code, body })
   }
 
   let answer: Answer<T>
@@ -97,7 +123,7 @@ export async function idempotent<T>(
     else await releaseKey(db, held)
     throw err
   }
-  await keepAnswer(db, held, answer.status, answer.body)
+  await keepAnswer(db, held, answer.status, keeping.keep(answer.body))
   return send(reply, answer)
 }
 

@@ -5,7 +5,7 @@ import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses } from '../platform/schemas.js'
-import { idempotent } from './idempotency.js'
+import { idempotent, type Keeping } from './idempotency.js'
 import {
   CompanyTicketIdParams,
   IdempotencyHeaders,
@@ -20,12 +20,14 @@ import {
   TransferRequest,
 } from './partner.schemas.js'
 import {
+  batchKeeping,
   createTicketType,
   createTransfer,
   createTransfers,
   type PartnerServiceDeps,
   ticketTypesOf,
   transferByCompanyId,
+  transferKeeping,
 } from './partner.service.js'
 import { type Partner, type PartnerAuthDeps, partnerAuth, partnerOf } from './partner-auth.js'
 import { TRANSFER_MAIL_JOB, type TransferMailDeps, transferMailJob } from './transfer-mail.js'
@@ -81,12 +83,17 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
     request: FastifyRequest,
     reply: FastifyReply,
     create: (partner: Partner) => Promise<T>,
+    keeping?: (partner: Partner) => Keeping<T>,
   ) => {
     const partner = partnerOf(request)
-    return idempotent(deps, request, reply, partner.keyId, async () => ({
-      status: 201,
-      body: await create(partner),
-    }))
+    return idempotent(
+      deps,
+      request,
+      reply,
+      partner.keyId,
+      async () => ({ status: 201, body: await create(partner) }),
+      keeping?.(partner),
+    )
   }
 
   app.post(
@@ -142,7 +149,12 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
       },
     },
     async (request, reply) =>
-      createdOnce(request, reply, (partner) => createTransfer(deps, partner, request.body)),
+      createdOnce(
+        request,
+        reply,
+        (partner) => createTransfer(deps, partner, request.body),
+        (partner) => transferKeeping(deps, partner),
+      ),
   )
 
   app.post(
@@ -167,10 +179,17 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
     },
     async (request, reply) => {
       const partner = partnerOf(request)
-      return idempotent(deps, request, reply, partner.keyId, async () => ({
-        status: 200,
-        body: { results: await createTransfers(deps, partner, request.body.transfers) },
-      }))
+      return idempotent(
+        deps,
+        request,
+        reply,
+        partner.keyId,
+        async () => ({
+          status: 200,
+          body: { results: await createTransfers(deps, partner, request.body.transfers) },
+        }),
+        batchKeeping(deps, partner),
+      )
     },
   )
 

@@ -170,8 +170,9 @@ export const IdempotencyHeaders = Type.Object({
       description:
         'Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, ' +
         'kept 24 hours per API key. A retry with the same key and body gets the first answer again (with ' +
-        '`Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, ' +
-        '409 `idempotency_key_in_use`.',
+        "`Idempotent-Replayed: true`), except that each `ticket_code` is the transfer's current code (the new one " +
+        'after a re-issue): codes are not kept, they are rendered again. The same key with another body is 422; ' +
+        'while the first is still running, 409 `idempotency_key_in_use`.',
     }),
   ),
 })

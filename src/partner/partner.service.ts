@@ -14,6 +14,7 @@ import {
 } from '../platform/errors.js'
 import { fromMinorUnits, moneyIssue, toMinorUnits } from '../platform/formats.js'
 import { enqueue, enqueueMany } from '../platform/jobs/jobs.js'
+import type { Keeping } from './idempotency.js'
 import {
   findTicketType,
   findTicketTypes,
@@ -22,6 +23,7 @@ import {
   insertTransfer,
   insertTransfers,
   listTicketTypes,
+  transferCodeBodies,
   usedCompanyTicketIds,
 } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
@@ -296,6 +298,58 @@ export async function createTransfers(
   })
   return results as BatchResult[]
 }
+
+type TransferAnswer = ReturnType<typeof transferCreated>
+
+/**
+ * Transfer answers with the current code of each transfer (its latest re-issue), whatever code they
+ * held: null for a transfer without one (or gone). Codes are rendered from the stored signing input,
+ * as every read of a code is.
+ */
+async function withCurrentCodes(
+  { db, codes }: PartnerServiceDeps,
+  partner: Partner,
+  answers: TransferAnswer[],
+): Promise<TransferAnswer[]> {
+  const bodies = await transferCodeBodies(
+    db,
+    partner.partnerId,
+    answers.map((a) => a.transfer_uid),
+  )
+  return answers.map((a) => ({ ...a, ticket_code: codes.render(bodies.get(a.transfer_uid) ?? null) }))
+}
+
+const withoutCode = (a: TransferAnswer): TransferAnswer => ({ ...a, ticket_code: null })
+
+/** The Idempotency-Key record of POST /companies/transfer: kept without its code, replayed with the current one. */
+export const transferKeeping = (deps: PartnerServiceDeps, partner: Partner): Keeping<TransferAnswer> => ({
+  keep: withoutCode,
+  replay: async (kept) => (await withCurrentCodes(deps, partner, [kept]))[0]!,
+})
+
+/**
+ * The Idempotency-Key record of POST /companies/transfers: the made transfers kept without their codes
+ * and replayed with their current ones; the errors are kept and replayed as they were answered.
+ */
+export const batchKeeping = (
+  deps: PartnerServiceDeps,
+  partner: Partner,
+): Keeping<{ results: BatchResult[] }> => ({
+  keep: ({ results }) => ({
+    results: results.map((r) => ('transfer' in r ? { ...r, transfer: withoutCode(r.transfer) } : r)),
+  }),
+  replay: async ({ results }) => {
+    const made = results.flatMap((r) => ('transfer' in r ? [r.transfer] : []))
+    const current = new Map(
+      (await withCurrentCodes(deps, partner, made)).map((a) => [a.transfer_uid, a] as const),
+    )
+    return {
+      results: results.map((r) =>
+        'transfer' in r ? { ...r, transfer: current.get(r.transfer.transfer_uid)! } : r,
+      ),
+    }
+  },
+})
 
 export async function transferByCompanyId({ db, codes }: PartnerServiceDeps, partner: Partner, id: string) {
   const t = await findTransferByCompanyId(db, partner.partnerId, id)

@@ -89,6 +89,28 @@ export async function insertTransfers(db: Db, rows: Parameters<typeof insertTran
       .execute()
 }
 
+/**
+ * The stored code (its signing input, null without one) of each of a partner's transfers among `uids`,
+ * by uid: what a replayed answer renders its ticket codes from.
+ */
+export async function transferCodeBodies(
+  db: Db,
+  partnerId: number,
+  uids: string[],
+): Promise<Map<string, string | null>> {
+  const bodies = new Map<string, string | null>()
+  for (let i = 0; i < uids.length; i += 500) {
+    const rows = await db
+      .selectFrom('transfers')
+      .select(['uid', 'code_body'])
+      .where('partner_id', '=', partnerId)
+      .where('uid', 'in', uids.slice(i, i + 500))
+      .execute()
+    for (const r of rows) bodies.set(r.uid, r.code_body)
+  }
+  return bodies
+}
+
 /** A partner's transfer with what its answers show, looked up by the partner's identifier. */
 export function findTransferByCompanyId(db: Db, partnerId: number, companyTicketId: string) {
   return db

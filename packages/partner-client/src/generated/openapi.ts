@@ -231,7 +231,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`), except that each `ticket_code` is the transfer's current code (the new one after a re-issue): codes are not kept, they are rendered again. The same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -483,7 +483,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`), except that each `ticket_code` is the transfer's current code (the new one after a re-issue): codes are not kept, they are rendered again. The same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;
@@ -940,7 +940,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`); the same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
+                /** @description Makes the POST safe to retry: 1 to 255 visible ASCII characters (no spaces), e.g. your order line id, kept 24 hours per API key. A retry with the same key and body gets the first answer again (with `Idempotent-Replayed: true`), except that each `ticket_code` is the transfer's current code (the new one after a re-issue): codes are not kept, they are rendered again. The same key with another body is 422; while the first is still running, 409 `idempotency_key_in_use`. */
                 "idempotency-key"?: string;
             };
             path?: never;

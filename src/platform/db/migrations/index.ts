@@ -16,6 +16,7 @@ import * as m014 from './014-gate.js'
 import * as m015 from './015-partners.js'
 import * as m019 from './019-scale.js'
 import * as m020 from './020-passkeys.js'
+import * as m021 from './021-idempotency-without-codes.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -47,6 +48,7 @@ const migrations: [string, MigrationModule][] = [
   ['015-partners', m015],
   ['019-scale', m019],
   ['020-passkeys', m020],
+  ['021-idempotency-without-codes', m021],
 ]
 
 export function migrationNames(): string[] {
