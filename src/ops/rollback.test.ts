@@ -1,9 +1,10 @@
 // Rollback (issue 28.4): the previous release (commit 5e56323, built by scripts/previous-release.sh)
 // runs against a database this release has used, migrated and written to, as after a rollback or
 // beside it during a rolling upgrade. What this release stored must still work there: the
-// administrator's password and MFA, access and refresh tokens, an API key it created, and webhooks
-// signed with the secret the partner was given. PostgreSQL only (the previous release is built
-// without its native SQLite module); skipped loudly without TEST_DATABASE_URL.
+// administrator's password and MFA, access and refresh tokens, an API key it created, webhooks
+// signed with the secret the partner was given, and its Idempotency-Key records (kept without ticket
+// codes). PostgreSQL only (the previous release is built without its native SQLite module); skipped
+// loudly without TEST_DATABASE_URL.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
@@ -58,7 +59,7 @@ describe(`rollback to the previous release (${PREVIOUS_RELEASE})`, {
     await p?.dispose()
   })
 
-  test('what this release stored works on the previous one: password, MFA, tokens, API keys, webhook signatures', {
+  test('what this release stored works on the previous one: password, MFA, tokens, API keys, webhook signatures, idempotency records', {
     timeout: 180_000,
   }, async () => {
     // This release migrates the database and writes, as during an upgrade.
@@ -71,6 +72,9 @@ describe(`rollback to the previous release (${PREVIOUS_RELEASE})`, {
       apiKey: string
       webhookSecret: string
       transferUid: string
+      partnerKey: string
+      idempotentBody: Record<string, string>
+      idempotentAnswer: Record<string, unknown>
     }
     try {
       const keys = await seedPartner(t)
@@ -103,7 +107,22 @@ describe(`rollback to the previous release (${PREVIOUS_RELEASE})`, {
         payload: { url: receiver.url },
       })
       assert.equal(hook.statusCode, 200, hook.body)
-      const transfer = await newTransfer(t, keys.write, await newTicketType(t, keys.write))
+      const ticketUid = await newTicketType(t, keys.write)
+      const transfer = await newTransfer(t, keys.write, ticketUid)
+      // An Idempotency-Key record of this release (kept without the ticket code).
+      const idempotentBody = {
+        event_uid: 'summer-fest-2026',
+        email: 'idem-rollback@example.com',
+        ticket_uid: ticketUid,
+        company_ticket_id: 'idem-rollback-1',
+      }
+      const idempotent = await t.request({
+        method: 'POST',
+        url: '/companies/transfer',
+        headers: { api_key: keys.write, 'idempotency-key': 'rollback-1' },
+        payload: idempotentBody,
+      })
+      assert.equal(idempotent.statusCode, 201, idempotent.body)
       stored = {
         mfaSecret,
         lastStep,
@@ -112,6 +131,9 @@ describe(`rollback to the previous release (${PREVIOUS_RELEASE})`, {
         apiKey: created.json().api_key,
         webhookSecret: hook.json().secret,
         transferUid: transfer.transfer_uid,
+        partnerKey: keys.write,
+        idempotentBody,
+        idempotentAnswer: idempotent.json(),
       }
     } finally {
       await t.close()
@@ -171,6 +193,14 @@ describe(`rollback to the previous release (${PREVIOUS_RELEASE})`, {
       30_000,
       'the notification sent by the previous release',
     )
+    // An Idempotency-Key record of this release, replayed by the previous one: the same answer in the
+    // shape it knows, without the code (which this release does not keep).
+    const replayed = await call('POST', '/companies/transfer', stored.idempotentBody, {
+      api_key: stored.partnerKey,
+      'idempotency-key': 'rollback-1',
+    })
+    assert.equal(replayed.status, 201, JSON.stringify(replayed.body))
+    assert.deepEqual(replayed.body, { ...stored.idempotentAnswer, ticket_code: null })
     const payload = new Webhook(stored.webhookSecret).verify(got.body, got.headers as Record<string, string>)
     assert.equal((payload as { transfer_uid: string }).transfer_uid, stored.transferUid)
   })
