@@ -94,12 +94,6 @@ export async function nextTokenGeneration(db: Db, id: number): Promise<number | 
   return r && r.token_generation - 1
 }
 
-/** The current token generation of the device with this id, or undefined when there is none. */
-export async function tokenGenerationOf(db: Db, id: number): Promise<number | undefined> {
-  const r = await db.selectFrom('devices').select('token_generation').where('id', '=', id).executeTakeFirst()
-  return r?.token_generation
-}
-
 /** Archives a device (it can no longer sign in); false when it was archived already or does not exist. */
 export async function archiveDevice(db: Db, id: number): Promise<boolean> {
   const r = await db

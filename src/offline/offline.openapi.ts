@@ -6,7 +6,7 @@ export const OFFLINE_OPENAPI: FeatureOpenApi = {
   operations: {
     'POST /tokens/offline': {
       operationId: 'createOfflineToken',
-      request: { event_id: 1, device_id: 'gate-north-3' },
+      request: { event_id: 1, device_id: '3' },
       returns: 'The offline token',
       response: { offline_token: OFFLINE_TOKEN, expires_at: OFFLINE_EXPIRES_AT, event_id: 1 },
       errors: MFA_REQUIRED,

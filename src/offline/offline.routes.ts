@@ -9,7 +9,18 @@ import { OfflineService, type OfflineServiceDeps } from './offline.service.js'
 export const OfflineTokenRequest = Type.Object(
   {
     event_id: Type.Integer(),
-    device_id: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 128 }), Type.Null()])),
+    device_id: Type.Optional(
+      Type.Union([
+        Type.String({
+          minLength: 1,
+          maxLength: 128,
+          description:
+            'The id of a registered device of the event, not archived, in canonical decimal (`"3"`); ' +
+            'another form is 422 `int_parsing`, another device 404. Left out or null: a token bound to no device.',
+        }),
+        Type.Null(),
+      ]),
+    ),
   },
   { additionalProperties: false },
 )
@@ -37,6 +48,11 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
         description:
           'For administrators and operators with access to the event. Type `offline`, lifetime ' +
           'OFFLINE_TOKEN_EXPIRE_HOURS, claims rebuilt from the stored record and narrowed to the event. ' +
+          "With `device_id` the token is bound to that device: it carries the device's id (canonical " +
+          'decimal) and its token generation, so archiving the device, rotating its key or `wristband device ' +
+          "revoke` ends it like the device's own tokens. The device must exist, not be archived and be " +
+          'registered at `event_id`: 404 otherwise (one answer for the three); a `device_id` that is not an ' +
+          'integer in canonical decimal (`"07"`, `"+7"`, `"POS-7"`) is 422 `int_parsing` at `body.device_id`. ' +
           "While an administrator's MFA is enabled, the access token needs a fresh `mfa_verified_at` " +
           '(403 `{"detail", "error": "mfa_required"}` otherwise).',
         security: [{ OAuth2PasswordBearer: [] }],

@@ -26,7 +26,12 @@ forEachBackend(httpBackends, 'POST /tokens/offline', (ctx) => {
   }
 
   test('an operator of the event gets an offline token bound to the event and device, 72 hours', async () => {
-    const res = await offline(op, { event_id: 1, device_id: 'POS-7' })
+    const device = await t.db.db
+      .selectFrom('devices')
+      .select(['id', 'token_generation'])
+      .where('event_id', '=', 1)
+      .executeTakeFirstOrThrow()
+    const res = await offline(op, { event_id: 1, device_id: String(device.id) })
     assert.equal(res.statusCode, 200, res.body)
     assert.equal(res.headers['cache-control'], 'no-store')
     const body = res.json()
@@ -36,7 +41,8 @@ forEachBackend(httpBackends, 'POST /tokens/offline', (ctx) => {
     assert.equal(claims.type, 'offline')
     assert.equal(claims.role, 'operator')
     assert.equal(claims.event_id, 1)
-    assert.equal(claims.device_id, 'POS-7')
+    assert.equal(claims.device_id, String(device.id))
+    assert.equal(claims.device_gen, device.token_generation)
     assert.deepEqual(claims.event_ids, [1])
     assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'ticket:scan'] })
     assert.equal(claims.exp - claims.iat, 72 * 3600)
