@@ -4,14 +4,19 @@ import fc from 'fast-check'
 import { sql } from 'kysely'
 import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { dashboardSession } from '../../test/helpers/dashboard.js'
+import { createApiKey } from '../api-keys/api-keys.store.js'
 
 /**
  * Property test over every operation of /openapi.json, so routes added later are covered without
  * touching this file: whatever the body, content type, headers and parameters, the answer is never a
  * 5xx, its status is one the operation documents (or a generic client error), and a 4xx stores nothing.
+ * Then a NUL (U+0000) in a string of the body, a path or a query parameter: always a 4xx, on both
+ * backends (PostgreSQL refuses NUL in text, SQLite would store it).
  */
 
 const RUNS_PER_OPERATION = 40
+const NUL_RUNS_PER_OPERATION = 12
 // Answers any route may give without listing them: auth, routing, size, media type, validation, limits.
 const GENERIC = new Set([400, 401, 404, 405, 413, 415, 422, 429])
 
@@ -46,27 +51,37 @@ const wild: fc.Arbitrary<unknown> = fc.oneof(
   fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
 )
 
-/** Values shaped like the schema most of the time, and anything at all the rest of the time. */
-function valueFor(schema: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknown> {
+/** A string holding U+0000 (NUL), which PostgreSQL refuses in text and every route answers 422. */
+const nulString = fc
+  .tuple(fc.string({ maxLength: 12 }), fc.string({ maxLength: 12 }))
+  .map(([a, b]) => `${a}\u0000${b}`)
+
+/**
+ * Values shaped like the schema most of the time, and anything at all the rest of the time; with
+ * `nul`, every string the schema asks for holds a NUL.
+ */
+function valueFor(schema: JsonSchema | undefined, depth = 0, nul = false): fc.Arbitrary<unknown> {
   if (!schema || depth > 4) return wild
   let fitted: fc.Arbitrary<unknown>
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type
   if (schema.enum) fitted = fc.constantFrom(...schema.enum)
   else if (schema.const !== undefined) fitted = fc.constant(schema.const)
-  else if (schema.anyOf) fitted = fc.oneof(...schema.anyOf.map((s) => valueFor(s, depth + 1)))
+  else if (schema.anyOf) fitted = fc.oneof(...schema.anyOf.map((s) => valueFor(s, depth + 1, nul)))
   else if (type === 'string')
-    fitted = fc.string({ minLength: schema.minLength ?? 0, maxLength: schema.maxLength ?? 40 })
+    fitted = nul
+      ? nulString
+      : fc.string({ minLength: schema.minLength ?? 0, maxLength: schema.maxLength ?? 40 })
   else if (type === 'integer')
     fitted = fc.integer({ min: schema.minimum ?? -1e6, max: schema.maximum ?? 1e6 })
   else if (type === 'number') fitted = fc.double({ noNaN: true })
   else if (type === 'boolean') fitted = fc.boolean()
-  else if (type === 'array') fitted = fc.array(valueFor(schema.items, depth + 1), { maxLength: 5 })
+  else if (type === 'array') fitted = fc.array(valueFor(schema.items, depth + 1, nul), { maxLength: 5 })
   else if (type === 'object' || schema.properties) {
     const props = Object.entries(schema.properties ?? {})
     const keys = props.map(([k]) => k)
     fitted = fc
       .tuple(
-        fc.record(Object.fromEntries(props.map(([k, s]) => [k, valueFor(s, depth + 1)]))),
+        fc.record(Object.fromEntries(props.map(([k, s]) => [k, valueFor(s, depth + 1, nul)]))),
         fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, fc.subarray(keys)),
         fc.oneof(
           { weight: 3, arbitrary: fc.constant({}) },
@@ -167,6 +182,9 @@ forEachBackend(httpBackends, 'fuzz: every documented operation', (ctx) => {
   let t: TestApp
   let operations: [string, string, Operation][]
   let bearer: fc.Arbitrary<string | undefined>
+  let tokens: string[]
+  let partnerKey: string
+  let dashboardCookie: string
   before(async () => {
     t = ctx()
     await t.seed(STANDARD_SEED)
@@ -179,6 +197,18 @@ forEachBackend(httpBackends, 'fuzz: every documented operation', (ctx) => {
     )
     const admin = await login(t, 'root@example.com')
     const operator = await login(t, 'op@example.com', 'operator')
+    tokens = [admin.access_token, operator.access_token]
+    partnerKey = (
+      await createApiKey(t.db.db, {
+        event_id: 1,
+        name: 'fuzz',
+        scopes: ['api:read', 'api:write'],
+        created_by: null,
+        now: t.clock.now(),
+        partner: 'Fuzz',
+      })
+    ).plaintext
+    dashboardCookie = await dashboardSession(t, 'partner1')
     // Real tokens now and then, so validation and permission checks behind authentication are reached.
     bearer = fc.oneof(
       {
@@ -251,6 +281,71 @@ forEachBackend(httpBackends, 'fuzz: every documented operation', (ctx) => {
             },
           ),
           { numRuns: RUNS_PER_OPERATION },
+        )
+      })
+    }
+  })
+  test('a NUL (U+0000) in a string of the body, a path or a query parameter: 4xx, stores nothing', async (s) => {
+    for (const [path, method, op] of operations) {
+      const schema = op.requestBody?.content?.['application/json']?.schema
+      const params = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!)
+      const queryNames = (op.parameters ?? []).filter((p) => p.in === 'query').map((p) => p.name)
+      // Where a NUL can be put: the path, the query the operation documents (others are ignored, as any
+      // undocumented query parameter is), a body with a string in its schema. Not the body of POST
+      // /tokens/verify: a token with a NUL is an invalid token there (200 valid:false, validation.test.ts).
+      const places = [
+        ...(params.length > 0 ? ['path'] : []),
+        ...(queryNames.length > 0 ? ['query'] : []),
+        ...(schema && JSON.stringify(schema).includes('"string"') && path !== '/tokens/verify'
+          ? ['body']
+          : []),
+      ]
+      if (places.length === 0) continue
+      await s.test(`${method} ${path}`, async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.constantFrom(...places),
+            valueFor(schema, 0, true),
+            valueFor(schema),
+            fc.tuple(...params.map(() => fc.tuple(nulString, pathValue))),
+            fc.dictionary(fc.constantFrom(...queryNames, 'x'), nulString, { minKeys: 1, maxKeys: 3 }),
+            fc.option(fc.constantFrom(...tokens), { freq: 6 }),
+            async (place, nulBody, body, values, q, token) => {
+              const payload = JSON.stringify(place === 'body' ? nulBody : body) ?? 'null'
+              // Optional properties dropped, a value of another type: the body may hold no string.
+              if (place === 'body') fc.pre(payload.includes('\\u0000'))
+              let url = path
+              params.forEach((p, i) => {
+                const [withNul, plain] = values[i]!
+                url = url.replace(`{${p}}`, encodeURIComponent(place === 'path' ? withNul : plain))
+              })
+              if (place === 'query') url = `${url}?${new URLSearchParams(q)}`
+              const before = await rowCounts(t)
+              const res = await t.request({
+                method: method as 'GET',
+                url,
+                headers: {
+                  'content-type': 'application/json',
+                  api_key: partnerKey,
+                  ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
+                },
+                // Signed in everywhere, so the NUL meets validation rather than the sign-in redirect.
+                cookies: { wb_session: dashboardCookie },
+                payload,
+              })
+              const status = res.statusCode
+              assert.ok(
+                status >= 400 && status < 500,
+                `${method} ${url} ${payload.slice(0, 200)} answered ${status}: ${res.body.slice(0, 300)}`,
+              )
+              assert.deepEqual(
+                await rowCounts(t),
+                before,
+                `${method} ${url} answered ${status} but stored something`,
+              )
+            },
+          ),
+          { numRuns: NUL_RUNS_PER_OPERATION },
         )
       })
     }

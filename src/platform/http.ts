@@ -27,7 +27,7 @@ import {
   syncedRedisCounters,
 } from './rate-limit.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './schemas.js'
-import { createValidatorCompiler } from './validation.js'
+import { createValidatorCompiler, markedNulFree } from './validation.js'
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -131,7 +131,8 @@ export function registerHttp(app: FastifyInstance): void {
     }
     // A leading byte order mark is skipped, as the TextDecoder this replaced did (RFC 8259 allows it).
     const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf
-    parseJson(request, bytes.toString('utf8', bom ? 3 : 0), done)
+    const text = bytes.toString('utf8', bom ? 3 : 0)
+    parseJson(request, text, (err, value) => done(err, err ? value : markedNulFree(value, text)))
   })
   registerErrorHandler(app)
   app.addSchema(ErrorBody)

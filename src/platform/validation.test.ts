@@ -3,8 +3,18 @@ import { after, before, describe, test } from 'node:test'
 import { Type } from 'typebox'
 import { forEachBackend, STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
+import {
+  deviceToken,
+  newTicketType,
+  newTransfer,
+  type PartnerKeys,
+  partnerGet,
+  partnerPost,
+  seedPartner,
+} from '../../test/helpers/partner.js'
 import { buildApp } from '../app.js'
 import { loadConfig } from './config.js'
+import { NUL_ISSUE_TYPE } from './validation.js'
 
 interface Issue {
   loc: (string | number)[]
@@ -214,6 +224,169 @@ forEachBackend(httpBackends, 'request validation and error bodies', (ctx) => {
   })
 })
 
+const NUL = 'x\u0000y'
+
+forEachBackend(httpBackends, 'a NUL character (U+0000) in a request string', (ctx) => {
+  let t: TestApp
+  let keys: PartnerKeys
+  let ticketUid: string
+  before(async () => {
+    t = ctx()
+    keys = await seedPartner(t)
+    ticketUid = await newTicketType(t, keys.write)
+  })
+
+  /** The one issue of a 422 answer, at `loc`, of the NUL type. */
+  function refusedAt(
+    res: { statusCode: number; body: string; json(): unknown },
+    ...loc: (string | number)[]
+  ) {
+    assert.equal(res.statusCode, 422, res.body)
+    const issue = issueAt(assertValidationShape(res.json()), ...loc)
+    assert.equal(issue.type, NUL_ISSUE_TYPE, res.body)
+    assert.equal(issue.msg, 'String should not contain the NUL character (U+0000)')
+    return issue
+  }
+
+  test('unauthenticated device, login and reset routes: 422 string_nul_character at the field', async () => {
+    const cases: [string, object, string][] = [
+      ['/devices/auth', { dev_mac: NUL, event_id: 1 }, 'dev_mac'],
+      ['/auth/login/device', { dev_mac: NUL, event_id: 1 }, 'dev_mac'],
+      ['/auth/login', { email: NUL, password: 'x' }, 'email'],
+      [
+        '/devices/operator-token',
+        { email: `a${NUL}@b.c`, password: 'x', dev_type: 'POS', dev_mac: 'm' },
+        'email',
+      ],
+      ['/admin/password-reset/email-send', { email: `a${NUL}@b.c` }, 'email'],
+    ]
+    for (const [url, payload, field] of cases) {
+      const issue = refusedAt(await t.request({ method: 'POST', url, payload }), 'body', field)
+      assert.equal(typeof issue.input, 'string', url)
+      assert.ok(String(issue.input).includes('\u0000'), `${url}: the input is echoed as sent`)
+    }
+  })
+
+  test('reported with the other problems of the input; a NUL in a key is reported at the key', async () => {
+    const res = await t.request({ method: 'POST', url: '/auth/login', payload: { email: NUL, [NUL]: 1 } })
+    refusedAt(res, 'body', 'email')
+    refusedAt(res, 'body', NUL)
+    assert.equal(issueAt(assertValidationShape(res.json()), 'body', 'password').type, 'missing')
+    assert.equal(res.json().detail.length, 3, 'the unknown key is not also extra_forbidden')
+  })
+
+  test('use-batch with one NUL scan is refused as a whole and records no use', async () => {
+    const good = await newTransfer(t, keys.write, ticketUid)
+    const other = await newTransfer(t, keys.write, ticketUid)
+    const used_at = new Date(t.clock.now()).toISOString()
+    const batch = (scans: object[]) =>
+      t.request({
+        method: 'POST',
+        url: '/tickets/use-batch',
+        token: deviceToken(t, 1, 1),
+        payload: { scans },
+      })
+    refusedAt(
+      await batch([
+        { transfer_uid: good.transfer_uid, used_at },
+        { transfer_uid: NUL, used_at },
+      ]),
+      'body',
+      'scans',
+      1,
+      'transfer_uid',
+    )
+    refusedAt(
+      await batch([
+        { transfer_uid: good.transfer_uid, used_at },
+        { transfer_uid: other.transfer_uid, used_at, access_gate: NUL },
+      ]),
+      'body',
+      'scans',
+      1,
+      'access_gate',
+    )
+    const used = await t.db.db
+      .selectFrom('transfers')
+      .select('used_at')
+      .where('uid', 'in', [good.transfer_uid, other.transfer_uid])
+      .execute()
+    assert.deepEqual(
+      used.map((r) => r.used_at),
+      [null, null],
+    )
+    // The same batch without the NUL goes through.
+    assert.equal((await batch([{ transfer_uid: good.transfer_uid, used_at }])).statusCode, 200)
+  })
+
+  test('partner routes: body, batch and path; nothing is created', async () => {
+    const post = (url: string, payload: object | undefined) => partnerPost(t, url, keys.write, payload)
+    const transfer = { event_uid: 'summer-fest-2026', email: 'n@example.com', ticket_uid: ticketUid }
+    refusedAt(
+      await post('/companies/transfer', { ...transfer, company_ticket_id: NUL }),
+      'body',
+      'company_ticket_id',
+    )
+    refusedAt(
+      await post('/companies/transfer', {
+        ...transfer,
+        email: `n${NUL}@example.com`,
+        company_ticket_id: 'nul-email',
+      }),
+      'body',
+      'email',
+    )
+    refusedAt(
+      await post('/companies/transfer', {
+        ...transfer,
+        company_ticket_id: 'nul-gate',
+        additional_info: { access_gate: NUL },
+      }),
+      'body',
+      'additional_info',
+      'access_gate',
+    )
+    refusedAt(
+      await post('/companies/ticket', {
+        event_uid: 'summer-fest-2026',
+        name: NUL,
+        price: 1,
+        ticket_date: '2026-07-18T12:00:00.000',
+      }),
+      'body',
+      'name',
+    )
+    refusedAt(
+      await post('/companies/transfers', {
+        event_uid: 'summer-fest-2026',
+        transfers: [
+          { email: 'ok@example.com', ticket_uid: ticketUid, company_ticket_id: 'nul-batch-ok' },
+          { email: 'n@example.com', ticket_uid: ticketUid, company_ticket_id: NUL },
+        ],
+      }),
+      'body',
+      'transfers',
+      1,
+      'company_ticket_id',
+    )
+    refusedAt(await partnerGet(t, '/companies/transfer/%00', keys.write), 'path', 'company_ticket_id')
+    refusedAt(await post('/companies/transfer/a%00b/reissue', undefined), 'path', 'company_ticket_id')
+    refusedAt(await partnerGet(t, '/companies/tickets?event_uid=%00', keys.write), 'query', 'event_uid')
+    for (const id of ['nul-email', 'nul-gate', 'nul-batch-ok'])
+      assert.equal((await partnerGet(t, `/companies/transfer/${id}`, keys.write)).statusCode, 404, id)
+    const names = await t.db.db.selectFrom('ticket_types').select('name').execute()
+    assert.ok(names.every((r) => !r.name.includes('\u0000')))
+  })
+
+  test('POST /tokens/verify: a token or key with a NUL is an invalid one (200 valid:false), as its lane answers', async () => {
+    for (const payload of [{ token: NUL }, { token: `wb_${NUL}` }, { token: 'x', api_key: `wb_${NUL}` }]) {
+      const res = await t.request({ method: 'POST', url: '/tokens/verify', payload })
+      assert.equal(res.statusCode, 200, res.body)
+      assert.deepEqual(res.json(), { valid: false, claims: null })
+    }
+  })
+})
+
 describe('validation of path and query parameters', () => {
   // No route of the spine takes parameters yet, so a probe route is added to a real instance: the
   // mechanism under test is the app's validator compiler and error handler, not the route.
@@ -250,6 +423,20 @@ describe('validation of path and query parameters', () => {
     assert.equal(issue.type, 'int_parsing')
     assert.equal(issue.input, 'abc')
     assert.equal((await app.inject({ method: 'GET', url: '/probe/7' })).statusCode, 200)
+  })
+
+  test('a NUL in a path or query value: string_nul_character, also where an integer is due', async () => {
+    const res = await app.inject({ method: 'GET', url: '/probe/1%00?mode=%00' })
+    assert.equal(res.statusCode, 422)
+    const detail = assertValidationShape(res.json())
+    assert.deepEqual(
+      detail.map((d) => [d.loc, d.type, d.input]),
+      [[['path', 'id'], NUL_ISSUE_TYPE, '1\u0000']],
+      'params are validated first; one issue for the place',
+    )
+    const query = await app.inject({ method: 'GET', url: '/probe/7?mode=a%00' })
+    assert.equal(query.statusCode, 422)
+    assert.equal(issueAt(assertValidationShape(query.json()), 'query', 'mode').type, NUL_ISSUE_TYPE)
   })
 
   test('a bad query value: loc starts at query', async () => {

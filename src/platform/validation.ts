@@ -26,8 +26,136 @@ function makeAjv(coerceTypes: boolean): Ajv {
 export function createValidatorCompiler() {
   const strict = makeAjv(false)
   const coercing = makeAjv(true)
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
-    httpPart === 'body' ? strict.compile(schema) : canonicalIntegers(schema, coercing.compile(schema))
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction => {
+    const validate =
+      httpPart === 'body' ? strict.compile(schema) : canonicalIntegers(schema, coercing.compile(schema))
+    return (schema as NulMarked)[ACCEPTS_NUL] ? validate : refusingNul(validate)
+  }
+}
+
+/** Marks a request schema whose strings may hold U+0000 (see `acceptingNul`). */
+const ACCEPTS_NUL = Symbol('wristband.acceptsNul')
+type NulMarked = { [ACCEPTS_NUL]?: true }
+
+/**
+ * Exempts one request schema from the NUL rule (`refusingNul`): for an input where a NUL is just
+ * another character that matches nothing and is stored nowhere (POST /tokens/verify: such a token is
+ * an invalid one, as its fast lane answers). A symbol, so the OpenAPI document does not show it.
+ */
+export function acceptingNul<T extends object>(schema: T): T {
+  ;(schema as NulMarked)[ACCEPTS_NUL] = true
+  return schema
+}
+
+/** The `type` of the 422 issue for a string holding U+0000. */
+export const NUL_ISSUE_TYPE = 'string_nul_character'
+
+function escapeSegment(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1')
+}
+
+/** JSON bodies whose text had no `\u0000` escape, the only way JSON writes a NUL (`markedNulFree`). */
+const nulFree = new WeakSet<object>()
+
+/**
+ * Called by the JSON body parser with the parsed value and its text: a text without the six characters
+ * `\u0000` holds no NUL, so its value is not walked again (a 500-scan batch costs a search of its
+ * text, a few microseconds, instead of a walk over its 1,500 strings).
+ */
+export function markedNulFree<T>(value: T, text: string): T {
+  if (typeof value === 'object' && value !== null && !text.includes('\\u0000')) nulFree.add(value)
+  return value
+}
+
+/**
+ * Whether a string in `data`, or an object key, holds U+0000: each looked at once, without recursion
+ * (a body may nest thousands of levels deep) and without building a path.
+ */
+function holdsNul(data: unknown): boolean {
+  if (typeof data === 'object' && data !== null && nulFree.has(data)) return false
+  const pending: unknown[] = [data]
+  while (pending.length > 0) {
+    const value = pending.pop()
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return true
+    } else if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) pending.push(value[i])
+    } else if (value !== null && typeof value === 'object') {
+      // A parsed body, query or path: plain objects, nothing enumerable inherited.
+      for (const key in value) {
+        if (key.includes('\u0000')) return true
+        pending.push((value as Record<string, unknown>)[key])
+      }
+    }
+  }
+  return false
+}
+
+/** The places (JSON pointers) of the strings in `data` that hold U+0000, object keys included. */
+function nulPlaces(data: unknown): string[] {
+  const places: string[] = []
+  const pending: [unknown, string][] = [[data, '']]
+  while (pending.length > 0) {
+    const [value, at] = pending.pop()!
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) places.push(at)
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], `${at}/${i}`])
+    } else if (value !== null && typeof value === 'object') {
+      const keys = Object.keys(value)
+      for (let i = keys.length - 1; i >= 0; i--) {
+        const key = keys[i]!
+        const place = `${at}/${escapeSegment(key)}`
+        if (key.includes('\u0000')) places.push(place)
+        else pending.push([(value as Record<string, unknown>)[key], place])
+      }
+    }
+  }
+  return places
+}
+
+/** Where an error points, with the property it names for `required` and `additionalProperties`. */
+function placeOf(e: ErrorObject): string {
+  const p = e.params as Record<string, unknown>
+  if (e.keyword === 'required') return `${e.instancePath}/${escapeSegment(String(p.missingProperty))}`
+  if (e.keyword === 'additionalProperties')
+    return `${e.instancePath}/${escapeSegment(String(p.additionalProperty))}`
+  return e.instancePath
+}
+
+/**
+ * Wraps a validator so a string holding U+0000 (NUL), in a body, a path, a query or a header, is a 422
+ * `string_nul_character` at its `loc` (a key holding one, at the key), reported with the other problems
+ * of the same input: PostgreSQL stores no NUL in text (SQLite would), so the character would otherwise
+ * be a 500 on one backend and stored on the other. The input is looked at before the validator
+ * coerces it, in one pass over it; a JSON body whose text has no `\u0000` escape is not walked at all
+ * (`markedNulFree`).
+ */
+function refusingNul(validate: ValidateFunction): ValidateFunction {
+  const wrapped = ((data: unknown) => {
+    const places = holdsNul(data) ? nulPlaces(data) : []
+    const ok = validate(data)
+    if (places.length === 0) {
+      wrapped.errors = validate.errors
+      return ok
+    }
+    const own: ErrorObject[] = places.map((instancePath) => ({
+      keyword: 'nul',
+      instancePath,
+      schemaPath: '#/nul',
+      params: {},
+      message: 'must not contain U+0000',
+    }))
+    // One issue per place: the NUL one, not also a pattern or length the same string misses.
+    const others = (validate.errors ?? []).filter((e) => {
+      const at = placeOf(e)
+      return !places.some((p) => at === p || at.startsWith(`${p}/`))
+    })
+    wrapped.errors = [...own, ...others]
+    return false
+  }) as ValidateFunction
+  wrapped.schema = validate.schema
+  return wrapped
 }
 
 type JsonSchema = {
@@ -203,6 +331,8 @@ function describe(e: ErrorObject, input: unknown, part: string): { type: string;
         msg: `List should have at most ${p.limit} items`,
         ctx: { max_length: p.limit },
       }
+    case 'nul':
+      return { type: NUL_ISSUE_TYPE, msg: 'String should not contain the NUL character (U+0000)' }
     case 'uniqueItems':
       return { type: 'value_error', msg: 'Value error, items must be unique' }
     case 'type': {

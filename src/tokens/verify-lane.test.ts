@@ -182,6 +182,10 @@ eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify
       { name: 'not a token', body: tok('not-a-token') },
       { name: 'API key', body: tok(key.plaintext) },
       { name: 'unknown API key', body: tok('wb_unknown') },
+      // A NUL is refused as input everywhere else (422); here it makes a token that is simply not valid.
+      { name: 'NUL in the token', body: tok('x\u0000y') },
+      { name: 'NUL in an API key', body: tok('wb_\u0000') },
+      { name: 'NUL in the credential', body: JSON.stringify({ token: 'x', api_key: 'wb_\u0000' }) },
       {
         name: 'with a verify credential',
         body: JSON.stringify({ token: pair.access_token, api_key: credential.plaintext }),

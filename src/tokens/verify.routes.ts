@@ -3,6 +3,7 @@ import type { LevelWithSilent } from 'pino'
 import { type Static, Type } from 'typebox'
 import { errorResponses } from '../platform/schemas.js'
 import { securityHeaders } from '../platform/security-headers.js'
+import { acceptingNul } from '../platform/validation.js'
 import type { TokenService } from './token.service.js'
 import type { VerifyAnswers } from './verify-answer.js'
 import { limitVerifyCallers, type VerifyCallers } from './verify-callers.js'
@@ -30,22 +31,29 @@ export const VERIFY_LIMITS: Readonly<VerifyLimits> = Object.freeze({
   anonymousPerMinute: 600,
 })
 
+/**
+ * The body's strings may hold U+0000 (the rule every other route has, platform/validation.ts): a
+ * token or key with one is simply not a valid one, as the verify lane answers; neither reaches the
+ * database as it is (a key is looked up by its digest).
+ */
 function verifyRequestSchema(limits: VerifyLimits) {
-  return Type.Object(
-    {
-      token: Type.String({ maxLength: limits.maxToken }),
-      api_key: Type.Optional(
-        Type.String({
-          minLength: 1,
-          maxLength: limits.maxApiKey,
-          description:
-            'A verify credential (an API key with scope `tokens:verify`): the request counts against its own ' +
-            "limit (VERIFY_CLIENT_RATE_LIMIT a minute) instead of the address's 600. A key that is not a live " +
-            'verify credential counts as none',
-        }),
-      ),
-    },
-    { additionalProperties: false },
+  return acceptingNul(
+    Type.Object(
+      {
+        token: Type.String({ maxLength: limits.maxToken }),
+        api_key: Type.Optional(
+          Type.String({
+            minLength: 1,
+            maxLength: limits.maxApiKey,
+            description:
+              'A verify credential (an API key with scope `tokens:verify`): the request counts against its own ' +
+              "limit (VERIFY_CLIENT_RATE_LIMIT a minute) instead of the address's 600. A key that is not a live " +
+              'verify credential counts as none',
+          }),
+        ),
+      },
+      { additionalProperties: false },
+    ),
   )
 }
 
