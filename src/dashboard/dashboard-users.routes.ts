@@ -16,11 +16,16 @@ const Username = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z0
 // The seed file's password rule.
 const Password = Type.String({ minLength: 8, maxLength: 128 })
 const EventIds = Type.Array(Type.Integer({ minimum: 1 }), { maxItems: 1000, uniqueItems: true })
+// The partner's name as its API keys give it (`POST /tokens/api-key`'s `partner`).
+const PARTNER_NOTE =
+  "The ticket partner whose webhook receiver and deliveries the user sees on the dashboard, by the name its API keys give (in each of the user's events). Without one the user sees no partner's deliveries; event figures are the same either way."
+const Partner = Type.String({ minLength: 1, maxLength: 100 })
 
 const DashboardUser = Type.Object({
   id: Type.Integer(),
   username: Type.String(),
   event_ids: Type.Array(Type.Integer()),
+  partner: Type.Union([Type.String(), Type.Null()], { description: `${PARTNER_NOTE} Null: none.` }),
   created_at: Type.String({ format: 'date-time' }),
 })
 
@@ -64,7 +69,12 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
         summary: 'Create a dashboard user (superadmin)',
         description: MFA_NOTE,
         body: Type.Object(
-          { username: Username, password: Password, event_ids: EventIds },
+          {
+            username: Username,
+            password: Password,
+            event_ids: EventIds,
+            partner: Type.Optional(Type.Union([Partner, Type.Null()], { description: PARTNER_NOTE })),
+          },
           { additionalProperties: false },
         ),
         response: { 201: DashboardUser, ...errorResponses(401, 403, 404, 409) },
@@ -81,11 +91,17 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
       ...credentialGuard,
       schema: {
         ...common,
-        summary: 'Change the events or the password of a dashboard user (superadmin)',
+        summary: 'Change the events, the partner or the password of a dashboard user (superadmin)',
         description: MFA_NOTE,
         params: IdParams,
         body: Type.Object(
-          { password: Type.Optional(Password), event_ids: Type.Optional(EventIds) },
+          {
+            password: Type.Optional(Password),
+            event_ids: Type.Optional(EventIds),
+            partner: Type.Optional(
+              Type.Union([Partner, Type.Null()], { description: `${PARTNER_NOTE} Null unbinds the user.` }),
+            ),
+          },
           { additionalProperties: false, minProperties: 1 },
         ),
         response: { 200: DashboardUser, ...errorResponses(401, 403, 404) },

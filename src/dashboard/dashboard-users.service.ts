@@ -37,6 +37,7 @@ function view(r: DashboardUserRecord) {
     id: r.id,
     username: r.username,
     event_ids: parseEventIds(r.event_ids),
+    partner: r.partner,
     created_at: new Date(r.created_at).toISOString(),
   }
 }
@@ -44,6 +45,10 @@ function view(r: DashboardUserRecord) {
 /**
  * Dashboard accounts for partners, managed by superadmins (the seed file creates them too). Changing
  * a password or removing an account ends its open dashboard sessions. Every change is audited.
+ *
+ * `partner` binds the account to a ticket partner by name (the name its API keys give, in each of the
+ * account's events): the deliveries page shows it that partner's receiver and deliveries only, and
+ * none while it is bound to no partner. The partner need not exist yet (its first API key creates it).
  */
 export class DashboardUsersService {
   constructor(private readonly deps: DashboardUsersDeps) {}
@@ -70,11 +75,12 @@ export class DashboardUsersService {
 
   async create(
     claims: Claims,
-    input: { username: string; password: string; event_ids: number[] },
+    input: { username: string; password: string; event_ids: number[]; partner?: string | null },
     ip: string,
   ) {
     await this.superadminOnly(claims)
     const { username, password, event_ids } = input
+    const partner = input.partner ?? null
     await this.assertEventsExist(event_ids)
     let created: DashboardUserRecord
     try {
@@ -82,6 +88,7 @@ export class DashboardUsersService {
         username,
         password_hash: await hashPassword(password),
         event_ids: event_ids.join(','),
+        partner,
         created_at: this.deps.clock.now(),
       })
     } catch (err) {
@@ -93,15 +100,21 @@ export class DashboardUsersService {
       actor: `admin:${claims.sub}`,
       ip,
       outcome: 'success',
-      detail: { dashboard_user_id: created.id, event_ids },
+      detail: { dashboard_user_id: created.id, event_ids, partner },
     })
     return view(created)
   }
 
-  async update(claims: Claims, id: number, input: { password?: string; event_ids?: number[] }, ip: string) {
+  /** Changes what is given; `partner: null` unbinds the account from its partner. */
+  async update(
+    claims: Claims,
+    id: number,
+    input: { password?: string; event_ids?: number[]; partner?: string | null },
+    ip: string,
+  ) {
     await this.superadminOnly(claims)
     const { db } = this.deps
-    const { password, event_ids } = input
+    const { password, event_ids, partner } = input
     await this.assertExists(id)
     if (event_ids) await this.assertEventsExist(event_ids)
     const passwordHash = password ? await hashPassword(password) : undefined
@@ -109,6 +122,7 @@ export class DashboardUsersService {
       await updateDashboardUser(tx, id, {
         ...(passwordHash ? { password_hash: passwordHash } : {}),
         ...(event_ids ? { event_ids: event_ids.join(',') } : {}),
+        ...(partner !== undefined ? { partner } : {}),
       })
       if (passwordHash) await this.deps.endSessions(tx, 'dashboard_user', id)
     })
@@ -117,7 +131,12 @@ export class DashboardUsersService {
       actor: `admin:${claims.sub}`,
       ip,
       outcome: 'success',
-      detail: { dashboard_user_id: id, password_changed: Boolean(password), event_ids },
+      detail: {
+        dashboard_user_id: id,
+        password_changed: Boolean(password),
+        event_ids,
+        ...(partner !== undefined ? { partner } : {}),
+      },
     })
     return view((await findDashboardUser(db, id))!)
   }

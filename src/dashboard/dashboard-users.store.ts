@@ -4,10 +4,10 @@ import type { DashboardUsersTable } from '../platform/db/schema.js'
 
 export type DashboardUserRecord = Pick<
   Selectable<DashboardUsersTable>,
-  'id' | 'username' | 'event_ids' | 'created_at'
+  'id' | 'username' | 'event_ids' | 'partner' | 'created_at'
 >
 
-const COLUMNS = ['id', 'username', 'event_ids', 'created_at'] as const
+const COLUMNS = ['id', 'username', 'event_ids', 'partner', 'created_at'] as const
 
 export function listDashboardUsers(db: Db): Promise<DashboardUserRecord[]> {
   return db.selectFrom('dashboard_users').select(COLUMNS).orderBy('username').execute()
@@ -30,7 +30,7 @@ export function insertDashboardUser(
 export async function updateDashboardUser(
   db: Db,
   id: number,
-  values: Pick<Updateable<DashboardUsersTable>, 'password_hash' | 'event_ids'>,
+  values: Pick<Updateable<DashboardUsersTable>, 'password_hash' | 'event_ids' | 'partner'>,
 ): Promise<void> {
   await db.updateTable('dashboard_users').set(values).where('id', '=', id).execute()
 }
@@ -39,7 +39,7 @@ export async function updateDashboardUser(
 export async function findDashboardUserSignIn(db: Db, username: string) {
   return db
     .selectFrom('dashboard_users')
-    .select(['id', 'username', 'password_hash', 'event_ids'])
+    .select(['id', 'username', 'password_hash', 'event_ids', 'partner'])
     .where('username', '=', username)
     .executeTakeFirst()
 }
@@ -48,11 +48,14 @@ export async function deleteDashboardUser(db: Db, id: number): Promise<void> {
   await db.deleteFrom('dashboard_users').where('id', '=', id).execute()
 }
 
-/** Seed files: updates the dashboard user with this username, or creates it; returns its id. */
+/**
+ * Seed files: updates the dashboard user with this username, or creates it; returns its id. A partner
+ * left out keeps the stored one (null unbinds).
+ */
 export async function upsertDashboardUser(
   db: Db,
   username: string,
-  values: { password_hash: string; event_ids: string },
+  values: { password_hash: string; event_ids: string; partner?: string | null },
   now: number,
 ): Promise<number> {
   return upsertById(

@@ -3,6 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, login, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession, postSignIn } from '../../test/helpers/dashboard.js'
+import { parseSeed } from '../seed/seed.js'
 
 forEachBackend(httpBackends, 'dashboard users managed by a superadmin', (ctx) => {
   let t: TestApp
@@ -80,6 +81,64 @@ forEachBackend(httpBackends, 'dashboard users managed by a superadmin', (ctx) =>
     assert.equal((await events(session)).statusCode, 303)
     assert.equal((await postSignIn(t, 'changing', 'first-password')).statusCode, 401)
     assert.equal((await postSignIn(t, 'changing', 'second-password')).statusCode, 303)
+  })
+
+  test('a dashboard user is bound to a partner by name: POST, GET, PATCH, and PATCH null unbinds', async () => {
+    const partnerOf = async (id: number) =>
+      (await t.request({ method: 'GET', url: '/admin/dashboard-users', token: root }))
+        .json()
+        .find((u: { id: number }) => u.id === id).partner
+    const plain = await create({ username: 'no-partner', password: 'long-enough-1', event_ids: [1] })
+    assert.equal(plain.json().partner, null)
+    const res = await create({
+      username: 'acme-office',
+      password: 'long-enough-1',
+      event_ids: [1],
+      partner: 'Acme',
+    })
+    assert.equal(res.statusCode, 201, res.body)
+    const id = res.json().id
+    assert.equal(res.json().partner, 'Acme')
+    assert.equal(await partnerOf(id), 'Acme')
+    const patch = (payload: Record<string, unknown>) =>
+      t.request({ method: 'PATCH', url: `/admin/dashboard-users/${id}`, token: root, payload })
+    assert.equal((await patch({ partner: 'Rival' })).json().partner, 'Rival')
+    // Another change leaves the partner as it is.
+    assert.equal((await patch({ event_ids: [1, 2] })).json().partner, 'Rival')
+    const unbound = await patch({ partner: null })
+    assert.equal(unbound.statusCode, 200)
+    assert.equal(unbound.json().partner, null)
+    assert.equal(await partnerOf(id), null)
+    for (const partner of ['', 'x'.repeat(101), 7]) assert.equal((await patch({ partner })).statusCode, 422)
+    const audit = await t.db.db
+      .selectFrom('audit_log')
+      .select('detail')
+      .where('kind', '=', 'dashboard_user_updated')
+      .orderBy('id', 'desc')
+      .executeTakeFirstOrThrow()
+    assert.equal(JSON.parse(String(audit.detail)).partner, null)
+  })
+
+  test('the seed file binds a dashboard user; leaving partner out keeps it, null unbinds', async () => {
+    const user = (partner?: string | null) => ({
+      username: 'seeded-partner',
+      password: 'long-enough-1',
+      event_ids: [1],
+      ...(partner !== undefined ? { partner } : {}),
+    })
+    const partnerOf = async () =>
+      (await t.request({ method: 'GET', url: '/admin/dashboard-users', token: root }))
+        .json()
+        .find((u: { username: string }) => u.username === 'seeded-partner').partner
+    await t.seed({ dashboard_users: [user('Acme')] })
+    assert.equal(await partnerOf(), 'Acme')
+    await t.seed({ dashboard_users: [user()] })
+    assert.equal(await partnerOf(), 'Acme')
+    await t.seed({ dashboard_users: [user(null)] })
+    assert.equal(await partnerOf(), null)
+    // What `wristband seed` checks a file with.
+    assert.deepEqual(parseSeed({ dashboard_users: [user('Acme')] }).dashboard_users![0]!.partner, 'Acme')
+    assert.throws(() => parseSeed({ dashboard_users: [user('')] }), /dashboard_users\/0\/partner/)
   })
 
   test('removing a dashboard user ends their sessions', async () => {

@@ -11,7 +11,13 @@ import {
 } from '../platform/openapi-examples.js'
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
 
-const dashboardUser = { id: 3, username: 'acme-box-office', event_ids: [1], created_at: AT }
+const dashboardUser = {
+  id: 3,
+  username: 'acme-box-office',
+  event_ids: [1],
+  partner: 'Acme Tickets',
+  created_at: AT,
+}
 
 const STATS_FROM = 1784403000 // 2026-07-18T19:30:00Z
 
@@ -89,7 +95,12 @@ export const DASHBOARD_OPENAPI: FeatureOpenApi = {
     },
     'POST /admin/dashboard-users': {
       operationId: 'createDashboardUser',
-      request: { username: 'acme-box-office', password: 'correct horse battery staple', event_ids: [1] },
+      request: {
+        username: 'acme-box-office',
+        password: 'correct horse battery staple',
+        event_ids: [1],
+        partner: 'Acme Tickets',
+      },
       returns: 'The dashboard user created',
       response: dashboardUser,
       errors: {
@@ -99,9 +110,9 @@ export const DASHBOARD_OPENAPI: FeatureOpenApi = {
     },
     'PATCH /admin/dashboard-users/{user_id}': {
       operationId: 'updateDashboardUser',
-      request: { event_ids: [1, 2] },
+      request: { event_ids: [1, 2], partner: null },
       returns: 'The dashboard user as changed',
-      response: { ...dashboardUser, event_ids: [1, 2] },
+      response: { ...dashboardUser, event_ids: [1, 2], partner: null },
       errors: MFA_REQUIRED,
     },
     'DELETE /admin/dashboard-users/{user_id}': {

@@ -8,7 +8,7 @@ import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './de
 import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
 import { EventIdParams } from './stats.schemas.js'
 import { findEvent } from './stats.service.js'
-import { canSeeEvent } from './viewers.js'
+import { canSeeEvent, type Viewer, visiblePartners } from './viewers.js'
 
 /** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DeliveriesPageDeps extends SessionDeps {
@@ -44,24 +44,33 @@ const ResendForm = Type.Object(
 )
 
 /**
- * An event's webhook deliveries for the people who answer for its receiver: the partner's dashboard
- * users of the event, its administrators and network managers (canSeeEvent). Resend is the partner
- * API's retry (same webhook-id), behind the session's CSRF token, and audited.
+ * An event's webhook deliveries for the people who answer for its receivers: its administrators and
+ * network managers (canSeeEvent) see every partner's; a dashboard user of the event only those of the
+ * partner it is bound to (visiblePartners), none while it is bound to none. Resend is the partner API's
+ * retry (same webhook-id), behind the session's CSRF token, and audited.
  */
 export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps> = async (app, deps) => {
   const webhooks = new WebhookDeliveries(deps)
 
   /**
-   * One partner's receiver and deliveries (the page is per partner: decisions.md of 2026-11-25). A
-   * partner of another event is not found; without one named, the event's first partner is shown.
+   * One partner's receiver and deliveries (the page is per partner: decisions.md of 2026-11-25), among
+   * the partners the viewer may see (visiblePartners): a partner of another event, or one the viewer
+   * may not see, is not found; without one named, the first visible partner is shown. A dashboard user
+   * who answers for no partner of the event gets the page without any (`unbound`).
    */
   async function pageData(
+    viewer: Viewer,
     eventId: number,
     query: { status?: (typeof DELIVERY_STATUSES)[number]; before?: number; partner?: number },
     notice: DeliveriesPageData['notice'],
   ): Promise<DeliveriesPageData> {
     const event = await findEvent(deps, eventId)
-    const partners = await webhooks.partnersOf(eventId)
+    const partners = visiblePartners(viewer, await webhooks.partnersOf(eventId))
+    if (viewer.partners !== 'all' && partners.length === 0) {
+      const unbound = { partner: viewer.partners?.name ?? null }
+      const empty = { partners, partner: undefined, receiver: null, deliveries: [], older: undefined }
+      return { event, ...empty, status: undefined, notice: undefined, unbound }
+    }
     const partner = query.partner !== undefined ? partners.find((p) => p.id === query.partner) : partners[0]
     if (query.partner !== undefined && !partner) throw new NotFoundError('No such partner for this event')
     const hook = partner ? await webhooks.receiverOf(partner.id) : undefined
@@ -114,7 +123,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         resent !== undefined
           ? { kind: 'good' as const, text: `Delivery #${resent} is being sent again.` }
           : undefined
-      const data = await pageData(event_id, query, notice)
+      const data = await pageData(session.viewer, event_id, query, notice)
       return reply.type('text/html; charset=utf-8').send(deliveriesPage(session, data))
     },
   )
@@ -162,9 +171,11 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         await denied('csrf_or_access')
         throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
       }
-      // The delivery's partner, provided the delivery is one of this event's.
+      // The delivery's partner, provided the delivery is one of this event's and its partner is one the
+      // viewer may see: another partner's delivery is refused as an unknown one.
       const partnerId = await webhooks.partnerOfDelivery(event_id, delivery_id)
-      if (partnerId === undefined) {
+      const visible = visiblePartners(session.viewer, await webhooks.partnersOf(event_id))
+      if (partnerId === undefined || !visible.some((p) => p.id === partnerId)) {
         await denied('unknown_delivery')
         throw new NotFoundError('No such delivery')
       }
@@ -174,7 +185,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         if (!(err instanceof AppError && err.code === 'webhook_disabled')) throw err
         const text =
           'The receiver is disabled or removed: the partner must register it again before a resend.'
-        const data = await pageData(event_id, { partner: partnerId }, { kind: 'bad', text })
+        const data = await pageData(session.viewer, event_id, { partner: partnerId }, { kind: 'bad', text })
         return reply.code(409).type('text/html; charset=utf-8').send(deliveriesPage(session, data))
       }
       await deps.audit.record({

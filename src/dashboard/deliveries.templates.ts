@@ -35,6 +35,11 @@ export interface DeliveriesPageData {
   /** The id to pass as `before` for the next (older) page, when there is one. */
   older: number | undefined
   notice: { kind: 'good' | 'bad'; text: string } | undefined
+  /**
+   * Set when the viewer (a dashboard user) answers for no partner of this event: it is bound to none
+   * (null) or to a name the event has no partner of. The page then says so and shows no deliveries.
+   */
+  unbound?: { partner: string | null }
 }
 
 const EXCERPT = 80
@@ -72,6 +77,7 @@ export function deliveriesPage(
   data: DeliveriesPageData,
 ): string {
   const base = `/dashboard/events/${data.event.id}/webhooks`
+  if (data.unbound) return unboundPage(session, data, data.unbound.partner)
   const receiver = !data.partner
     ? 'No ticket partner has an API key for this event yet.'
     : data.receiver
@@ -103,6 +109,30 @@ export function deliveriesPage(
   const filterLink = (s: DeliveryStatus | undefined, label: string) =>
     html`<a href="${listUrl(base, data.partner, s ? { status: s } : {})}"${data.status === s ? html` aria-current="page"` : ''}>${label}</a>`
   return deliveriesLayout(session, data, base, receiver, rows, filterLink)
+}
+
+/**
+ * A dashboard user who answers for no partner of the event sees no partner's receiver or deliveries
+ * (partners are isolated from each other), only why and who can change it.
+ */
+function unboundPage(
+  session: { viewer: Viewer; csrfToken: string },
+  data: DeliveriesPageData,
+  partner: string | null,
+): string {
+  const why =
+    partner === null
+      ? 'This account is not bound to a partner of this event'
+      : html`This account is bound to the partner “${partner}”, which is not a partner of this event`
+  return layout(
+    { title: `Webhook deliveries · ${data.event.name}`, session },
+    html`<main class="deliveries">
+    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${data.event.id}">${data.event.name}</a></nav>
+    <div class="heading"><h1>Webhook deliveries</h1></div>
+    <p class="notice" role="status" data-unbound>${why}, so no webhook receiver or deliveries are shown.
+      An administrator can set the account's partner.</p>
+  </main>`,
+  )
 }
 
 /** The page's address for a partner, with more query parameters. */

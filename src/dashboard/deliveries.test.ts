@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
+import { after, before, describe, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { dashboardSession, formToken } from '../../test/helpers/dashboard.js'
@@ -53,8 +53,11 @@ forEachBackend(
       keys = await seedPartner(t)
       await t.seed({
         dashboard_users: [
-          { username: 'partner1', password: 's3cret-pass', event_ids: [1] },
-          { username: 'partner2', password: 's3cret-pass', event_ids: [2] },
+          // Bound to the partners of the keys (seedPartner); acme-dash to none, stray to no partner of event 1.
+          { username: 'partner1', password: 's3cret-pass', event_ids: [1], partner: 'Acme' },
+          { username: 'partner2', password: 's3cret-pass', event_ids: [2], partner: 'Other' },
+          { username: 'acme-dash', password: 's3cret-pass', event_ids: [1] },
+          { username: 'stray', password: 's3cret-pass', event_ids: [1], partner: 'Nobody' },
         ],
       })
       // The receiver fails the first attempt with a body the page shows an excerpt of.
@@ -169,8 +172,8 @@ forEachBackend(
       assert.match(String(audit.detail), new RegExp(`"delivery_id":${deliveryId}`))
     })
 
-    test("the page is per partner: another partner's tab shows none of these deliveries", async () => {
-      const session = await dashboardSession(t, 'partner1')
+    test("the page is per partner: an administrator's tab of another partner shows none of these deliveries", async () => {
+      const session = await dashboardSession(t, 'root@example.com')
       const { partnerId } = await ownerOf(t, keys.rival)
       const rival = await page(session, `?partner=${partnerId}`)
       assert.equal(rival.statusCode, 200)
@@ -196,6 +199,164 @@ forEachBackend(
       assert.equal(res.statusCode, 409)
       assert.match(res.body, /must register it again/)
       assert.equal((await resend(session, 999_999, formToken(body))).statusCode, 404)
+    })
+
+    describe("another partner's deliveries (partners are isolated, own audit F3)", () => {
+      let rivalReceiver: Receiver
+      let rivalDelivery: number
+      let rivalId: number
+      let acmeId: number
+      const RIVAL_TICKET = 'RIVAL-SECRET-1'
+      const deliveryRow = (id: number) =>
+        t.db.db
+          .selectFrom('webhook_deliveries')
+          .select(['status', 'attempts'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow()
+      const deniedFor = (id: number) =>
+        t.db.db
+          .selectFrom('audit_log')
+          .select(['actor', 'detail'])
+          .where('kind', '=', 'webhook_resend')
+          .where('outcome', '=', 'denied')
+          .execute()
+          .then((rows) => rows.filter((r) => JSON.parse(String(r.detail)).delivery_id === id))
+
+      before(async () => {
+        rivalId = (await ownerOf(t, keys.rival)).partnerId
+        acmeId = (await ownerOf(t, keys.write)).partnerId
+        rivalReceiver = await startReceiver()
+        const put = await t.request({
+          method: 'PUT',
+          url: '/companies/webhook',
+          headers: { api_key: keys.rival },
+          payload: { url: rivalReceiver.url },
+        })
+        assert.equal(put.statusCode, 200, put.body)
+        const type = await newTicketType(t, keys.rival)
+        const transfer = await newTransfer(t, keys.rival, type, { company_ticket_id: RIVAL_TICKET })
+        const scanner = (await login(t, 'op@example.com', 'operator')).access_token
+        const use = await t.request({
+          method: 'POST',
+          url: `/tickets/${transfer.transfer_uid}/use`,
+          token: scanner,
+        })
+        assert.equal(use.statusCode, 200, use.body)
+        rivalDelivery = (
+          await t.db.db
+            .selectFrom('webhook_deliveries')
+            .select('id')
+            .where('partner_id', '=', rivalId)
+            .executeTakeFirstOrThrow()
+        ).id
+        await until('the rival delivery to be delivered', async () => {
+          const d = await deliveryRow(rivalDelivery)
+          return d.status === 'delivered' && Number(d.attempts) === 1
+        })
+      })
+      after(() => rivalReceiver.close())
+
+      const notShown = (body: string) => {
+        assert.ok(!body.includes(rivalReceiver.url), "the rival's receiver URL is shown")
+        assert.ok(!body.includes(RIVAL_TICKET), "the rival's company_ticket_id is shown")
+        assert.doesNotMatch(body, new RegExp(`data-delivery="${rivalDelivery}"`))
+      }
+
+      test("a dashboard user of the event (bound or not) neither reads nor resends the rival's deliveries", async () => {
+        for (const who of ['partner1', 'acme-dash', 'stray']) {
+          const session = await dashboardSession(t, who)
+          const named = await page(session, `?partner=${rivalId}`)
+          // Bound to Acme: the rival is not a partner it may see. Not bound (to one of the event): the notice.
+          assert.equal(named.statusCode, who === 'partner1' ? 404 : 200, who)
+          notShown(named.body)
+          notShown((await page(session)).body)
+          const res = await resend(session, rivalDelivery, formToken((await page(session)).body))
+          assert.equal(res.statusCode, 404, who)
+          const denied = await deniedFor(rivalDelivery)
+          assert.equal(JSON.parse(String(denied.at(-1)!.detail)).reason, 'unknown_delivery', who)
+          assert.match(String(denied.at(-1)!.actor), /^dashboard_user:\d+$/)
+        }
+        assert.equal((await deniedFor(rivalDelivery)).length, 3)
+        // Nothing was scheduled again: a resend marks the delivery pending before it answers.
+        assert.deepEqual(await deliveryRow(rivalDelivery), { status: 'delivered', attempts: 1 })
+      })
+
+      test('a dashboard user bound to a partner sees that partner only, in the selector too', async () => {
+        const session = await dashboardSession(t, 'partner1')
+        for (const res of [await page(session), await page(session, `?partner=${acmeId}`)]) {
+          assert.equal(res.statusCode, 200)
+          assert.match(res.body, new RegExp(`data-delivery="${deliveryId}"`))
+          assert.match(res.body, /Partner Acme/)
+          assert.doesNotMatch(res.body, /Rival/)
+          assert.doesNotMatch(res.body, /data-unbound/)
+        }
+      })
+
+      test('a dashboard user bound to no partner of the event sees a notice, no receiver, no deliveries, no Resend', async () => {
+        const unbound = await page(await dashboardSession(t, 'acme-dash'))
+        assert.equal(unbound.statusCode, 200)
+        assert.match(unbound.body, /This account is not bound to a partner of this event/)
+        assert.match(unbound.body, /An administrator can set the account's partner/)
+        const stray = await page(await dashboardSession(t, 'stray'))
+        assert.equal(stray.statusCode, 200)
+        assert.match(stray.body, /bound to the partner “Nobody”, which is not a partner of this event/)
+        for (const body of [unbound.body, stray.body]) {
+          assert.doesNotMatch(body, /data-delivery=/)
+          assert.doesNotMatch(body, />Resend</)
+          assert.doesNotMatch(body, /Receiver <code>/)
+          assert.doesNotMatch(body, /Acme|Rival/)
+        }
+        const session = await dashboardSession(t, 'acme-dash')
+        const res = await resend(session, deliveryId, formToken((await page(session)).body))
+        assert.equal(res.statusCode, 404)
+      })
+
+      test('administrators and network managers see and resend every partner of their events', async () => {
+        for (const who of ['root@example.com', 'ev1@example.com', 'nm@example.com']) {
+          const session = await dashboardSession(t, who)
+          const first = await page(session)
+          assert.match(first.body, /aria-label="Partner"[\s\S]*Acme[\s\S]*Rival/, who)
+          const rival = await page(session, `?partner=${rivalId}`)
+          assert.equal(rival.statusCode, 200, who)
+          assert.ok(rival.body.includes(rivalReceiver.url), who)
+          assert.ok(rival.body.includes(RIVAL_TICKET), who)
+          assert.match(rival.body, new RegExp(`data-delivery="${rivalDelivery}"`))
+        }
+        const session = await dashboardSession(t, 'nm@example.com')
+        const res = await resend(session, rivalDelivery, formToken((await page(session)).body))
+        assert.equal(res.statusCode, 303)
+        assert.match(
+          String(res.headers.location),
+          new RegExp(`\\?partner=${rivalId}&resent=${rivalDelivery}$`),
+        )
+        await until('the resent attempt', async () => rivalReceiver.log.length === 2)
+      })
+
+      test('a new binding (PATCH) applies to an open session at once; null unbinds', async () => {
+        const root = (await login(t, 'root@example.com')).access_token
+        const [user] = (await t.request({ method: 'GET', url: '/admin/dashboard-users', token: root }))
+          .json()
+          .filter((u: { username: string }) => u.username === 'acme-dash')
+        const bind = (partner: string | null) =>
+          t.request({
+            method: 'PATCH',
+            url: `/admin/dashboard-users/${user.id}`,
+            token: root,
+            payload: { partner },
+          })
+        const session = await dashboardSession(t, 'acme-dash')
+        assert.equal((await page(session, `?partner=${rivalId}`)).statusCode, 200)
+        assert.equal((await bind('Rival')).json().partner, 'Rival')
+        const bound = await page(session)
+        assert.ok(bound.body.includes(rivalReceiver.url))
+        assert.match(bound.body, new RegExp(`data-delivery="${rivalDelivery}"`))
+        assert.doesNotMatch(bound.body, new RegExp(`data-delivery="${deliveryId}"`))
+        assert.equal((await page(session, `?partner=${acmeId}`)).statusCode, 404)
+        assert.equal((await bind(null)).json().partner, null)
+        const unbound = await page(session)
+        assert.match(unbound.body, /not bound to a partner of this event/)
+        notShown(unbound.body)
+      })
     })
   },
   { WEBHOOK_ALLOW_PRIVATE: 'true', JOBS_POLL_MS: '20', WEBHOOK_RETRY_SCHEDULE: '600,600,600' },

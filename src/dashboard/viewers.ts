@@ -23,6 +23,22 @@ export interface Viewer {
   /** A superadmin sees every event. */
   allEvents: boolean
   eventIds: number[]
+  /**
+   * Whose webhook receiver and deliveries the viewer sees in its events (partners are isolated from
+   * each other, decisions.md of 2026-11-25): `'all'` for administrators and network managers; for a
+   * dashboard user the partner it is bound to, by name, or null when it is bound to none.
+   */
+  partners: PartnerScope
+}
+
+/** Every partner of the viewer's events, the partner of this name in each of them, or none. */
+export type PartnerScope = 'all' | { name: string } | null
+
+/** The partners of an event a viewer may see, from the event's partners (the order is kept). */
+export function visiblePartners<P extends { name: string }>(viewer: Viewer, partners: P[]): P[] {
+  const scope = viewer.partners
+  if (scope === 'all') return partners
+  return scope === null ? [] : partners.filter((p) => p.name === scope.name)
 }
 
 export interface DashboardAccount {
@@ -84,8 +100,9 @@ export function accountSlots(db: Db, name: string): AccountSlot<DashboardAccount
 }
 
 /**
- * Reloads a signed-in account on every request, so a removed account, a disabled administrator or a
- * narrowed event list takes effect at once rather than when the session ends.
+ * Reloads a signed-in account on every request, so a removed account, a disabled administrator, a
+ * narrowed event list or a dashboard user's changed partner takes effect at once rather than when the
+ * session ends.
  */
 export async function loadViewer(db: Db, kind: string, id: number): Promise<Viewer | null> {
   switch (kind) {
@@ -115,13 +132,19 @@ export async function visibleEvents(db: Db, viewer: Viewer) {
   return listEventSummaries(db, viewer.allEvents ? 'all' : viewer.eventIds)
 }
 
-function dashboardUserViewer(r: { id: number; username: string; event_ids: string }): Viewer {
+function dashboardUserViewer(r: {
+  id: number
+  username: string
+  event_ids: string
+  partner: string | null
+}): Viewer {
   return {
     kind: 'dashboard_user',
     id: r.id,
     label: r.username,
     allEvents: false,
     eventIds: parseEventIds(r.event_ids),
+    partners: r.partner === null ? null : { name: r.partner },
   }
 }
 
@@ -132,6 +155,7 @@ function adminViewer(r: { id: number; email: string; role: string; event_ids: st
     label: r.email,
     allEvents: r.role === 'superadmin',
     eventIds: parseEventIds(r.event_ids),
+    partners: 'all',
   }
 }
 
@@ -142,5 +166,6 @@ function managerViewer(r: { id: number; email: string; event_ids: string }): Vie
     label: r.email,
     allEvents: false,
     eventIds: parseEventIds(r.event_ids),
+    partners: 'all',
   }
 }

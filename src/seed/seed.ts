@@ -122,6 +122,11 @@ export const SeedDocument = Type.Object(
             username: Type.String({ minLength: 1, maxLength: 100 }),
             password: Password,
             event_ids: Type.Optional(EventIds),
+            /**
+             * The ticket partner whose webhook deliveries the user sees, by the name its API keys give;
+             * null unbinds, absent keeps whatever is stored (a new user: none).
+             */
+            partner: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 100 }), Type.Null()])),
           },
           strict,
         ),
@@ -236,7 +241,11 @@ export async function applySeed(
       }
     }
     for (const u of out.dashboard_users ?? []) {
-      const values = { password_hash: h(u.password), event_ids: (u.event_ids ?? []).join(',') }
+      const values = {
+        password_hash: h(u.password),
+        event_ids: (u.event_ids ?? []).join(','),
+        ...(u.partner !== undefined ? { partner: u.partner } : {}),
+      }
       u.id = await upsertDashboardUser(tx, u.username, values, now)
     }
   })

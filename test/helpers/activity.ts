@@ -43,8 +43,9 @@ export async function createActivity(t: TestApp): Promise<Activity> {
   const keys = await seedPartner(t)
   await t.seed({
     dashboard_users: [
-      { username: 'partner1', password: 's3cret-pass', event_ids: [1] },
-      { username: 'partner2', password: 's3cret-pass', event_ids: [2] },
+      // Bound to the partners of the keys (seedPartner): a dashboard user sees its partner's deliveries.
+      { username: 'partner1', password: 's3cret-pass', event_ids: [1], partner: 'Acme' },
+      { username: 'partner2', password: 's3cret-pass', event_ids: [2], partner: 'Other' },
     ],
   })
   const receiver = await startReceiver([{ status: 200 }, { status: 200 }, { status: 503 }, { status: 503 }])

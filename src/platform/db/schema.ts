@@ -85,6 +85,8 @@ export interface DashboardUsersTable {
   username: string
   password_hash: string
   event_ids: string
+  /** The partner (by name, in each of its events) whose webhook deliveries it sees; null: none (023). */
+  partner: string | null
   created_at: number
 }
 
