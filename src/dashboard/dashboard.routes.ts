@@ -21,6 +21,7 @@ import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
 import { passkeyPageRoutes } from './passkeys.routes.js'
@@ -39,7 +40,7 @@ import {
   signOut,
 } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
-import { eventsWithFigures, findEvent, sharedEventStats } from './stats.service.js'
+import { eventsWithFigures, figuresFor, findEvent, sharedEventStats } from './stats.service.js'
 import { eventListPage, eventPage, messagePage, signInPage, totpStepPage } from './templates.js'
 import { canSeeEvent } from './viewers.js'
 
@@ -147,6 +148,7 @@ function sessionOf(request: FastifyRequest): Session {
 }
 
 const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, deps) => {
+  const webhooks = new WebhookDeliveries(deps)
   app.get(
     '/dashboard/api/events/:event_id/stats',
     {
@@ -166,7 +168,8 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, 
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       reply.header('cache-control', 'no-store')
-      return deps.eventStats(event_id, request.query.range ?? '24h')
+      const stats = await deps.eventStats(event_id, request.query.range ?? '24h')
+      return figuresFor(session.viewer, event_id, stats, webhooks)
     },
   )
 }

@@ -281,6 +281,29 @@ forEachBackend(
         assert.deepEqual(await deliveryRow(rivalDelivery), { status: 'delivered', attempts: 1 })
       })
 
+      test("the event's figures show a dashboard user its own partner's receiver only, and no partner's last error", async () => {
+        const figures = async (who: string) => {
+          const res = await t.request({
+            method: 'GET',
+            url: '/dashboard/api/events/1/stats',
+            cookies: { wb_session: await dashboardSession(t, who) },
+          })
+          assert.equal(res.statusCode, 200, res.body)
+          return res.json().webhook
+        }
+        // Acme's receiver was removed above: the event's one receiver is the rival's, which is what the
+        // figures used to show to every dashboard user of the event.
+        const staff = await figures('root@example.com')
+        assert.equal(staff.url, rivalReceiver.url)
+        for (const who of ['partner1', 'acme-dash', 'stray']) {
+          const shown = await figures(who)
+          assert.equal(shown.configured, false, who)
+          assert.equal(shown.url, null, who)
+          assert.equal(shown.last_error, null, who)
+          assert.equal(shown.delivered, staff.delivered, "the counts are the event's")
+        }
+      })
+
       test('a dashboard user bound to a partner sees that partner only, in the selector too', async () => {
         const session = await dashboardSession(t, 'partner1')
         for (const res of [await page(session), await page(session, `?partner=${acmeId}`)]) {

@@ -5,6 +5,7 @@ import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
 import { fromMinorUnits } from '../platform/formats.js'
 import { sharedReads } from '../platform/shared-reads.js'
+import type { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   eventListFigures,
@@ -14,7 +15,7 @@ import {
   webhookHealth,
 } from './stats.store.js'
 import type { Range } from './templates.js'
-import { type Viewer, visibleEvents } from './viewers.js'
+import { type Viewer, visibleEvents, visiblePartners } from './viewers.js'
 
 export interface StatsDeps {
   db: Db
@@ -212,6 +213,34 @@ export async function eventStats(
             message: last.error ?? `receiver answered HTTP ${last.status_code}`,
           }
         : null,
+    },
+  }
+}
+
+/**
+ * The figures as one signed-in viewer may see them. Partners are isolated (decisions of 2026-11-25): a
+ * dashboard user sees the receiver of the partner it is bound to (none when it is bound to none of the
+ * event's) and no partner's last error, which may quote another partner's receiver; the delivery counts
+ * stay the event's (numbers only). Administrators and network managers see the event's figures.
+ */
+export async function figuresFor(
+  viewer: Viewer,
+  eventId: number,
+  stats: Static<typeof EventStats>,
+  webhooks: WebhookDeliveries,
+): Promise<Static<typeof EventStats>> {
+  if (viewer.partners === 'all') return stats
+  const [partner] = visiblePartners(viewer, await webhooks.partnersOf(eventId))
+  const hook = partner ? await webhooks.receiverOf(partner.id) : undefined
+  return {
+    ...stats,
+    webhook: {
+      ...stats.webhook,
+      configured: hook !== undefined,
+      url: hook?.url ?? null,
+      disabled: hook?.disabled_at != null,
+      disabled_reason: hook?.disabled_reason ?? null,
+      last_error: null,
     },
   }
 }

@@ -104,6 +104,8 @@ export async function webhookHealth(db: Db, eventId: number) {
     .selectFrom('webhooks')
     .select(['url', 'disabled_at', 'disabled_reason'])
     .where('event_id', '=', eventId)
+    // With several partners, the receiver of the event's first partner (the one its pages show first).
+    .orderBy('partner_id')
     .executeTakeFirst()
   const counts = await db
     .selectFrom('delivery_counts')
