@@ -169,7 +169,7 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, 
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       reply.header('cache-control', 'no-store')
       const stats = await deps.eventStats(event_id, request.query.range ?? '24h')
-      return figuresFor(session.viewer, event_id, stats, webhooks)
+      return figuresFor(deps, session.viewer, event_id, stats, webhooks)
     },
   )
 }

@@ -9,6 +9,7 @@ import type { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import type { EventStats } from './stats.schemas.js'
 import {
   eventListFigures,
+  lastFailedAttempt,
   ticketTypeFigures,
   usesPerGate,
   usesPerSlot,
@@ -207,23 +208,19 @@ export async function eventStats(
       pending: countOf('pending', 0),
       failing: countOf('pending', 1),
       failed: countOf('failed'),
-      last_error: last
-        ? {
-            at: new Date(last.attempted_at).toISOString(),
-            message: last.error ?? `receiver answered HTTP ${last.status_code}`,
-          }
-        : null,
+      last_error: last ? lastErrorOf(last) : null,
     },
   }
 }
 
 /**
  * The figures as one signed-in viewer may see them. Partners are isolated (decisions of 2026-11-25): a
- * dashboard user sees the receiver of the partner it is bound to (none when it is bound to none of the
- * event's) and no partner's last error, which may quote another partner's receiver; the delivery counts
- * stay the event's (numbers only). Administrators and network managers see the event's figures.
+ * dashboard user sees the receiver and the last failed attempt of the partner it is bound to (none when
+ * it is bound to none of the event's); the delivery counts stay the event's (numbers only).
+ * Administrators and network managers see the event's figures.
  */
 export async function figuresFor(
+  { db }: Pick<StatsDeps, 'db'>,
   viewer: Viewer,
   eventId: number,
   stats: Static<typeof EventStats>,
@@ -232,6 +229,7 @@ export async function figuresFor(
   if (viewer.partners === 'all') return stats
   const [partner] = visiblePartners(viewer, await webhooks.partnersOf(eventId))
   const hook = partner ? await webhooks.receiverOf(partner.id) : undefined
+  const last = partner ? await lastFailedAttempt(db, { partnerId: partner.id }) : undefined
   return {
     ...stats,
     webhook: {
@@ -240,7 +238,14 @@ export async function figuresFor(
       url: hook?.url ?? null,
       disabled: hook?.disabled_at != null,
       disabled_reason: hook?.disabled_reason ?? null,
-      last_error: null,
+      last_error: last ? lastErrorOf(last) : null,
     },
+  }
+}
+
+function lastErrorOf(last: { attempted_at: number; status_code: number | null; error: string | null }) {
+  return {
+    at: new Date(last.attempted_at).toISOString(),
+    message: last.error ?? `receiver answered HTTP ${last.status_code}`,
   }
 }

@@ -112,20 +112,29 @@ export async function webhookHealth(db: Db, eventId: number) {
     .select(['status', 'tried', 'n as count'])
     .where('event_id', '=', eventId)
     .execute()
-  const lastError = await db
-    .selectFrom('webhook_attempts as a')
-    .innerJoin('webhook_deliveries as d', 'd.id', 'a.delivery_id')
-    .select(['a.attempted_at', 'a.status_code', 'a.error'])
-    .where('d.event_id', '=', eventId)
-    // The predicate of the partial index webhook_attempts_failed (migration 019), written as it is there.
-    .where(sql<boolean>`(status_code is null or status_code < 200 or status_code >= 300)`)
-    .orderBy('a.attempted_at', 'desc')
-    .orderBy('a.id', 'desc')
-    .limit(1)
-    .executeTakeFirst()
+  const lastError = await lastFailedAttempt(db, { eventId })
   return {
     hook: hook ?? null,
     counts: counts.map((c) => ({ ...c, tried: Number(c.tried), count: Number(c.count) })),
     lastError: lastError ?? null,
   }
+}
+
+/** The last failed delivery attempt of an event's deliveries, or of one partner's. */
+export function lastFailedAttempt(db: Db, of: { eventId: number } | { partnerId: number }) {
+  return (
+    db
+      .selectFrom('webhook_attempts as a')
+      .innerJoin('webhook_deliveries as d', 'd.id', 'a.delivery_id')
+      .select(['a.attempted_at', 'a.status_code', 'a.error'])
+      .where((eb) =>
+        'eventId' in of ? eb('d.event_id', '=', of.eventId) : eb('d.partner_id', '=', of.partnerId),
+      )
+      // The predicate of the partial index webhook_attempts_failed (migration 019), written as it is there.
+      .where(sql<boolean>`(status_code is null or status_code < 200 or status_code >= 300)`)
+      .orderBy('a.attempted_at', 'desc')
+      .orderBy('a.id', 'desc')
+      .limit(1)
+      .executeTakeFirst()
+  )
 }
