@@ -16,7 +16,7 @@ import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '..
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { latestRevokedCodeUses } from '../tickets/tickets.service.js'
+import { latestFlaggedCodeUses } from '../tickets/tickets.service.js'
 import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -514,8 +514,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       const event = await findEvent(deps, event_id)
-      const revokedCodeUses = await latestRevokedCodeUses(deps, event_id)
-      return reply.type('text/html; charset=utf-8').send(eventPage(session, event, revokedCodeUses))
+      const flaggedCodeUses = await latestFlaggedCodeUses(deps, event_id)
+      return reply.type('text/html; charset=utf-8').send(eventPage(session, event, flaggedCodeUses))
     },
   )
 

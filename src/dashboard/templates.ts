@@ -258,19 +258,21 @@ const RANGE_LABELS: Record<Range, string> = {
  * The event page is a frame: the page script fills every figure from the JSON endpoint and keeps
  * refreshing it, so the page and API users read one source.
  */
-/** A use of a re-issued (revoked) code, as the event page lists it. */
-export interface RevokedCodeUse {
+/** A use of a re-issued (revoked) or unknown code, as the event page lists it. */
+export interface FlaggedCodeUse {
   uid: string
   company_ticket_id: string
   used_timestamp: string | null
   used_gate: string | null
   code_version: number
+  used_revoked_code: number | null
+  used_unknown_code: number | null
 }
 
 export function eventPage(
   session: { viewer: Viewer; csrfToken: string },
   event: EventSummary,
-  revokedCodeUses: RevokedCodeUse[] = [],
+  flaggedCodeUses: FlaggedCodeUse[] = [],
 ): string {
   const tile = (key: string, label: string) =>
     html`<div class="tile"><span class="label">${label}</span><span class="value" data-figure="${key}">–</span></div>`
@@ -319,17 +321,17 @@ export function eventPage(
         <p class="chart-note" data-gates-note></p>
       </section>
     </div>
-    <section class="panel" data-revoked-code-uses>
-      <h2>Uses of re-issued codes</h2>
-      <p class="meta">Entries made with a code that had been re-issued (a leaked screenshot, a lost phone), reached the service before the holder's new code: they count, and the holder's later scan met "already used". Latest first.</p>
+    <section class="panel" data-flagged-code-uses>
+      <h2>Uses of re-issued or unknown codes</h2>
+      <p class="meta">Entries made with a code that had been re-issued (a leaked screenshot, a lost phone), reached the service before the holder's new code: they count, and the holder's later scan met "already used". Entries a device uploaded with a code the service never issued for the ticket (a version above the current one, or a code that does not verify) count too: look at the device. Latest first.</p>
       ${
-        revokedCodeUses.length === 0
+        flaggedCodeUses.length === 0
           ? html`<p class="empty">None.</p>`
           : html`<div class="scroll"><table>
-          <thead><tr><th>Used (event time)</th><th>Gate</th><th>Partner's ticket id</th><th>Transfer</th><th class="num">Current code version</th></tr></thead>
-          <tbody>${revokedCodeUses.map(
+          <thead><tr><th>Used (event time)</th><th>Code</th><th>Gate</th><th>Partner's ticket id</th><th>Transfer</th><th class="num">Current code version</th></tr></thead>
+          <tbody>${flaggedCodeUses.map(
             (u) =>
-              html`<tr><td>${u.used_timestamp ?? ''}</td><td>${u.used_gate ?? '–'}</td><td>${u.company_ticket_id}</td><td>${u.uid}</td><td class="num">${u.code_version}</td></tr>`,
+              html`<tr><td>${u.used_timestamp ?? ''}</td><td>${u.used_unknown_code === 1 ? 'unknown' : 're-issued'}</td><td>${u.used_gate ?? '–'}</td><td>${u.company_ticket_id}</td><td>${u.uid}</td><td class="num">${u.code_version}</td></tr>`,
           )}</tbody>
         </table></div>`
       }

@@ -263,7 +263,10 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
       new Date(now + 4 * 60_000).toISOString(),
       new Date(now - 60_000).toISOString(),
     ]
+    // Transferred before the earliest of those times: a scan is never kept from before its ticket existed.
+    t.clock.advance(-OFFLINE_HOURS * hour)
     const fresh = await Promise.all(inside.map(() => newTransfer(t, keys.write, ticketUid)))
+    t.clock.advance(OFFLINE_HOURS * hour)
     const kept = await upload(
       offline,
       fresh.map((v, i) => ({ transfer_uid: v.transfer_uid, used_at: inside[i]! })),

@@ -38,6 +38,13 @@ export const TICKETS_OPENAPI: FeatureOpenApi = {
             used_timestamp: '2026-07-18T20:02:47.000',
             used_at: '2026-07-18T18:02:47.000Z',
           },
+          {
+            transfer_uid: '2a4c6e8f0b1d3f5a7c9e1b3d5f7a9c0e',
+            status: 'USED',
+            used_timestamp: '2026-07-18T20:16:05.000',
+            used_at: '2026-07-18T18:16:05.000Z',
+            revoked_code: true,
+          },
           { transfer_uid: '0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a', status: 'NOT_FOUND' },
         ],
       },

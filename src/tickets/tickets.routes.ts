@@ -1,17 +1,21 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { EdgeKeys } from '../edge/edge-keys.js'
 import type { Config } from '../platform/config.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { MAX_SCANNED_CODE, verifyScannedCode } from './scanned-code.js'
 import { TicketsService, type TicketsServiceDeps } from './tickets.service.js'
 
 export interface TicketRoutesDeps extends TicketsServiceDeps {
   tokens: TokenService
   /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie before it is clock_adjusted. */
   config: Pick<Config, 'OFFLINE_TOKEN_EXPIRE_HOURS'>
+  /** The edge keys, which check the codes scans carry. */
+  edgeKeys: EdgeKeys
 }
 
 /**
@@ -49,7 +53,15 @@ const BatchRequest = Type.Object(
               minimum: 1,
               maximum: 2 ** 31 - 1,
               description:
-                "The scanned code's version (its `n`); a version below the ticket's current one is a re-issued code: the scan still counts, flagged `revoked_code`",
+                "The scanned code's version (its `n`); a version below the ticket's current one is a re-issued code: the scan still counts, flagged `revoked_code`; one above it was never issued: the scan still counts, flagged `unknown_code`",
+            }),
+          ),
+          code: Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: MAX_SCANNED_CODE,
+              description:
+                "The scanned code itself, instead of (or with) its `version`. Checked as a ticket code of this `transfer_uid` (its `typ`, an edge key's signature); its version then wins over `version`, and a scan dated before that version was issued is `clock_adjusted`. A code that does not check out still counts the scan, as one without a version, flagged `unknown_code`",
             }),
           ),
         },
@@ -93,12 +105,18 @@ const BatchResult = Type.Object({
   clock_adjusted: Type.Optional(
     Type.Literal(true, {
       description:
-        "The scan's `used_at` lay outside the accepted window: recorded at the service's time (the claimed time is in the audit log)",
+        "The scan's `used_at` lay outside the accepted window, or before the scanned code existed (before the ticket was created, or before the version a carried `code` shows was issued): recorded at the service's time (the claimed time is in the audit log)",
     }),
   ),
   revoked_code: Type.Optional(
     Type.Literal(true, {
       description: 'The scanned code version had been re-issued; the scan counts all the same',
+    }),
+  ),
+  unknown_code: Type.Optional(
+    Type.Literal(true, {
+      description:
+        'The scanned code was never issued for this ticket (a `version` above its current one, or a `code` that does not verify as one of its codes); the scan counts all the same',
     }),
   ),
 })
@@ -175,7 +193,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         tags: ['tickets'],
         summary: 'Upload scans a device recorded offline (at most 500), answered per scan in order',
         description:
-          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A person who got in is never lost: a scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] (a device clock far off, an upload days late) is recorded at the time the service receives it and answered with `clock_adjusted: true`. A scan carrying the `version` of a re-issued code counts too, answered with `revoked_code: true`. FORBIDDEN means only that this token may not scan this ticket.",
+          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A person who got in is never lost: a scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] (a device clock far off, an upload days late), or before the scanned code existed (the ticket's creation; the issue of the version a carried `code` shows), is recorded at the time the service receives it and answered with `clock_adjusted: true`. A scan may carry the scanned code's `version` or the `code` itself: one of a re-issued code counts too, answered with `revoked_code: true`; one of a code never issued for the ticket (a version above the current one, a code that does not verify as this ticket's) counts, answered with `unknown_code: true`. FORBIDDEN means only that this token may not scan this ticket.",
         security,
         body: BatchRequest,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses(401, 403) },
@@ -206,18 +224,27 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       const results = []
       // A person who got in is never lost: a device time outside the window (a wrong clock, an upload
       // days later) is recorded at the service's time, flagged, rather than refused. Nothing is backdated
-      // before the window, so an offline token cannot rewrite history.
+      // before the window, nor before the ticket (the code the device held) existed, so an offline token
+      // cannot rewrite history; the service decides the latter, against the ticket.
       const now = deps.clock.now()
-      const earliest = now - deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3_600_000
-      const latest = now + USED_AT_MAX_AHEAD_MS
+      const window = {
+        earliest: now - deps.config.OFFLINE_TOKEN_EXPIRE_HOURS * 3_600_000,
+        latest: now + USED_AT_MAX_AHEAD_MS,
+        receivedAt: now,
+      }
       // In order, one at a time: a ticket scanned twice in one batch is USED, then ALREADY_USED.
       for (const s of scans) {
-        const outside = s.usedAt < earliest || s.usedAt > latest
+        // A code that does not verify fails neither the batch nor the scan: the person got in.
+        const code =
+          s.code === undefined
+            ? undefined
+            : (verifyScannedCode(deps.edgeKeys, s.code, s.transfer_uid) ?? ('unknown' as const))
         const r = await tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
-          usedAt: outside ? now : s.usedAt,
+          usedAt: s.usedAt,
           gate: s.access_gate ?? null,
-          ...(outside ? { clockAdjusted: { claimedAt: s.used_at } } : {}),
+          offline: { claimedAt: s.used_at, ...window },
           ...(s.version === undefined ? {} : { version: s.version }),
+          ...(code === undefined ? {} : { code }),
         })
         if (r.status === 'USED' || r.status === 'ALREADY_USED') {
           const { usedAt, ...answer } = r

@@ -7,7 +7,8 @@ import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import type { UseNotification } from '../webhooks/notification.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
-import { findTransferToUse, markUsed, revokedCodeUses, useOf } from './tickets.store.js'
+import type { ScannedCode } from './scanned-code.js'
+import { findTransferToUse, flaggedCodeUses, markUsed, useOf } from './tickets.store.js'
 
 export interface TicketsServiceDeps {
   db: Db
@@ -22,6 +23,11 @@ export interface ScanFlags {
   clock_adjusted?: true
   /** The scanned code version had been re-issued (revoked); the scan still counts. */
   revoked_code?: true
+  /**
+   * The scanned code was never issued for the ticket (a version above its current one, or a code that
+   * does not verify as one of its codes); the scan still counts.
+   */
+  unknown_code?: true
 }
 
 export type ScanOutcome =
@@ -31,17 +37,28 @@ export type ScanOutcome =
   | { status: 'FORBIDDEN' }
 
 export interface Scan {
-  /** When the ticket was scanned (epoch ms), as recorded: the service's time when clockAdjusted. */
+  /** When the ticket was scanned (epoch ms): the service's time online, the device's claimed time offline. */
   usedAt: number
   gate: string | null
-  /** The device's claimed time was outside the window; `claimedAt` is what it said. */
-  clockAdjusted?: { claimedAt: string }
+  /**
+   * An offline scan (use-batch): its `usedAt` is kept only inside [earliest, latest] and not before the
+   * code the device held could have existed; otherwise the scan is recorded at `receivedAt`.
+   */
+  offline?: { claimedAt: string; earliest: number; latest: number; receivedAt: number }
   /** The version of the code the device scanned, when it said. */
   version?: number
+  /**
+   * The code the scan carried: checked (its version, which wins over `version`, and when it was issued),
+   * or 'unknown' when it did not verify as a code of this ticket.
+   */
+  code?: ScannedCode | 'unknown'
 }
 
-/** How many uses of re-issued codes the dashboard lists. */
-const REVOKED_CODE_USES_SHOWN = 50
+/** Why an offline scan's time was not kept (the audit record's `reason`). */
+type ClockAdjustment = { claimedAt: string; reason: 'outside_window' | 'before_code_existed' }
+
+/** How many uses of re-issued or unknown codes the dashboard lists. */
+const FLAGGED_CODE_USES_SHOWN = 50
 
 /**
  * Ticket use: the first use wins through a conditional UPDATE (… where status <> 'USED'), so of two
@@ -63,26 +80,35 @@ export class TicketsService {
     const t = await findTransferToUse(db, transferUid)
     if (!t) return { status: 'NOT_FOUND' }
     if (!scopes.some((s) => hasScope(claims, t.event_id, s))) return { status: 'FORBIDDEN' }
+    // A code that does not verify says nothing of its version: the scan counts as one without a version.
+    const checked = typeof scan.code === 'object' ? scan.code : undefined
+    const version = scan.code === 'unknown' ? undefined : (checked?.version ?? scan.version)
+    const adjusted = scan.offline && clockAdjustment(scan, Number(t.created_at), checked)
+    const usedAt = adjusted ? scan.offline!.receivedAt : scan.usedAt
     const flags: ScanFlags = {
-      ...(scan.clockAdjusted ? { clock_adjusted: true } : {}),
-      ...(scan.version !== undefined && scan.version < t.code_version ? { revoked_code: true } : {}),
+      ...(adjusted ? { clock_adjusted: true } : {}),
+      ...(version !== undefined && version < t.code_version ? { revoked_code: true } : {}),
+      ...(scan.code === 'unknown' || (version !== undefined && version > t.code_version)
+        ? { unknown_code: true }
+        : {}),
     }
     if (t.used_timestamp !== null)
       return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp, usedAt: Number(t.used_at), ...flags }
 
-    const usedTimestamp = this.localTime.format(scan.usedAt, t.timezone)
+    const usedTimestamp = this.localTime.format(usedAt, t.timezone)
     const now = this.deps.clock.now()
     const outcome = await db.transaction().execute(async (tx) => {
       const won = await markUsed(tx, t.id, {
-        used_at: scan.usedAt,
+        used_at: usedAt,
         used_timestamp: usedTimestamp,
         used_gate: scan.gate,
-        clockAdjusted: scan.clockAdjusted !== undefined,
-        version: scan.version,
+        clockAdjusted: adjusted !== undefined,
+        version,
+        unknownCode: scan.code === 'unknown',
       })
       if (!won) return { won, notified: false }
       // Nothing is backdated: the device's claimed time is kept in the audit log, with the use.
-      if (scan.clockAdjusted)
+      if (adjusted)
         await insertAuditEntry(tx, now, {
           kind: 'ticket_use_clock_adjusted',
           actor: `${claims.role}:${claims.sub}`,
@@ -90,8 +116,9 @@ export class TicketsService {
           detail: {
             transfer_uid: transferUid,
             device_id: claims.device_id ?? null,
-            claimed_used_at: scan.clockAdjusted.claimedAt,
-            recorded_used_at: new Date(scan.usedAt).toISOString(),
+            claimed_used_at: adjusted.claimedAt,
+            recorded_used_at: new Date(usedAt).toISOString(),
+            reason: adjusted.reason,
           },
         })
       // Scanners learn of the use through the sync feed.
@@ -106,20 +133,22 @@ export class TicketsService {
           company_ticket_id: t.company_ticket_id,
           status: 'USED',
           used_timestamp: usedTimestamp,
-          used_at: new Date(scan.usedAt).toISOString(),
+          used_at: new Date(usedAt).toISOString(),
           event_timezone: t.timezone,
         } satisfies Static<typeof UseNotification>))
       return { won, notified }
     })
     if (outcome.notified) this.deps.runDueJobs()
     if (outcome.won) {
-      const { revoked_code: _readBefore, ...rest } = flags
+      // The code flags as the UPDATE decided them, against the row as it then was.
+      const { revoked_code: _revoked, unknown_code: _unknown, ...rest } = flags
       return {
         status: 'USED',
         used_timestamp: usedTimestamp,
-        usedAt: scan.usedAt,
+        usedAt,
         ...rest,
         ...(outcome.won.revokedCode ? { revoked_code: true } : {}),
+        ...(outcome.won.unknownCode ? { unknown_code: true } : {}),
       }
     }
     const first = await useOf(db, t.id)
@@ -133,9 +162,28 @@ export class TicketsService {
 }
 
 /**
- * The latest uses of an event that were scans of a re-issued (revoked) code, for the dashboard's event
- * page: a leaked old code reached a gate before the holder's new one, which then met ALREADY_USED.
+ * Whether an offline scan's claimed time cannot be kept, and why: outside [earliest, latest], or before
+ * the code the device held existed. That is the ticket's creation (every code of it is younger), or, when
+ * the scan carried the code itself, that version's issue; a version alone says nothing of when it was
+ * issued. Nothing is backdated before the ticket: such a scan is recorded when the service receives it.
  */
-export function latestRevokedCodeUses(deps: { db: Db }, eventId: number) {
-  return revokedCodeUses(deps.db, eventId, REVOKED_CODE_USES_SHOWN)
+function clockAdjustment(
+  scan: Scan,
+  createdAt: number,
+  code: ScannedCode | undefined,
+): ClockAdjustment | undefined {
+  const { claimedAt, earliest, latest } = scan.offline!
+  if (scan.usedAt < earliest || scan.usedAt > latest) return { claimedAt, reason: 'outside_window' }
+  if (scan.usedAt < Math.max(createdAt, code?.issuedAt ?? createdAt))
+    return { claimedAt, reason: 'before_code_existed' }
+  return undefined
+}
+
+/**
+ * The latest uses of an event that were scans of a re-issued (revoked) or unknown code, for the
+ * dashboard's event page: a leaked old code reached a gate before the holder's new one, which then met
+ * ALREADY_USED; or a device uploaded a code the service never issued for the ticket.
+ */
+export function latestFlaggedCodeUses(deps: { db: Db }, eventId: number) {
+  return flaggedCodeUses(deps.db, eventId, FLAGGED_CODE_USES_SHOWN)
 }

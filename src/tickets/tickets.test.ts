@@ -105,9 +105,14 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
   })
 
   test('use-batch answers each scan in order; the first processed scan counts', async () => {
-    const a = await newTransfer(t, keys.write, ticketUid)
-    const b = await newTransfer(t, keys.write, ticketUid)
-    const foreign = await newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026')
+    // Transferred before the scans (a scan cannot be dated before its ticket existed).
+    const [a, b, foreign] = await atTime(t, '2026-07-18T12:00:00Z', () =>
+      Promise.all([
+        newTransfer(t, keys.write, ticketUid),
+        newTransfer(t, keys.write, ticketUid),
+        newTransfer(t, keys.other, otherTicketUid, {}, 'winter-fest-2026'),
+      ]),
+    )
     assert.equal((await use(b.transfer_uid, scanner)).statusCode, 200)
     // Uploaded shortly after the scans, so their used_at lies within the offline window.
     const res = await atTime(t, '2026-07-19T01:30:00Z', () =>
@@ -201,7 +206,7 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
       cookies: { wb_session: session },
     })
     assert.equal(page.statusCode, 200)
-    const section = page.body.slice(page.body.indexOf('data-revoked-code-uses'))
+    const section = page.body.slice(page.body.indexOf('data-flagged-code-uses'))
     assert.ok(section.includes(old.company_ticket_id), 'the revoked-code use is listed')
     assert.ok(!section.slice(0, section.indexOf('</section>')).includes(current.company_ticket_id))
   })

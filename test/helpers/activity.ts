@@ -96,7 +96,10 @@ export async function createActivity(t: TestApp): Promise<Activity> {
   const t2 = await transfer(day, 'fan1@example.com', 0.1, 0.2, 'South')
   const t3 = await transfer(weekend, 'fan2@example.com', 20.25, 0)
   const t4 = await transfer(weekend, 'fan3@example.com', 0, 5)
+  // Transferred before its offline scan three hours ago: a scan is never kept from before its ticket existed.
+  t.clock.advance(-4 * 3600_000)
   const t5 = await transfer(day, 'fan4@example.com', 0, 0, 'East')
+  t.clock.advance(4 * 3600_000)
 
   const mail = await waitFor(() => outboxMail(t).find((m) => m.to === 'fan1@example.com'))
   const holder = consumerToken(t, await customerId(t, '+4915100000001'))

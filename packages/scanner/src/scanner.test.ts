@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict'
+import { createPrivateKey } from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
 import { before, test } from 'node:test'
+import { CompactSign } from 'jose'
 import { forEachBackend, type TestApp } from '../../../test/helpers/app.js'
 import { httpBackends } from '../../../test/helpers/backends.js'
 import {
@@ -64,6 +68,24 @@ forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
       state: s.exportState(),
     })
     assert.deepEqual(await late.scan(code), { status: 'EXPIRED', transfer_uid: m.transfer_uid })
+  })
+
+  test('a code signed with the edge key under a version never issued scans VALID offline; the upload counts it, flagged unknown_code', async () => {
+    const s = scanner()
+    const m = await newTransfer(t, keys.write, ticketUid)
+    await s.sync()
+    const genuine = await codeOf(m.company_ticket_id)
+    const [header, payload] = genuine.split('.') as [string, string]
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString())
+    // The service signs only the versions it issues; version 2 of this ticket never was.
+    const edgeKey = createPrivateKey(fs.readFileSync(path.join(t.config.DATA_DIR, 'edge-key.pem'), 'utf8'))
+    const unissued = await new CompactSign(Buffer.from(JSON.stringify({ ...claims, n: 2 })))
+      .setProtectedHeader(JSON.parse(Buffer.from(header, 'base64url').toString()))
+      .sign(edgeKey)
+    assert.equal((await s.scan(unissued)).status, 'VALID')
+    const report = await s.sync()
+    assert.deepEqual(report.used, [m.transfer_uid])
+    assert.deepEqual(report.flagged, [{ transfer_uid: m.transfer_uid, unknown_code: true }])
   })
 
   test('without the network sync() throws and keeps the queue; a restart from the saved state loses nothing', async () => {

@@ -44,10 +44,11 @@ export interface SyncReport {
   /** Scans the service refused (NOT_FOUND, FORBIDDEN): kept out of the queue, reported once. */
   rejected: { transfer_uid: string; status: string }[]
   /**
-   * Uploads the service recorded with a flag: `clock_adjusted` (the scan time lay outside its window and
-   * the service's time was recorded instead) or `revoked_code` (a re-issued code was scanned; it counts).
+   * Uploads the service recorded with a flag: `clock_adjusted` (the scan time lay outside its window, or
+   * before the ticket existed, and the service's time was recorded instead), `revoked_code` (a re-issued
+   * code was scanned; it counts) or `unknown_code` (a code version the service never issued; it counts).
    */
-  flagged: { transfer_uid: string; clock_adjusted?: true; revoked_code?: true }[]
+  flagged: { transfer_uid: string; clock_adjusted?: true; revoked_code?: true; unknown_code?: true }[]
   /** The device clock's offset from the service's (ms, added to the device's time), as estimated now. */
   clockOffsetMs: number
   /** Tickets changed since the previous sync. */
@@ -375,6 +376,7 @@ export class Scanner {
           used_at?: string
           clock_adjusted?: true
           revoked_code?: true
+          unknown_code?: true
         }[]
       }
       body.results.forEach((r, i) => {
@@ -392,11 +394,12 @@ export class Scanner {
               scanned_at: scan.used_at,
               used_at: r.used_at ?? null,
             })
-          if (r.status === 'USED' && (r.clock_adjusted || r.revoked_code))
+          if (r.status === 'USED' && (r.clock_adjusted || r.revoked_code || r.unknown_code))
             report.flagged.push({
               transfer_uid: r.transfer_uid,
               ...(r.clock_adjusted ? { clock_adjusted: true } : {}),
               ...(r.revoked_code ? { revoked_code: true } : {}),
+              ...(r.unknown_code ? { unknown_code: true } : {}),
             })
         } else report.rejected.push({ transfer_uid: r.transfer_uid, status: r.status })
       })

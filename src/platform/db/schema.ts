@@ -288,6 +288,8 @@ export interface TransfersTable {
   used_clock_adjusted: number | null
   /** 1: the use was a scan of a code version that had been re-issued (revoked) */
   used_revoked_code: number | null
+  /** 1: the use was a scan of a code never issued for the ticket (migration 024) */
+  used_unknown_code: number | null
   /** The partner that transferred the ticket (migration 015) */
   partner_id: number | null
 }
