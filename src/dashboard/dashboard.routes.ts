@@ -42,7 +42,7 @@ import {
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
 import { eventsWithFigures, figuresFor, findEvent, sharedEventStats } from './stats.service.js'
 import { eventListPage, eventPage, messagePage, signInPage, totpStepPage } from './templates.js'
-import { canSeeEvent } from './viewers.js'
+import { canSeeEvent, visiblePartners } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
@@ -209,6 +209,7 @@ const CsrfForm = Type.Object(
 )
 
 const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) => {
+  const webhooks = new WebhookDeliveries(deps)
   await app.register(formbody)
   await app.register(fastifyStatic, {
     root: path.join(packageRoot(), 'src', 'dashboard', 'assets'),
@@ -514,7 +515,14 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       const event = await findEvent(deps, event_id)
-      const flaggedCodeUses = await latestFlaggedCodeUses(deps, event_id)
+      // The tickets' company_ticket_ids are their partners' own: a dashboard user sees its partner's.
+      const flaggedCodeUses = await latestFlaggedCodeUses(
+        deps,
+        event_id,
+        session.viewer.partners === 'all'
+          ? undefined
+          : visiblePartners(session.viewer, await webhooks.partnersOf(event_id)).map((p) => p.id),
+      )
       return reply.type('text/html; charset=utf-8').send(eventPage(session, event, flaggedCodeUses))
     },
   )

@@ -182,8 +182,9 @@ function clockAdjustment(
 /**
  * The latest uses of an event that were scans of a re-issued (revoked) or unknown code, for the
  * dashboard's event page: a leaked old code reached a gate before the holder's new one, which then met
- * ALREADY_USED; or a device uploaded a code the service never issued for the ticket.
+ * ALREADY_USED; or a device uploaded a code the service never issued for the ticket. With `partnerIds`,
+ * only the tickets of those partners (a dashboard user's: partners are isolated); none when it is empty.
  */
-export function latestFlaggedCodeUses(deps: { db: Db }, eventId: number) {
-  return flaggedCodeUses(deps.db, eventId, FLAGGED_CODE_USES_SHOWN)
+export function latestFlaggedCodeUses(deps: { db: Db }, eventId: number, partnerIds?: number[]) {
+  return flaggedCodeUses(deps.db, eventId, FLAGGED_CODE_USES_SHOWN, partnerIds)
 }

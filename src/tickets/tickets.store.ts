@@ -80,7 +80,8 @@ export async function useOf(db: Db, id: number) {
  * partial index `transfers_code_flagged_uses` (migration 024), with literals rather than parameters so
  * that both databases can prove it and use the index.
  */
-export function flaggedCodeUses(db: Db, eventId: number, limit: number) {
+export function flaggedCodeUses(db: Db, eventId: number, limit: number, partnerIds?: number[]) {
+  if (partnerIds?.length === 0) return Promise.resolve([])
   return db
     .selectFrom('transfers')
     .select([
@@ -93,6 +94,7 @@ export function flaggedCodeUses(db: Db, eventId: number, limit: number) {
       'used_unknown_code',
     ])
     .where('event_id', '=', eventId)
+    .$if(partnerIds !== undefined, (q) => q.where('partner_id', 'in', partnerIds!))
     .where((eb) =>
       eb.or([eb('used_revoked_code', '=', sql.lit(1)), eb('used_unknown_code', '=', sql.lit(1))]),
     )

@@ -198,17 +198,22 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
       payload: { scans: [{ transfer_uid: old.transfer_uid, used_at: usedAt, version: 0 }] },
     })
     assert.equal(bad.statusCode, 422)
-    // The dashboard's event page lists the use for follow-up.
-    const session = await dashboardSession(t, 'partner1')
-    const page = await t.request({
-      method: 'GET',
-      url: '/dashboard/events/1',
-      cookies: { wb_session: session },
-    })
-    assert.equal(page.statusCode, 200)
-    const section = page.body.slice(page.body.indexOf('data-flagged-code-uses'))
+    // The dashboard's event page lists the use for follow-up, to the event's staff and to the dashboard
+    // users of the ticket's partner; a dashboard user bound to no partner of the event sees none.
+    const flaggedFor = async (who: string) => {
+      const page = await t.request({
+        method: 'GET',
+        url: '/dashboard/events/1',
+        cookies: { wb_session: await dashboardSession(t, who) },
+      })
+      assert.equal(page.statusCode, 200)
+      const section = page.body.slice(page.body.indexOf('data-flagged-code-uses'))
+      return section.slice(0, section.indexOf('</section>'))
+    }
+    const section = await flaggedFor('root@example.com')
     assert.ok(section.includes(old.company_ticket_id), 'the revoked-code use is listed')
-    assert.ok(!section.slice(0, section.indexOf('</section>')).includes(current.company_ticket_id))
+    assert.ok(!section.includes(current.company_ticket_id))
+    assert.ok(!(await flaggedFor('partner1')).includes(old.company_ticket_id), 'shown to an unbound user')
   })
 
   test('use-batch: at most 500 scans, offsets required, a token is required', async () => {
