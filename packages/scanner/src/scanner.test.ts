@@ -133,3 +133,14 @@ forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
     assert.equal((await web.scan(await codeOf(m.company_ticket_id))).status, 'VALID')
   })
 })
+
+test('a gate the service would refuse is refused when the scanner is set up, not at every upload', () => {
+  const base = { baseUrl: 'http://127.0.0.1:1', eventId: 1, token: 't' }
+  for (const gate of ['', 'x'.repeat(101), 'North\u0000'])
+    assert.throws(
+      () => new Scanner({ ...base, gate }),
+      /gate must be 1 to 100 characters/,
+      JSON.stringify(gate),
+    )
+  for (const gate of ['North', '🎪'.repeat(100)]) assert.ok(new Scanner({ ...base, gate }))
+})

@@ -87,7 +87,7 @@ export interface ScannerOptions {
   eventId: number
   /** Bearer token with `ticket:scan` or `sync:download` + `sync:upload` (a device's offline token). */
   token: string | (() => string | Promise<string>)
-  /** Gate recorded with each scan. */
+  /** Gate recorded with each scan: 1 to 100 characters, no NUL (the service refuses others). */
   gate?: string
   /** Restores a state from `exportState()`. */
   state?: ScannerState
@@ -259,6 +259,11 @@ export class Scanner {
     this.now = opts.now ?? Date.now
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis)
     this.digest = opts.digest ?? codeDigest
+    // The service refuses an upload whose gate is not 1 to 100 characters or holds a NUL, as a whole:
+    // every sync would be refused and the scans stay queued. Such a gate is refused here, at set-up.
+    const gate = opts.gate
+    if (gate !== undefined && ([...gate].length < 1 || [...gate].length > 100 || gate.includes('\0')))
+      throw new TypeError('gate must be 1 to 100 characters, without NUL (U+0000)')
     const s = opts.state
     if (s && s.event_id !== opts.eventId) throw new ScannerError('The saved state is of another event')
     this.cursor = s?.cursor ?? null
