@@ -8,6 +8,7 @@ import {
   newTransfer,
   ownerOf,
   type PartnerKeys,
+  registerReceiver,
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
@@ -62,13 +63,7 @@ forEachBackend(
       })
       // The receiver fails the first attempt with a body the page shows an excerpt of.
       receiver = await startReceiver([{ status: 503, body: 'upstream unavailable: try later' }])
-      const put = await t.request({
-        method: 'PUT',
-        url: '/companies/webhook',
-        headers: { api_key: keys.write },
-        payload: { url: receiver.url },
-      })
-      assert.equal(put.statusCode, 200, put.body)
+      await registerReceiver(t, keys.write, receiver.url)
       const transfer = await newTransfer(t, keys.write, await newTicketType(t, keys.write))
       const scanner = (await login(t, 'op@example.com', 'operator')).access_token
       const use = await t.request({
@@ -226,13 +221,7 @@ forEachBackend(
         rivalId = (await ownerOf(t, keys.rival)).partnerId
         acmeId = (await ownerOf(t, keys.write)).partnerId
         rivalReceiver = await startReceiver()
-        const put = await t.request({
-          method: 'PUT',
-          url: '/companies/webhook',
-          headers: { api_key: keys.rival },
-          payload: { url: rivalReceiver.url },
-        })
-        assert.equal(put.statusCode, 200, put.body)
+        await registerReceiver(t, keys.rival, rivalReceiver.url)
         const type = await newTicketType(t, keys.rival)
         const transfer = await newTransfer(t, keys.rival, type, { company_ticket_id: RIVAL_TICKET })
         const scanner = (await login(t, 'op@example.com', 'operator')).access_token

@@ -10,6 +10,7 @@ import {
   newTicketType,
   type PartnerKeys,
   partnerPost,
+  registerReceiver,
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
@@ -44,13 +45,7 @@ forEachBackend(
       t = ctx()
       keys = await seedPartner(t)
       receiver = await startReceiver()
-      const hook = await t.request({
-        method: 'PUT',
-        url: '/companies/webhook',
-        headers: { api_key: keys.write },
-        payload: { url: receiver.url },
-      })
-      assert.equal(hook.statusCode, 200, hook.body)
+      await registerReceiver(t, keys.write, receiver.url)
       const ticketUid = await newTicketType(t, keys.write)
       for (let i = 0; i < TICKETS; i++) {
         const res = await partnerPost(t, '/companies/transfer', keys.write, {

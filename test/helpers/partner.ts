@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 // Shared by the partner, holder, ticket and webhook tests.
 import fs from 'node:fs'
 import path from 'node:path'
@@ -110,6 +111,17 @@ export function partnerPost(
     payload: payload as Record<string, unknown>,
     headers: { ...(key ? { api_key: key } : {}), ...headers },
   })
+}
+
+/** Registers `url` as the receiver of the key's partner (PUT /companies/webhook); fails the test otherwise. */
+export async function registerReceiver(t: TestApp, key: string, url: string): Promise<void> {
+  const res = await t.request({
+    method: 'PUT',
+    url: '/companies/webhook',
+    headers: { api_key: key },
+    payload: { url },
+  })
+  assert.equal(res.statusCode, 200, res.body)
 }
 
 export function partnerGet(t: TestApp, url: string, key: string): Promise<LightMyRequestResponse> {
