@@ -179,7 +179,7 @@ forEachBackend(
       t.clock.freeze()
       tc.after(() => t.clock.thaw())
       const created = t.clock.now()
-      const [x, y, z, w] = (await Promise.all(Array.from({ length: 4 }, transfer))) as Ticket[]
+      const [x, y, z, w, v] = (await Promise.all(Array.from({ length: 5 }, transfer))) as Ticket[]
       // Two hours later y and z are re-issued: their version 2 exists from then on.
       t.clock.advance(2 * HOUR)
       const now = t.clock.now()
@@ -191,6 +191,7 @@ forEachBackend(
         iso(created + HOUR),
         iso(created + HOUR),
         iso(created + HOUR / 2),
+        iso(created - 2 * 60_000),
       ]
       const got = await results([
         // Inside the window, 60 hours before the ticket was created.
@@ -200,6 +201,9 @@ forEachBackend(
         // The old code, scanned an hour before the re-issue: it existed then, so the time is kept.
         { transfer_uid: z!.transfer_uid, used_at: claimed[2], version: 1 },
         { transfer_uid: w!.transfer_uid, used_at: claimed[3] },
+        // Two minutes before the ticket existed: a clock error the window allows for (5 minutes), kept
+        // at the ticket's creation, unflagged, never before it.
+        { transfer_uid: v!.transfer_uid, used_at: claimed[4] },
       ])
       assert.deepEqual(
         got.map((r) => [...flagsOf(r), r.used_at]),
@@ -208,9 +212,10 @@ forEachBackend(
           ['USED', 'clock_adjusted', iso(now)],
           ['USED', 'revoked_code', claimed[2]],
           ['USED', claimed[3]],
+          ['USED', iso(created)],
         ],
       )
-      const stored = await rows([x!, y!, z!, w!])
+      const stored = await rows([x!, y!, z!, w!, v!])
       assert.deepEqual(
         stored.map((r) => [Number(r.used_at), r.used_clock_adjusted]),
         [
@@ -218,6 +223,7 @@ forEachBackend(
           [now, 1],
           [Date.parse(claimed[2]!), null],
           [Date.parse(claimed[3]!), null],
+          [created, null],
         ],
       )
       for (const r of stored) assert.ok(Number(r.used_at) >= created, 'nothing used before it existed')

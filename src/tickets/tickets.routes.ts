@@ -8,7 +8,7 @@ import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { MAX_SCANNED_CODE, verifyScannedCode } from './scanned-code.js'
-import { TicketsService, type TicketsServiceDeps } from './tickets.service.js'
+import { TicketsService, type TicketsServiceDeps, USED_AT_MAX_AHEAD_MS } from './tickets.service.js'
 
 export interface TicketRoutesDeps extends TicketsServiceDeps {
   tokens: TokenService
@@ -25,8 +25,6 @@ export interface TicketRoutesDeps extends TicketsServiceDeps {
  */
 export const TICKET_USE_RATE_LIMIT = 3000
 export const MAX_BATCH = 500
-/** How far ahead of the service's clock a device's clock may run before its scans are clock_adjusted. */
-export const USED_AT_MAX_AHEAD_MS = 5 * 60_000
 
 const security = [{ OAuth2PasswordBearer: [] }]
 const TransferUid = Type.String({ pattern: '^[0-9a-f]{32}$' })

@@ -83,8 +83,15 @@ export class TicketsService {
     // A code that does not verify says nothing of its version: the scan counts as one without a version.
     const checked = typeof scan.code === 'object' ? scan.code : undefined
     const version = scan.code === 'unknown' ? undefined : (checked?.version ?? scan.version)
-    const adjusted = scan.offline && clockAdjustment(scan, Number(t.created_at), checked)
-    const usedAt = adjusted ? scan.offline!.receivedAt : scan.usedAt
+    const existedAt = codeExistedAt(Number(t.created_at), checked)
+    const adjusted = scan.offline && clockAdjustment(scan, existedAt)
+    // A claimed time a little before the code existed is the clock error the window allows for: kept
+    // at the code's beginning, never before it.
+    const usedAt = adjusted
+      ? scan.offline!.receivedAt
+      : scan.offline
+        ? Math.max(scan.usedAt, existedAt)
+        : scan.usedAt
     const flags: ScanFlags = {
       ...(adjusted ? { clock_adjusted: true } : {}),
       ...(version !== undefined && version < t.code_version ? { revoked_code: true } : {}),
@@ -161,21 +168,28 @@ export class TicketsService {
   }
 }
 
+/** How far a device's clock may be off (ahead of the service, or behind a code's beginning) unflagged. */
+export const USED_AT_MAX_AHEAD_MS = 5 * 60_000
+
 /**
- * Whether an offline scan's claimed time cannot be kept, and why: outside [earliest, latest], or before
- * the code the device held existed. That is the ticket's creation (every code of it is younger), or, when
- * the scan carried the code itself, that version's issue; a version alone says nothing of when it was
- * issued. Nothing is backdated before the ticket: such a scan is recorded when the service receives it.
+ * When the code the device held came to exist: the ticket's creation (every code of it is younger), or,
+ * when the scan carried the code itself, that version's issue; a version alone says nothing of when it
+ * was issued.
  */
-function clockAdjustment(
-  scan: Scan,
-  createdAt: number,
-  code: ScannedCode | undefined,
-): ClockAdjustment | undefined {
+function codeExistedAt(createdAt: number, code: ScannedCode | undefined): number {
+  return Math.max(createdAt, code?.issuedAt ?? createdAt)
+}
+
+/**
+ * Whether an offline scan's claimed time cannot be kept, and why: outside [earliest, latest], or more
+ * than the clock tolerance before the code the device held existed. Such a scan is recorded when the
+ * service receives it; a claimed time within the tolerance before the code's beginning is moved to it.
+ * Nothing is backdated before the ticket.
+ */
+function clockAdjustment(scan: Scan, existedAt: number): ClockAdjustment | undefined {
   const { claimedAt, earliest, latest } = scan.offline!
   if (scan.usedAt < earliest || scan.usedAt > latest) return { claimedAt, reason: 'outside_window' }
-  if (scan.usedAt < Math.max(createdAt, code?.issuedAt ?? createdAt))
-    return { claimedAt, reason: 'before_code_existed' }
+  if (scan.usedAt < existedAt - USED_AT_MAX_AHEAD_MS) return { claimedAt, reason: 'before_code_existed' }
   return undefined
 }
 
