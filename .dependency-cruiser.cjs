@@ -28,8 +28,9 @@ const PUBLIC_MODULES = {
   // The credential that turns an API key into claims, for the partner hooks.
   'api-keys': ['api-key.credential'],
   // The QR image of a ticket code, shown by partner mail and the holder pages; the edge key set, whose
-  // Ed25519 key the token authority signs and checks offline tokens with.
-  edge: ['qr', 'edge-keys'],
+  // Ed25519 key the token authority signs and checks offline tokens with; the ticket code's format (its
+  // typ and claims), which use-batch checks a code a scan carries against.
+  edge: ['qr', 'edge-keys', 'ticket-codes'],
   // The grant a token carries, built from the stored accounts.
   identities: ['grants'],
   // The metrics registry the token service counts into (a type-only import today, which the compiled
