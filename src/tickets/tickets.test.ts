@@ -214,6 +214,30 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
     assert.ok(section.includes(old.company_ticket_id), 'the revoked-code use is listed')
     assert.ok(!section.includes(current.company_ticket_id))
     assert.ok(!(await flaggedFor('partner1')).includes(old.company_ticket_id), 'shown to an unbound user')
+    // Bound to the ticket's partner, the dashboard user sees it; bound to another partner of the event, not.
+    const root = (await login(t, 'root@example.com')).access_token
+    const users = (await t.request({ method: 'GET', url: '/admin/dashboard-users', token: root })).json()
+    const { id } = users.find((u: { username: string }) => u.username === 'partner1')
+    const bind = async (partner: string | null) => {
+      const res = await t.request({
+        method: 'PATCH',
+        url: `/admin/dashboard-users/${id}`,
+        token: root,
+        payload: { partner },
+      })
+      assert.equal(res.statusCode, 200, res.body)
+    }
+    await bind('Acme')
+    assert.ok(
+      (await flaggedFor('partner1')).includes(old.company_ticket_id),
+      "hidden from its partner's user",
+    )
+    await bind('Rival')
+    assert.ok(
+      !(await flaggedFor('partner1')).includes(old.company_ticket_id),
+      "shown to another partner's user",
+    )
+    await bind(null)
   })
 
   test('use-batch: at most 500 scans, offsets required, a token is required', async () => {
