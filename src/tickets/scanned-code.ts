@@ -1,4 +1,4 @@
-import { type KeyObject, verify } from 'node:crypto'
+import { type CompactVerifyResult, compactVerify } from 'jose'
 import type { EdgeKeys } from '../edge/edge-keys.js'
 import { TICKET_CODE_TYP, type TicketCodeClaims } from '../edge/ticket-codes.js'
 
@@ -13,24 +13,6 @@ export interface ScannedCode {
   issuedAt: number
 }
 
-const B64URL = /^[A-Za-z0-9_-]+$/
-
-function json(part: string): unknown {
-  try {
-    return JSON.parse(Buffer.from(part, 'base64url').toString())
-  } catch {
-    return undefined
-  }
-}
-
-function signedBy(publicKey: KeyObject, input: string, signature: string): boolean {
-  try {
-    return verify(null, Buffer.from(input), publicKey, Buffer.from(signature, 'base64url'))
-  } catch {
-    return false
-  }
-}
-
 /**
  * A code an offline scan carried, checked as the scanner checks it: a compact JWS whose header is a
  * ticket code's (`typ` wb-ticket, or none for codes made before the header; an offline token, signed
@@ -39,18 +21,33 @@ function signedBy(publicKey: KeyObject, input: string, signature: string): boole
  * malformed, another `typ`, an unknown key, a bad signature, or a code of another ticket. Expiry is not
  * checked: an upload may come days after the scan, and the scan's time is judged on its own.
  */
-export function verifyScannedCode(keys: EdgeKeys, code: string, transferUid: string): ScannedCode | null {
-  const parts = code.split('.')
-  if (parts.length !== 3 || !parts.every((p) => B64URL.test(p))) return null
-  const [headerPart, payloadPart, signature] = parts as [string, string, string]
-  const header = json(headerPart) as { alg?: unknown; kid?: unknown; typ?: unknown } | undefined
-  if (typeof header !== 'object' || header === null) return null
-  if (header.typ !== undefined && header.typ !== TICKET_CODE_TYP) return null
-  if (header.alg !== 'EdDSA' || typeof header.kid !== 'string') return null
-  const key = keys.byKid(header.kid)
-  if (!key) return null
-  if (!signedBy(key.publicKey, `${headerPart}.${payloadPart}`, signature)) return null
-  const claims = json(payloadPart) as Partial<TicketCodeClaims> | undefined
+export async function verifyScannedCode(
+  keys: EdgeKeys,
+  code: string,
+  transferUid: string,
+): Promise<ScannedCode | null> {
+  let verified: CompactVerifyResult
+  try {
+    verified = await compactVerify(
+      code,
+      ({ kid }) => {
+        const key = kid === undefined ? undefined : keys.byKid(kid)
+        if (!key) throw new Error('unknown key')
+        return key.publicKey
+      },
+      { algorithms: ['EdDSA'] },
+    )
+  } catch {
+    return null
+  }
+  const { typ } = verified.protectedHeader
+  if (typ !== undefined && typ !== TICKET_CODE_TYP) return null
+  let claims: Partial<TicketCodeClaims> | null
+  try {
+    claims = JSON.parse(new TextDecoder().decode(verified.payload)) as Partial<TicketCodeClaims> | null
+  } catch {
+    return null
+  }
   if (typeof claims !== 'object' || claims === null) return null
   const { t, n, nbf } = claims
   if (t !== transferUid || !Number.isSafeInteger(n) || n! < 1 || typeof nbf !== 'number') return null

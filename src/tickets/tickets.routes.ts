@@ -236,7 +236,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         const code =
           s.code === undefined
             ? undefined
-            : (verifyScannedCode(deps.edgeKeys, s.code, s.transfer_uid) ?? ('unknown' as const))
+            : ((await verifyScannedCode(deps.edgeKeys, s.code, s.transfer_uid)) ?? ('unknown' as const))
         const r = await tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
           usedAt: s.usedAt,
           gate: s.access_gate ?? null,
