@@ -24,7 +24,7 @@ import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { credentialGuard } from './mfa/fresh-mfa.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
-import { FEATURE_OPENAPI } from './openapi.js'
+import { FEATURE_OPENAPI, INTERFACE_VERSION } from './openapi.js'
 import { indexRoutes } from './ops/index.routes.js'
 import { opsRoutes } from './ops/ops.routes.js'
 import { assertDataDirWritable, StorageHealth } from './ops/storage-health.js'
@@ -75,7 +75,7 @@ export interface AppDependencies {
   verifyLimits?: VerifyLimits
 }
 
-/** The release's version: the OpenAPI document's, the one GET / shows and wristband_build_info's. */
+/** The release's version: the one GET / shows, wristband_build_info's and the OpenAPI document's `x-release`. */
 const SERVICE_VERSION = releaseVersion()
 
 /**
@@ -330,7 +330,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     encodings: ['br', 'gzip'],
     brotliOptions: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } },
   })
-  await registerOpenApi(app, SERVICE_VERSION, FEATURE_OPENAPI)
+  await registerOpenApi(app, { version: INTERFACE_VERSION, release: SERVICE_VERSION }, FEATURE_OPENAPI)
   return limiters
 }
 

@@ -26,6 +26,13 @@ import { TICKETS_OPENAPI } from './tickets/tickets.openapi.js'
 import { TOKENS_OPENAPI } from './tokens/tokens.openapi.js'
 import { WEBHOOKS_OPENAPI } from './webhooks/webhooks.openapi.js'
 
+/**
+ * The version of the interface the document describes (`info.version`): 0.1.0, the specification's. It
+ * changes when the interface does, not with each release; the release serving it is `info.x-release`
+ * (package.json's version, also told by `wristband --version`, `GET /` and `wristband_build_info`).
+ */
+export const INTERFACE_VERSION = '0.1.0'
+
 export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
   OPS_OPENAPI,
   HEALTH_OPENAPI,

@@ -212,12 +212,23 @@ const docsUiTheme = {
  */
 export async function registerOpenApi(
   app: FastifyInstance,
-  version: string,
+  /**
+   * `version`: the interface's version (`info.version`), which changes with the interface, not with
+   * every release; `release`: the release serving it (`info.x-release`), as `GET /` tells it.
+   */
+  versions: { version: string; release: string },
   /** Each feature's texts (operationIds, examples, error codes, tags, its `webhooks`): src/openapi.ts. */
   features: readonly FeatureOpenApi[],
 ): Promise<void> {
   // Merged once here, so that a key two features give fails the start, not the first read of /openapi.json.
   mergeFeatureOpenApi(features)
+  // A specification extension (`x-…`), which OpenAPI allows in `info` and the plugin's types do not list.
+  const info = {
+    title: 'wristband',
+    version: versions.version,
+    'x-release': versions.release,
+    description: 'Authentication, token and ticket-partner service of the event platform.',
+  }
   await app.register(swagger, {
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
@@ -231,11 +242,7 @@ export async function registerOpenApi(
         : built.swaggerObject,
     openapi: {
       openapi: '3.1.0',
-      info: {
-        title: 'wristband',
-        version,
-        description: 'Authentication, token and ticket-partner service of the event platform.',
-      },
+      info,
       components: {
         securitySchemes: {
           // The dashboard's own JSON, read by its pages with the session cookie of /dashboard/login.
