@@ -211,6 +211,11 @@ function verifyWiring(a: Assembly, shared: Shared, limiters: ReturnType<typeof r
       'POST /tokens/verify credential',
       perMinute(a.config.VERIFY_CLIENT_RATE_LIMIT).rateLimit,
     ),
+    // Look-ups of keys this instance has not seen, per address: as many as the anonymous budget.
+    lookups: limiters.limiter(
+      'POST /tokens/verify credential look-up',
+      perMinute(limits.anonymousPerMinute).rateLimit,
+    ),
     lookup: createVerifyCredentials(shared.db, shared.clock, shared.authority.revocations),
   })
   return { tokens: shared.tokens, answers: shared.answers, callers, limits }

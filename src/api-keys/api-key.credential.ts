@@ -2,6 +2,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import type { Claims } from '../tokens/claims.js'
+import type { CredentialLookup } from '../tokens/verify-callers.js'
 import { API_KEY_PREFIX, type ApiKeyRecord, findLiveApiKey } from './api-keys.store.js'
 
 /** How long a caller may treat an API-key answer as valid: the 60-second cache window of the spec. */
@@ -105,22 +106,23 @@ interface VerifyCredential {
 /**
  * Tells POST /tokens/verify (its route and its lane) which verify credential a presented `api_key`
  * is: the key's id when it is a live API key with scope `tokens:verify`, else null. Answered from a
- * cache of this instance on every request but the first of a key in a minute (a backend sends its
- * key with each call, so the look-up must cost what a map read costs); a revocation reaches the cache
- * through the revocation list, checked on every hit, as for the key's own verification. Keys are
- * remembered by their plaintext, not by a digest: hashing on every call cost the lane a measurable
- * share of its speed, and the process holds the signing secret, worth more than any key, anyway. Keys
- * that are no verify credential are not remembered (their requests count against the address).
+ * cache of this instance (`known`) on every request but the first of a key in a minute (a backend sends
+ * its key with each call, so the look-up must cost what a map read costs); the first asks the database
+ * (`fetch`). A revocation reaches the cache through the revocation list, checked on every hit, as for
+ * the key's own verification. Keys are remembered by their plaintext, not by a digest: hashing on every
+ * call cost the lane a measurable share of its speed, and the process holds the signing secret, worth
+ * more than any key, anyway. Keys that are no verify credential are not remembered (their requests
+ * count against the address).
  */
 export function createVerifyCredentials(
   db: Db,
   clock: Clock,
   revocations: { isRevoked(jti: string): boolean | Promise<boolean> },
-): (apiKey: string) => string | null | Promise<string | null> {
+): CredentialLookup {
   const cache = new Map<string, VerifyCredential>()
   // One look-up per key at a time: a busy backend's first calls after a start share it.
   const pending = new Map<string, Promise<string | null>>()
-  async function fetch(plaintext: string, now: number): Promise<string | null> {
+  async function lookUp(plaintext: string, now: number): Promise<string | null> {
     const key = await findLiveApiKey(db, plaintext)
     if (!key?.scopes.includes(VERIFY_SCOPE)) return null
     const jti = apiKeyJti(key.id)
@@ -130,28 +132,30 @@ export function createVerifyCredentials(
     cache.set(plaintext, entry)
     return entry.id
   }
-  const lookUp = (plaintext: string, now: number) => {
-    let p = pending.get(plaintext)
-    if (p === undefined) {
-      p = fetch(plaintext, now).finally(() => pending.delete(plaintext))
-      pending.set(plaintext, p)
-    }
-    return p
-  }
-  return (plaintext) => {
-    if (!plaintext.startsWith(API_KEY_PREFIX)) return null
-    const now = clock.now()
-    const entry = cache.get(plaintext)
-    if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
-      if (entry) cache.delete(plaintext)
-      return lookUp(plaintext, now)
-    }
-    const revoked = revocations.isRevoked(entry.jti)
-    if (revoked === false) return entry.id
-    if (revoked === true) {
-      cache.delete(plaintext)
-      return null
-    }
-    return revoked.then((r) => (r ? null : entry.id))
+  return {
+    known(plaintext) {
+      if (!plaintext.startsWith(API_KEY_PREFIX)) return null
+      const entry = cache.get(plaintext)
+      if (entry === undefined) return undefined
+      if (clock.now() - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
+        cache.delete(plaintext)
+        return undefined
+      }
+      const revoked = revocations.isRevoked(entry.jti)
+      if (revoked === false) return entry.id
+      if (revoked === true) {
+        cache.delete(plaintext)
+        return null
+      }
+      return revoked.then((r) => (r ? null : entry.id))
+    },
+    fetch(plaintext) {
+      let p = pending.get(plaintext)
+      if (p === undefined) {
+        p = lookUp(plaintext, clock.now()).finally(() => pending.delete(plaintext))
+        pending.set(plaintext, p)
+      }
+      return p
+    },
   }
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
 import { type Backend, get, startBackends } from '../../packages/verifier/src/test-support.js'
@@ -52,6 +53,33 @@ eachBackend(httpBackends, 'verify callers', (backend) => {
     await p?.dispose()
   })
 
+  // Through the lane (a socket, the compact body) and through Fastify (inject): one budget.
+  const viaLane = (token: string, apiKey: string | undefined, address: string) =>
+    fetch(`${base}/tokens/verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
+      body: JSON.stringify(apiKey === undefined ? { token } : { token, api_key: apiKey }),
+    }).then(async (r) => ({
+      status: r.status,
+      limit: r.headers.get('x-ratelimit-limit'),
+      remaining: r.headers.get('x-ratelimit-remaining'),
+      body: (await r.json()) as Record<string, unknown>,
+    }))
+  const viaRoute = (token: string, apiKey: string | undefined, address: string) =>
+    t
+      .request({
+        method: 'POST',
+        url: '/tokens/verify',
+        headers: { 'x-forwarded-for': address },
+        payload: apiKey === undefined ? { token } : { token, api_key: apiKey },
+      })
+      .then((r) => ({
+        status: r.statusCode,
+        limit: r.headers['x-ratelimit-limit'] ?? null,
+        remaining: r.headers['x-ratelimit-remaining'] ?? null,
+        body: r.json() as Record<string, unknown>,
+      }))
+
   test('junk tokens through a backend do not lock its users out', async () => {
     const user = (await login(t, 'op@example.com', 'operator')).access_token
     // The attacker's junk: tokens of the right shape with a wrong signature (each reaches the
@@ -91,14 +119,14 @@ eachBackend(httpBackends, 'verify callers', (backend) => {
         await attack(protectedBackend!)
         const res = await get(protectedBackend!, '/me', fleetUser)
         assert.equal(res.status, 200, 'a user gets in after the attack')
-        // And the backend's address kept its anonymous budget: its checks counted on the credential
-        // (all but the first, which looked the credential up and was paid from the address's budget).
+        // And the backend's address kept its anonymous budget: its checks counted on the credential,
+        // the first (which looked the credential up) included.
         const anon = await fetch(`${url}/tokens/verify`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-forwarded-for': '198.51.100.2' },
           body: JSON.stringify({ token: 'x' }),
         })
-        assert.equal(anon.headers.get('x-ratelimit-remaining'), '598')
+        assert.equal(anon.headers.get('x-ratelimit-remaining'), '599')
       } finally {
         for (const b of protectedBoth) await b.close()
       }
@@ -114,40 +142,16 @@ eachBackend(httpBackends, 'verify callers', (backend) => {
     const one = await apiKey(t, admin, 'backend one', ['tokens:verify'])
     const two = await apiKey(t, admin, 'backend two', ['tokens:verify'])
     const partnerKey = await apiKey(t, admin, 'partner', ['api:read'])
-    // Through the lane (a socket, the compact body) and through Fastify (inject): one budget.
-    const viaLane = (apiKey: string | undefined, address: string) =>
-      fetch(`${base}/tokens/verify`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-forwarded-for': address },
-        body: JSON.stringify(apiKey === undefined ? { token } : { token, api_key: apiKey }),
-      }).then(async (r) => ({
-        status: r.status,
-        limit: r.headers.get('x-ratelimit-limit'),
-        remaining: r.headers.get('x-ratelimit-remaining'),
-        body: await r.json(),
-      }))
-    const viaRoute = (apiKey: string | undefined, address: string) =>
-      t
-        .request({
-          method: 'POST',
-          url: '/tokens/verify',
-          headers: { 'x-forwarded-for': address },
-          payload: apiKey === undefined ? { token } : { token, api_key: apiKey },
-        })
-        .then((r) => ({
-          status: r.statusCode,
-          limit: r.headers['x-ratelimit-limit'] ?? null,
-          remaining: r.headers['x-ratelimit-remaining'] ?? null,
-          body: r.json(),
-        }))
+    const lane = (key: string | undefined, address: string) => viaLane(token, key, address)
+    const route = (key: string | undefined, address: string) => viaRoute(token, key, address)
     const A = '198.51.100.10'
     for (let i = 1; i <= 20; i++) {
-      const res = await (i % 2 ? viaLane : viaRoute)(one.api_key, A)
+      const res = await (i % 2 ? lane : route)(one.api_key, A)
       assert.equal(res.status, 200, `request ${i}`)
       assert.equal(res.body.valid, true)
       assert.deepEqual([res.limit, res.remaining], ['20', String(20 - i)], `request ${i}`)
     }
-    for (const send of [viaLane, viaRoute]) {
+    for (const send of [lane, route]) {
       const over = await send(one.api_key, A)
       assert.equal(over.status, 429)
       assert.equal(over.body.error, 'rate_limit_exceeded')
@@ -155,22 +159,47 @@ eachBackend(httpBackends, 'verify callers', (backend) => {
       // The credential's budget, wherever it calls from.
       assert.equal((await send(one.api_key, '198.51.100.11')).status, 429)
     }
-    // The address's anonymous budget and another credential's are untouched (but for the credential's
-    // first request, which looked it up and was paid from the address's budget).
+    // The address's anonymous budget and another credential's are untouched (the credential's first
+    // request, which looked it up, included).
     assert.deepEqual(
-      [(await viaLane(undefined, A)).remaining, (await viaRoute(undefined, A)).remaining],
-      ['598', '597'],
+      [(await lane(undefined, A)).remaining, (await route(undefined, A)).remaining],
+      ['599', '598'],
     )
-    const second = await viaLane(two.api_key, A)
+    const second = await lane(two.api_key, A)
     assert.deepEqual([second.status, second.limit, second.remaining], [200, '20', '19'])
     // A key without tokens:verify, a made-up key and a revoked credential count as anonymous.
     assert.deepEqual(
-      [(await viaLane(partnerKey.api_key, A)).limit, (await viaLane('wb_madeup', A)).limit],
+      [(await lane(partnerKey.api_key, A)).limit, (await lane('wb_madeup', A)).limit],
       ['600', '600'],
     )
     const revoked = await t.request({ method: 'DELETE', url: `/tokens/api-key/${two.id}`, token: admin })
     assert.equal(revoked.statusCode, 200)
-    for (const send of [viaLane, viaRoute]) assert.equal((await send(two.api_key, A)).limit, '600')
+    for (const send of [lane, route]) assert.equal((await send(two.api_key, A)).limit, '600')
+    t.clock.thaw()
+  })
+  test('a live credential is never refused because its address spent the anonymous budget, its first call included', async () => {
+    t.clock.freeze()
+    const token = (await login(t, 'ev1@example.com')).access_token
+    // Two credentials this instance has never seen: one for the lane, one for the route.
+    const forLane = await apiKey(t, admin, 'backend behind a shared address (lane)', ['tokens:verify'])
+    const forRoute = await apiKey(t, admin, 'backend behind a shared address (route)', ['tokens:verify'])
+    const A = '198.51.100.20'
+    for (let i = 1; i <= 600; i++)
+      assert.equal((await viaRoute(token, undefined, A)).status, 200, `request ${i}`)
+    for (const send of [viaLane, viaRoute]) assert.equal((await send(token, undefined, A)).status, 429)
+
+    const first = await viaLane(token, forLane.api_key, A)
+    assert.deepEqual([first.status, first.body.valid, first.limit, first.remaining], [200, true, '20', '19'])
+    const firstRoute = await viaRoute(token, forRoute.api_key, A)
+    assert.deepEqual(
+      [firstRoute.status, firstRoute.body.valid, firstRoute.limit, firstRoute.remaining],
+      [200, true, '20', '19'],
+    )
+    // Made-up keys still cost the address, which has nothing left.
+    for (const send of [viaLane, viaRoute]) {
+      const madeUp = await send(token, `wb_${randomBytes(32).toString('base64url')}`, A)
+      assert.deepEqual([madeUp.status, madeUp.body.limit], [429, 600])
+    }
     t.clock.thaw()
   })
 })

@@ -4,9 +4,17 @@ import { applyCount, type RouteLimiter } from '../platform/rate-limit.js'
 
 /**
  * What a verify credential (an API key with scope `tokens:verify`) is counted under: its id, or null
- * when the key is no live verify credential. A promise when this instance has not seen the key lately.
+ * when the key is no live verify credential.
  */
-export type CredentialLookup = (apiKey: string) => string | null | Promise<string | null>
+export interface CredentialLookup {
+  /**
+   * What this instance knows without asking the database (its cache, the revocation list): the id,
+   * null, or undefined when only the database can tell (a key not seen lately).
+   */
+  known(apiKey: string): string | null | undefined | Promise<string | null>
+  /** Asks the database; rejects when it cannot (unreachable): the key can then not be checked. */
+  fetch(apiKey: string): Promise<string | null>
+}
 
 /** One request counted: under which limit, the count so far in the window, the window's time left. */
 export interface CallerCount {
@@ -17,44 +25,56 @@ export interface CallerCount {
 }
 
 export interface VerifyCallers {
-  /** Counts one request of `ip`, presenting `apiKey` or none, under the budget it belongs to. */
+  /**
+   * Counts one request of `ip`, presenting `apiKey` or none, under the budget it belongs to. Rejects
+   * when a key must be looked up and the database cannot be asked.
+   */
   count(ip: string, apiKey: string | undefined): CallerCount | Promise<CallerCount>
 }
 
 /**
- * The budgets of POST /tokens/verify's callers (decisions of 2026-11-25): a backend that presents a
- * verify credential is counted per credential (VERIFY_CLIENT_RATE_LIMIT a minute), so junk tokens sent
- * through it spend its own budget and nobody else's; everyone else per address (600 a minute). A key
- * that is no live verify credential counts as anonymous. A key this instance has not seen lately is
- * looked up in the database once; that request is paid from the address's budget first, so a flood of
- * made-up keys costs at most the anonymous rate in look-ups.
+ * The budgets of POST /tokens/verify's callers (docs/security.md, second audit, item 1): a backend that
+ * presents a live verify credential is counted per credential (VERIFY_CLIENT_RATE_LIMIT a minute),
+ * wherever it calls from, so junk tokens sent through it spend its own budget and nobody else's; everyone
+ * else per address (600 a minute). A key that is no live verify credential counts as anonymous.
+ *
+ * A key this instance has not seen lately is looked up in the database once. That look-up is paid from
+ * a budget of look-ups per address (as many as the anonymous budget, kept apart from it), never from the
+ * anonymous budget itself: a live credential is never refused because its address spent the anonymous
+ * budget, not even on its first call. A key found to be no verify credential is then counted as
+ * anonymous (made-up keys cost the address), and an address that spent its look-ups gets no more until
+ * its window ends (its keys count as none meanwhile), so a flood of made-up keys costs at most the
+ * anonymous rate in look-ups.
  *
  * The route (its preValidation hook) and the verify lane both count through this one object.
  */
 export function verifyCallers(deps: {
   anonymous: RouteLimiter
   credentials: RouteLimiter
+  /** The look-ups of unknown keys per address (see above). */
+  lookups: RouteLimiter
   lookup: CredentialLookup
 }): VerifyCallers {
-  const { anonymous, credentials, lookup } = deps
+  const { anonymous, credentials, lookups, lookup } = deps
   const hit = (limiter: RouteLimiter, key: string): CallerCount | Promise<CallerCount> => {
     const n = limiter.store.hit(key, limiter.windowMs)
     if (typeof n === 'number') return { limiter, count: n, resetInMs: limiter.store.resetInMs }
     return n.then(([count, resetInMs]) => ({ limiter, count, resetInMs }))
   }
-  const afterLookup = async (ip: string, id: Promise<string | null>): Promise<CallerCount> => {
-    const byAddress = await hit(anonymous, ip)
-    if (byAddress.count > anonymous.max) return byAddress
-    const found = await id.catch(() => null)
-    return found === null ? byAddress : hit(credentials, found)
+  const as = (ip: string, id: string | null) => (id === null ? hit(anonymous, ip) : hit(credentials, id))
+  const lookedUp = async (ip: string, apiKey: string): Promise<CallerCount> => {
+    const allowance = await hit(lookups, ip)
+    // Counters that failed (-1, Redis unreachable) let the look-up through, as every limit fails open.
+    if (allowance.count > lookups.max) return hit(anonymous, ip)
+    return as(ip, await lookup.fetch(apiKey))
   }
   return {
     count(ip, apiKey) {
       if (apiKey === undefined) return hit(anonymous, ip)
-      const id = lookup(apiKey)
-      if (typeof id === 'string') return hit(credentials, id)
-      if (id === null) return hit(anonymous, ip)
-      return afterLookup(ip, id)
+      const known = lookup.known(apiKey)
+      if (known === undefined) return lookedUp(ip, apiKey)
+      if (known instanceof Promise) return known.then((id) => as(ip, id))
+      return as(ip, known)
     },
   }
 }
@@ -86,7 +106,7 @@ export function limitVerifyCallers(callers: VerifyCallers, maxApiKey: number) {
       done(c.count < 0 ? undefined : applyCount(reply, c.limiter, ip, c.count, c.resetInMs))
     const counted =
       (request.raw as CountedRequest)[COUNTED] ?? callers.count(ip, apiKeyOf(request.body, maxApiKey))
-    if (counted instanceof Promise) void counted.then(finish)
+    if (counted instanceof Promise) void counted.then(finish, done)
     else finish(counted)
   }
 }

@@ -206,7 +206,13 @@ function laneListener(
       const parsed = parse(body)
       if (parsed === null) return handOver(body)
       const counted = callers.count(addressOfRequest(req), parsed.apiKey)
-      if (counted instanceof Promise) return void counted.then((c) => answer(body, parsed.token, c))
+      if (counted instanceof Promise)
+        return void counted.then(
+          (c) => answer(body, parsed.token, c),
+          // The key could not be checked (the database unreachable): the route counts it again and
+          // answers what is wrong in its one shape.
+          () => handOver(body),
+        )
       answer(body, parsed.token, counted)
     })
     // An aborted upload ends here, answered by nobody, as with Fastify: node:http emits 'error' on a
