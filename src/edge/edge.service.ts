@@ -11,15 +11,15 @@ import {
   ServiceUnavailableError,
   TooManyRequestsError,
 } from '../platform/errors.js'
-import type { EdgeKeys } from './edge-keys.js'
-import { type ColumnsPage, columnsPage } from './feed-columns.js'
 import {
   type FeedRow,
   feedPage,
   findTransferForReissue,
   replaceCode,
   ticketsAfter,
-} from './scan-sync.store.js'
+} from '../transfers/transfers.store.js'
+import type { EdgeKeys } from './edge-keys.js'
+import { type ColumnsPage, columnsPage } from './feed-columns.js'
 import type { TicketCodes } from './ticket-codes.js'
 
 /** The most tickets one feed page holds (the default page). */

@@ -1,4 +1,4 @@
-import type { FeedRow } from './scan-sync.store.js'
+import type { FeedRow } from '../transfers/transfers.store.js'
 
 /**
  * The compact encoding of a scan-sync page (`format=columns`), for a first sync of a festival's tickets

@@ -4,7 +4,8 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
 import { fromMinorUnits } from '../platform/formats.js'
-import { claimLink, findLinkByToken, ticketsOfConsumer, ticketsOfLink, walletsOf } from './holder.store.js'
+import { ticketsOfConsumer, ticketsOfLink } from '../transfers/transfers.store.js'
+import { claimLink, findLinkByToken, walletsOf } from './holder.store.js'
 
 export interface HolderServiceDeps {
   db: Db

@@ -1,5 +1,6 @@
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
+import { claimTickets } from '../transfers/transfers.store.js'
 
 /** The link a claim token opens, found by the token's hash. */
 export function findLinkByToken(db: Db, token: string) {
@@ -19,37 +20,6 @@ export function findLinkByToken(db: Db, token: string) {
     .where('k.token_hash', '=', sha256Hex(token))
     .executeTakeFirst()
 }
-
-const ticketColumns = [
-  't.uid as transfer_uid',
-  'e.uid as event_uid',
-  'e.name as event_name',
-  'tt.uid as ticket_uid',
-  'tt.name',
-  'tt.ticket_date',
-  't.status',
-  't.used_timestamp',
-  't.used_at',
-  'e.timezone as event_timezone',
-  't.access_gate',
-  't.seat_number',
-  't.balance',
-  't.promo_balance',
-  't.code_body',
-] as const
-
-function tickets(db: Db) {
-  return db
-    .selectFrom('transfers as t')
-    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
-    .innerJoin('events as e', 'e.id', 't.event_id')
-    .select(ticketColumns)
-    .orderBy('t.id')
-}
-
-export const ticketsOfLink = (db: Db, linkId: number) => tickets(db).where('t.link_id', '=', linkId).execute()
-export const ticketsOfConsumer = (db: Db, customerId: number) =>
-  tickets(db).where('t.customer_id', '=', customerId).execute()
 
 export function walletsOf(db: Db, customerId: number) {
   return db
@@ -82,18 +52,7 @@ export async function claimLink(db: Db, linkId: number, eventId: number, custome
         .executeTakeFirstOrThrow()
       return link.claimed_by === customerId
     }
-    const moved = await tx
-      .updateTable('transfers')
-      .set((eb) => ({
-        customer_id: customerId,
-        claimed_at: now,
-        status: eb.case().when('status', '=', 'TRANSFERRED').then('CLAIMED').else(eb.ref('status')).end(),
-      }))
-      .where('link_id', '=', linkId)
-      .returning(['balance', 'promo_balance'])
-      .execute()
-    const balance = moved.reduce((s, t) => s + Number(t.balance), 0)
-    const promo = moved.reduce((s, t) => s + Number(t.promo_balance), 0)
+    const { balance, promo } = await claimTickets(tx, linkId, customerId, now)
     await tx
       .insertInto('wallets')
       .values({ customer_id: customerId, event_id: eventId, balance, promo_balance: promo, updated_at: now })

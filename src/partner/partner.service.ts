@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
 import type { TicketCodes } from '../edge/ticket-codes.js'
-import { nextFeedSeq, reserveFeedSeqs } from '../events/events.store.js'
 import { openLink, openLinks } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
@@ -14,18 +13,15 @@ import {
 } from '../platform/errors.js'
 import { fromMinorUnits, moneyIssue, toMinorUnits } from '../platform/formats.js'
 import { enqueue, enqueueMany } from '../platform/jobs/jobs.js'
-import type { Keeping } from './idempotency.js'
 import {
-  findTicketType,
-  findTicketTypes,
   findTransferByCompanyId,
-  insertTicketType,
-  insertTransfer,
-  insertTransfers,
-  listTicketTypes,
+  issueTransfer,
+  issueTransfers,
   transferCodeBodies,
   usedCompanyTicketIds,
-} from './partner.store.js'
+} from '../transfers/transfers.store.js'
+import type { Keeping } from './idempotency.js'
+import { findTicketType, findTicketTypes, insertTicketType, listTicketTypes } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
 import { TRANSFER_MAIL_JOB, type TransferMailPayload } from './transfer-mail.js'
 
@@ -94,7 +90,7 @@ export interface TransferInput {
 const duplicate = () =>
   new ConflictError('company_ticket_id has already been used by this partner', 'duplicate_company_ticket_id')
 
-/** The stored row of a new transfer (feed position and link to be set). */
+/** The stored row of a new transfer (its link to be set). */
 function transferRow(
   partner: Partner,
   uid: string,
@@ -182,11 +178,10 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
   try {
     await db.transaction().execute(async (tx) => {
       const linkId = await openLink(tx, partner.eventId, email, now)
-      await insertTransfer(tx, {
+      // After the link's lock: the ledger takes the event's feed position last.
+      await issueTransfer(tx, {
         ...transferRow(partner, uid, type, input, email, now, code),
         link_id: linkId,
-        // Last, after the link's lock: see nextFeedSeq.
-        feed_seq: await nextFeedSeq(tx, partner.eventId),
       })
       await enqueue(tx, now, mailJob(deps, linkId, now))
     })
@@ -259,15 +254,15 @@ export async function createTransfers(
   )
   try {
     await db.transaction().execute(async (tx) => {
-      // Links in address order, so two batches lock them in the same order; the feed last (nextFeedSeq).
+      // Links in address order, so two batches lock them in the same order; the ledger takes the
+      // event's feed positions after them.
       const links = await openLinks(tx, partner.eventId, [...new Set(made.map((m) => m.email))].sort(), now)
-      const first = todo.length ? await reserveFeedSeqs(tx, partner.eventId, todo.length) : 0
-      await insertTransfers(
+      await issueTransfers(
         tx,
+        partner.eventId,
         todo.map(({ input, type }, n) => ({
           ...transferRow(partner, made[n]!.uid, type, input, made[n]!.email, now, made[n]!.code),
           link_id: links.get(made[n]!.email)!,
-          feed_seq: first + n,
         })),
       )
       await enqueueMany(

@@ -8,7 +8,8 @@ import { fromMinorUnits } from '../platform/formats.js'
 import { type JobHandler, releaseDedupeKey } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
 import { randomToken } from '../platform/random.js'
-import { releaseTakenTransfers, takeTransfersToMail, transfersToMail } from './partner.store.js'
+import { transfersToMail } from '../transfers/transfers.store.js'
+import { releaseTakenTransfers, takeTransfersToMail } from './partner.store.js'
 
 export const TRANSFER_MAIL_JOB = 'transfer-mail'
 

@@ -1,14 +1,13 @@
 import type { Static } from 'typebox'
 import { insertAuditEntry } from '../audit/audit.store.js'
-import { markChanged } from '../edge/scan-sync.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
+import { findTransferToUse, flaggedCodeUses, markUsed, useOf } from '../transfers/transfers.store.js'
 import type { UseNotification } from '../webhooks/notification.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
 import type { ScannedCode } from './scanned-code.js'
-import { findTransferToUse, flaggedCodeUses, markUsed, useOf } from './tickets.store.js'
 
 export interface TicketsServiceDeps {
   db: Db
@@ -105,14 +104,19 @@ export class TicketsService {
     const usedTimestamp = this.localTime.format(usedAt, t.timezone)
     const now = this.deps.clock.now()
     const outcome = await db.transaction().execute(async (tx) => {
-      const won = await markUsed(tx, t.id, {
-        used_at: usedAt,
-        used_timestamp: usedTimestamp,
-        used_gate: scan.gate,
-        clockAdjusted: adjusted !== undefined,
-        version,
-        unknownCode: scan.code === 'unknown',
-      })
+      // The ledger also moves the ticket to the end of the sync feed, so scanners learn of the use.
+      const won = await markUsed(
+        tx,
+        { id: t.id, eventId: t.event_id },
+        {
+          used_at: usedAt,
+          used_timestamp: usedTimestamp,
+          used_gate: scan.gate,
+          clockAdjusted: adjusted !== undefined,
+          version,
+          unknownCode: scan.code === 'unknown',
+        },
+      )
       if (!won) return { won, notified: false }
       // Nothing is backdated: the device's claimed time is kept in the audit log, with the use.
       if (adjusted)
@@ -128,8 +132,6 @@ export class TicketsService {
             reason: adjusted.reason,
           },
         })
-      // Scanners learn of the use through the sync feed.
-      await markChanged(tx, t.id, t.event_id)
       // The partner that transferred the ticket is told, and no other.
       const notified =
         t.partner_id !== null &&

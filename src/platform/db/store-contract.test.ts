@@ -4,18 +4,14 @@ import pino from 'pino'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
 import { partnerNamed } from '../../api-keys/api-keys.store.js'
-import { nextFeedSeq, upsertEvent } from '../../events/events.store.js'
+import { upsertEvent } from '../../events/events.store.js'
 import { openLink } from '../../holder/holder.store.js'
 import { upsertAdministrator } from '../../identities/identities.store.js'
 import { reserveKey, takeOverKey } from '../../partner/idempotency.store.js'
-import {
-  findTicketType,
-  insertTicketType,
-  insertTransfer,
-  takeTransfersToMail,
-} from '../../partner/partner.store.js'
+import { findTicketType, insertTicketType, takeTransfersToMail } from '../../partner/partner.store.js'
 import { consumeToken, findLiveToken, insertResetToken } from '../../password-reset/password-reset.store.js'
 import { insertRefresh, markRotated } from '../../tokens/refresh.store.js'
+import { issueTransfer } from '../../transfers/transfers.store.js'
 import { enqueue, JobRunner } from '../jobs/jobs.js'
 
 /**
@@ -106,7 +102,7 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
         .handle()
         .db.transaction()
         .execute(async (tx) =>
-          insertTransfer(tx, {
+          issueTransfer(tx, {
             uid: `contract-t${n}`,
             event_id: eventId,
             ticket_type_id: type.id,
@@ -120,7 +116,6 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
             created_at: now,
             code_body: `body-${n}`,
             code_digest: `digest-${n}`,
-            feed_seq: await nextFeedSeq(tx, eventId),
             partner_id: partnerId,
           }),
         )
