@@ -232,6 +232,7 @@ function dashboardOptions(shared: Shared) {
       audit,
       sealer: shared.mfaSealer,
       backoff: shared.backoff,
+      authEvents: shared.authEvents,
       passkeyPolicy: shared.passkeyPolicy,
     },
     signInSealer: createSealer(shared.secrets, 'dashboard-sign-in'),
@@ -264,6 +265,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
   a.closeLater(() => authority.stop())
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
+  const { authEvents } = metrics
   // Passkeys (WebAuthn), off while there is no RP ID (production without WEBAUTHN_RP_ID).
   const passkeys: PasskeyDeps = {
     db,
@@ -275,12 +277,14 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
       : undefined,
     requiredFor: config.PASSKEYS_REQUIRED_FOR,
     accounts: staffAccounts(db),
+    authEvents,
   }
   return {
     secrets,
     edgeKeys,
     codes: new TicketCodes({ keys: edgeKeys }),
     audit,
+    authEvents,
     authority,
     tokens,
     endSessions: authority.endSessions,
@@ -298,6 +302,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
       tokens,
       audit,
       freshness,
+      authEvents,
       hasPasskey: (id) => hasPasskey(passkeys, { kind: 'admin', id }),
     }),
     // PASSKEYS_REQUIRED_FOR: an administrator in scope who has a passkey gives it instead of a TOTP code.

@@ -1,5 +1,6 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { findStaffByEmail, type StaffRole, updatePasswordHash } from '../identities/identities.store.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Db } from '../platform/db/database.js'
 import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
@@ -9,6 +10,7 @@ export interface LoginDeps {
   tokens: TokenService
   audit: AuditLog
   passwords: PasswordSignInDeps
+  authEvents: AuthEvents
   /** PASSKEYS_REQUIRED_FOR: what an administrator must do next (`policyFor`), told in the answer. */
   passkeyPolicy?: (adminId: number) => Promise<'passkey' | 'register' | null>
 }
@@ -20,6 +22,14 @@ export type LoginAnswer = TokenResponse & { passkey_policy?: 'use_passkey' | 're
  * (unknown e-mail, wrong password, wrong role) is the same 401 after the same amount of work.
  */
 export async function loginStaff(
+  deps: LoginDeps,
+  input: { email: string; password: string; role: StaffRole },
+  ip: string,
+): Promise<LoginAnswer> {
+  return counted(deps.authEvents, `login_${input.role}`, () => signInStaff(deps, input, ip))
+}
+
+async function signInStaff(
   deps: LoginDeps,
   input: { email: string; password: string; role: StaffRole },
   ip: string,

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { AuditLog } from '../audit/audit.store.js'
 import { consumerGrant } from '../identities/grants.js'
 import { identityIssuers } from '../idp/idp.store.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import {
@@ -44,6 +45,7 @@ export interface ConsumerDeps {
   tokens: TokenService
   audit: AuditLog
   passwords: PasswordSignInDeps
+  authEvents: AuthEvents
   sms: SmsSender
   /** The key the one-time phone codes are kept under (derived from the signing secret). */
   phoneCodeKey: Buffer
@@ -74,7 +76,13 @@ export class ConsumerService {
   }
 
   /** Phone and password sign-in; every failure is the same 401 after the same work. */
-  async loginWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
+  loginWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
+    return counted(this.deps.authEvents, 'login_consumer_password', () =>
+      this.signInWithPassword(phone, password, ip),
+    )
+  }
+
+  private async signInWithPassword(phone: string, password: string, ip: string): Promise<TokenResponse> {
     const { db, audit } = this.deps
     const found = await signInWithPassword(this.deps.passwords, {
       slots: [
@@ -108,7 +116,11 @@ export class ConsumerService {
     this.deliveries.add(delivery)
   }
 
-  async verifyPhoneLogin(phone: string, code: string, ip: string): Promise<TokenResponse> {
+  verifyPhoneLogin(phone: string, code: string, ip: string): Promise<TokenResponse> {
+    return counted(this.deps.authEvents, 'login_consumer_otp', () => this.signInWithCode(phone, code, ip))
+  }
+
+  private async signInWithCode(phone: string, code: string, ip: string): Promise<TokenResponse> {
     const { db, audit } = this.deps
     const ok = await this.codes.consume('login', phone, code)
     const customer = ok ? await findCustomerCredentials(db, phone) : undefined

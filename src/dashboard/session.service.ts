@@ -8,6 +8,7 @@ import {
   type PasskeyDeps,
   policyFor,
 } from '../passkeys/passkeys.service.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { safeEqual, sha256Hex } from '../platform/digest.js'
@@ -41,6 +42,7 @@ export interface SessionDeps {
   clock: Clock
   audit: AuditLog
   passwords: PasswordSignInDeps
+  authEvents: AuthEvents
   /** An administrator's TOTP code is checked by the rules of `/admin/mfa/verify`, on its budget. */
   totp: TotpDeps
   /** Seals the sign-in waiting for its next step, kept in a cookie between the two forms. */
@@ -97,6 +99,16 @@ export type SignInResult =
  * yet: the answer is the step and the sealed sign-in, which the step's form sends back.
  */
 export async function signIn(
+  deps: SessionDeps,
+  input: { username: string; password: string },
+  ip: string,
+): Promise<SignInResult> {
+  const result = await counted(deps.authEvents, 'login_dashboard', () => checkPassword(deps, input, ip))
+  if (result.step !== 'done') deps.authEvents.count('mfa_challenge', 'success', 'sign_in')
+  return result
+}
+
+async function checkPassword(
   deps: SessionDeps,
   input: { username: string; password: string },
   ip: string,

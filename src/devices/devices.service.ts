@@ -7,6 +7,7 @@ import {
   storedGrant,
   updatePasswordHash,
 } from '../identities/identities.store.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import { MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -157,6 +158,7 @@ export interface DeviceDeps {
   audit: AuditLog
   /** The password sign-in; an operator's failures count with those at /auth/login (one password). */
   passwords: PasswordSignInDeps
+  authEvents: AuthEvents
   /**
    * Seals operator session tokens at rest. The spec wants the same token handed out again until
    * logout, so a one-way hash alone cannot do; the plaintext in the database would turn a read-only
@@ -194,7 +196,11 @@ export class DeviceService {
   }
 
   /** rule 4: an offline token for the device's associated operator; 403 when there is none at the event. */
-  async login(devMac: string, eventId: number, deviceKey: string | undefined, ip: string) {
+  login(devMac: string, eventId: number, deviceKey: string | undefined, ip: string) {
+    return counted(this.deps.authEvents, 'login_device', () => this.signIn(devMac, eventId, deviceKey, ip))
+  }
+
+  private async signIn(devMac: string, eventId: number, deviceKey: string | undefined, ip: string) {
     const d = await this.authenticate(devMac, eventId, deviceKey, ip)
     const operator =
       d.operator_id === null ? undefined : await findOperatorAtEvent(this.deps.db, d.operator_id, d.event_id)
@@ -252,7 +258,11 @@ export class DeviceService {
    * disallowed combination are the same 401. The token is created once and returned again until the
    * operator logs out.
    */
-  async operatorToken(
+  operatorToken(input: { email: string; password: string; dev_type: DevType; dev_mac: string }, ip: string) {
+    return counted(this.deps.authEvents, 'login_device_operator', () => this.signInOperator(input, ip))
+  }
+
+  private async signInOperator(
     input: { email: string; password: string; dev_type: DevType; dev_mac: string },
     ip: string,
   ) {

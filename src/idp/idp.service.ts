@@ -1,6 +1,7 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { customersWithProvenEmail, insertCustomer } from '../consumers/consumers.store.js'
 import { consumerGrant } from '../identities/grants.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
@@ -13,6 +14,7 @@ export interface IdpLoginDeps {
   tokens: TokenService
   audit: AuditLog
   verifier: IdpVerifier
+  authEvents: AuthEvents
 }
 
 /**
@@ -69,7 +71,11 @@ async function linkOrCreate(deps: IdpLoginDeps, who: ProviderIdentity): Promise<
   }
 }
 
-export async function loginWithIdp(deps: IdpLoginDeps, idToken: string, ip: string): Promise<TokenResponse> {
+export function loginWithIdp(deps: IdpLoginDeps, idToken: string, ip: string): Promise<TokenResponse> {
+  return counted(deps.authEvents, 'login_idp', () => signInWithIdp(deps, idToken, ip))
+}
+
+async function signInWithIdp(deps: IdpLoginDeps, idToken: string, ip: string): Promise<TokenResponse> {
   const who = await deps.verifier.verify(idToken)
   const { id, how } = await linkOrCreate(deps, who)
   await deps.audit.record({

@@ -6,6 +6,7 @@ import {
   type MetricValue,
   Registry,
 } from 'prom-client'
+import { AUTH_EVENT_SERIES, type AuthEvents } from '../platform/auth-events.js'
 
 import { type DurationSeries, RequestDurations } from './request-durations.js'
 
@@ -21,7 +22,8 @@ import { type DurationSeries, RequestDurations } from './request-durations.js'
  * - mail and SMS: `mailSends.inc({ outcome: 'sent' | 'failed' })`, `smsSends.inc(...)` after each attempt;
  * - webhooks: `webhookDeliveries.inc({ outcome })` after each delivery attempt, and the outbox depth as
  *   a value read at scrape time: `onCollect(async () => metrics.outboxDepth.set(await countPending(db)))`;
- * - storage: `dbErrors` and `redisErrors` are moved by the database and Redis clients themselves.
+ * - storage: `dbErrors` and `redisErrors` are moved by the database and Redis clients themselves;
+ * - sign-ins and the other authentication events: `authEvents`, through `counted` (platform/auth-events.ts).
  */
 export interface Metrics {
   readonly registry: Registry
@@ -36,6 +38,8 @@ export interface Metrics {
   readonly dbErrors: Counter
   readonly redisErrors: Counter
   readonly passwordChecks: Counter
+  /** `wristband_auth_events_total{event, outcome, reason}`: what `counted` moves. */
+  readonly authEvents: AuthEvents
   /** Records one answered request; called from the onResponse hook on every request. */
   observeRequest(method: string, route: string, statusCode: number, seconds: number): void
   tokenIssued(type: string): void
@@ -182,6 +186,14 @@ export function createMetrics(build: { version: string } = { version: 'unknown' 
     registers,
   })
 
+  const authEventsTotal = new Counter({
+    name: 'wristband_auth_events_total',
+    help: 'Authentication events (sign-ins by account kind, refresh, MFA, passkeys, password resets), by event, outcome and reason',
+    labelNames: ['event', 'outcome', 'reason'] as const,
+    registers,
+  })
+  for (const series of AUTH_EVENT_SERIES) authEventsTotal.inc(series, 0)
+
   // The label hashing of prom-client costs more than a Map look-up on a string; the hook runs on every
   // request, so each label combination is resolved once. Routes are templates, so the map stays small.
   const runCollectors = () => Promise.allSettled(collectors.map(async (fn) => fn()))
@@ -202,6 +214,7 @@ export function createMetrics(build: { version: string } = { version: 'unknown' 
     dbErrors,
     redisErrors,
     passwordChecks,
+    authEvents: { count: (event, outcome, reason) => authEventsTotal.inc({ event, outcome, reason }) },
     observeRequest(method, route, statusCode, seconds) {
       const byMethod = inner(inner(requestSeries, route), statusCode)
       let series = byMethod.get(method)

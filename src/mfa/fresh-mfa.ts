@@ -1,6 +1,7 @@
 import type { preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import type { AuditLog } from '../audit/audit.store.js'
 import { adminMfaEnabled } from '../identities/identities.store.js'
+import type { AuthEvents } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ForbiddenError } from '../platform/errors.js'
@@ -27,9 +28,10 @@ export function mfaFreshness(
  * A preHandler that lets a request through only when its access token says MFA was verified within
  * the freshness window. It reads the token alone (decisions.md §2), so it runs after `protect`.
  */
-export function requireFreshMfa(freshness: MfaFreshness): preHandlerAsyncHookHandler {
+export function requireFreshMfa(freshness: MfaFreshness, events: AuthEvents): preHandlerAsyncHookHandler {
   return async (request) => {
     const state = mfaFreshness(claimsOf(request), freshness)
+    if (state !== 'fresh') events.count('mfa_challenge', 'success', 'fresh_mfa')
     if (state === 'mfa_never')
       throw new ForbiddenError('MFA verification required', 'require_mfa', { reason: 'mfa_never' })
     if (state === 'mfa_stale')
@@ -43,10 +45,11 @@ export function requireFreshMfa(freshness: MfaFreshness): preHandlerAsyncHookHan
 export function protectWithFreshMfa(
   tokens: TokenService,
   freshness: MfaFreshness,
+  events: AuthEvents,
   opts: GuardOptions = {},
 ): { preParsing: preParsingAsyncHookHandler; preHandler: preHandlerAsyncHookHandler[] } {
   const guard = protect(tokens, opts)
-  return { preParsing: guard.preParsing, preHandler: [guard.preHandler, requireFreshMfa(freshness)] }
+  return { preParsing: guard.preParsing, preHandler: [guard.preHandler, requireFreshMfa(freshness, events)] }
 }
 
 /** Route hooks, to spread into the options of a route that creates lasting credentials or accounts. */
@@ -68,6 +71,7 @@ export function credentialGuard(deps: {
   tokens: TokenService
   audit: AuditLog
   freshness: MfaFreshness
+  authEvents: AuthEvents
   /** Whether the administrator has a passkey: a second factor too, so a password alone adds none. */
   hasPasskey?: (adminId: number) => Promise<boolean>
 }): ProtectCredentials {
@@ -78,6 +82,7 @@ export function credentialGuard(deps: {
     const secondFactor =
       (await adminMfaEnabled(deps.db, adminId)) || ((await deps.hasPasskey?.(adminId)) ?? false)
     if (!secondFactor) return
+    deps.authEvents.count('mfa_challenge', 'success', 'fresh_mfa')
     await deps.audit.record({
       kind: 'mfa_required',
       actor: `admin:${claims.sub}`,

@@ -77,7 +77,7 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
     '/admin/sensitive/ping',
     {
       config: perMinute(60),
-      ...protectWithFreshMfa(deps.tokens, deps.freshness, { roles: ['admin'] }),
+      ...protectWithFreshMfa(deps.tokens, deps.freshness, deps.authEvents, { roles: ['admin'] }),
       schema: {
         tags: ['mfa'],
         summary: 'Answers only to an administrator with a fresh MFA verification',

@@ -8,6 +8,7 @@ import {
   promotePending,
   savePending,
 } from '../identities/identities.store.js'
+import { type AuthEvents, type AuthNote, counted } from '../platform/auth-events.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -25,6 +26,7 @@ export interface TotpDeps {
   sealer: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff
+  authEvents: AuthEvents
   /**
    * PASSKEYS_REQUIRED_FOR: throws (403 `passkey_required`) when the administrator must give a passkey
    * instead of a code.
@@ -151,12 +153,23 @@ export async function verifyMfa(
  * used); the pending secret counts only as `verifyMfa` says. A wrong or replayed code is 400; an
  * accepted one answers the time it was checked at.
  */
-export async function checkTotp(
+export function checkTotp(
   deps: TotpDeps,
   adminId: number,
   code: string,
   ip: string,
   freshMfa: boolean,
+): Promise<number> {
+  return counted(deps.authEvents, 'mfa_verify', (note) => checkCode(deps, adminId, code, ip, freshMfa, note))
+}
+
+async function checkCode(
+  deps: TotpDeps,
+  adminId: number,
+  code: string,
+  ip: string,
+  freshMfa: boolean,
+  note: AuthNote,
 ): Promise<number> {
   await deps.passkeyPolicy?.(adminId, ip)
   const backoffKey = `mfa:admin:${adminId}`
@@ -170,6 +183,7 @@ export async function checkTotp(
   if (check === 'wrong') check = await tryActive(deps, admin, code, now)
   if (check !== 'accepted') {
     await deps.audit.record({ kind: 'mfa_verify', actor, ip, outcome: 'failure', detail: { reason: check } })
+    if (check === 'replayed') note.reason = 'replayed'
     throw new BadRequestError(WRONG_CODE)
   }
   await deps.backoff.recordSuccess(backoffKey)

@@ -6,6 +6,7 @@ import type {
 } from '@simplewebauthn/server'
 import type { AuditLog } from '../audit/audit.store.js'
 import { findAdminById, findNetworkManagerById } from '../identities/identities.store.js'
+import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
@@ -68,6 +69,7 @@ export interface PasskeyDeps {
   relyingParty: RelyingParty | undefined
   requiredFor: PasskeysRequiredFor
   accounts: AccountLoader
+  authEvents: AuthEvents
 }
 
 /**
@@ -277,7 +279,16 @@ const transportsOf = (p: PasskeyRow) =>
  * refusal (no such challenge or used before, another account's flow, wrong origin or RP ID, no user
  * verification, a credential registered already) is audited and answered 400; nothing is stored.
  */
-export async function finishRegistration(
+export function finishRegistration(
+  deps: PasskeyDeps,
+  account: PasskeyAccount,
+  input: { flow: string | undefined; response: RegistrationResponseJSON; name?: string | undefined },
+  ip: string,
+): Promise<PasskeyView> {
+  return counted(deps.authEvents, 'passkey_register', () => register(deps, account, input, ip))
+}
+
+async function register(
   deps: PasskeyDeps,
   account: PasskeyAccount,
   input: { flow: string | undefined; response: RegistrationResponseJSON; name?: string | undefined },
@@ -395,7 +406,15 @@ export async function startSignIn(
  * checked; the counter must grow (a cloned authenticator shows an older one). Every refusal is
  * audited (`passkey_sign_in`, failure, with its reason) and answered 401; a locked account 429.
  */
-export async function finishSignIn(
+export function finishSignIn(
+  deps: PasskeyDeps,
+  input: { flow: string | undefined; response: AuthenticationResponseJSON; caller?: Subject | undefined },
+  ip: string,
+): Promise<PasskeyAccount> {
+  return counted(deps.authEvents, 'passkey_sign_in', () => checkAssertion(deps, input, ip))
+}
+
+async function checkAssertion(
   deps: PasskeyDeps,
   input: { flow: string | undefined; response: AuthenticationResponseJSON; caller?: Subject | undefined },
   ip: string,

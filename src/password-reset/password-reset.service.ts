@@ -1,5 +1,6 @@
 import type { AuditLog } from '../audit/audit.store.js'
 import { findAdminByEmail, findAdminById, setAdminPassword } from '../identities/identities.store.js'
+import { type AuthEvents, type AuthNote, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -25,6 +26,7 @@ export interface PasswordResetDeps {
   endSessions: EndSessions
   audit: AuditLog
   config: Pick<Config, 'PASSWORD_RESET_HOURLY_QUOTA'>
+  authEvents: AuthEvents
 }
 
 const HOUR_MS = 3_600_000
@@ -36,7 +38,11 @@ const INVALID_LINK = 'This password reset link is invalid or has expired'
  * not: the hourly quota counts per submitted address, known or not, and both cases do the same work
  * here (count, queue a job). The job finds the administrator, mints the link and sends it (reset-mail.ts).
  */
-export async function requestReset(deps: PasswordResetDeps, email: string, ip: string): Promise<void> {
+export function requestReset(deps: PasswordResetDeps, email: string, ip: string): Promise<void> {
+  return counted(deps.authEvents, 'password_reset_request', (note) => queueReset(deps, email, ip, note))
+}
+
+async function queueReset(deps: PasswordResetDeps, email: string, ip: string, note: AuthNote): Promise<void> {
   const { db, clock, config, audit } = deps
   const address = email.trim().toLowerCase()
   // Only for the audit record, after the answer is decided; the same query either way.
@@ -75,6 +81,7 @@ export async function requestReset(deps: PasswordResetDeps, email: string, ip: s
     outcome: admin ? 'success' : 'failure',
     ...(admin ? {} : { detail: { reason: 'unknown_email' } }),
   })
+  if (!admin) note.reason = 'unknown_account'
 }
 
 /**
@@ -83,7 +90,16 @@ export async function requestReset(deps: PasswordResetDeps, email: string, ip: s
  * e-mailed. Any link that does
  * not work (unknown, expired, used, administrator gone) gets the same 410.
  */
-export async function confirmReset(
+export function confirmReset(
+  deps: PasswordResetDeps,
+  token: string,
+  newPassword: string,
+  ip: string,
+): Promise<void> {
+  return counted(deps.authEvents, 'password_reset', () => resetPassword(deps, token, newPassword, ip))
+}
+
+async function resetPassword(
   deps: PasswordResetDeps,
   token: string,
   newPassword: string,

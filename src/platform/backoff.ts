@@ -17,6 +17,9 @@ export const BACKOFF_POLICY = {
   WINDOW_MS: 15 * 60_000,
 } as const
 
+/** The back-off's 429: an attempt on a locked account (a lockout, which a rate limit is not). */
+export class LockedOut extends TooManyRequestsError {}
+
 function lockFor(attempts: number): number {
   const over = attempts - BACKOFF_POLICY.FREE_FAILURES
   if (over <= 0) return 0
@@ -140,7 +143,7 @@ export function createBackoff(clock: Clock, redis?: Redis, prefix = ''): Backoff
       const now = clock.now()
       const until = await use((s) => s.attempt(keys, now))
       if (until > now) {
-        throw new TooManyRequestsError(
+        throw new LockedOut(
           BACKOFF_POLICY.FREE_FAILURES,
           Math.ceil((until - now) / 1000),
           'Too many failed attempts; try again later',
