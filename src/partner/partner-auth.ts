@@ -81,7 +81,12 @@ export function partnerAuth(
     }),
     async preParsing(request, _reply, payload) {
       const given = request.headers.api_key
-      if (typeof given !== 'string' || given === '') throw new UnauthorizedError('Missing api_key header')
+      if (typeof given !== 'string' || given === '')
+        throw new UnauthorizedError(
+          /^bearer\s/i.test(request.headers.authorization ?? '')
+            ? 'Missing api_key header: a partner API key goes in the api_key header, not in Authorization: Bearer'
+            : 'Missing api_key header',
+        )
       const key = await keyOf(request)
       if (!key) throw new UnauthorizedError('Invalid API key')
       const event = await findEventSummary(deps.db, key.event_id)

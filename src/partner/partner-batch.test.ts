@@ -45,6 +45,10 @@ forEachBackend(httpBackends, 'batch transfers', (ctx) => {
       item('b-3', { ticket_uid: 'f'.repeat(32) }),
       item('b-4', { balance: 1.005 }),
       item('b-5'),
+      item('b-6', { ticket_uid: 'not-a-ticket-uid' }),
+      item('b-7', { email: 'not an address', extra: 1 }),
+      { email: 'b-8@example.com', ticket_uid: ticket },
+      'not a transfer',
     ])
     assert.equal(res.statusCode, 200, res.body)
     const results = res.json().results
@@ -58,8 +62,28 @@ forEachBackend(httpBackends, 'batch transfers', (ctx) => {
         ['b-3', 404],
         ['b-4', 422],
         ['b-5', 201],
+        ['b-6', 422],
+        ['b-7', 422],
+        [null, 422],
+        [null, 422],
       ],
     )
+    // A transfer that breaks the schema is answered as POST /companies/transfer would answer it, with
+    // `loc` in the batch's body; the others are made.
+    assert.deepEqual(
+      results[7].error.detail.map((d: { loc: unknown[]; type: string }) => [d.loc, d.type]),
+      [[['body', 'transfers', 7, 'ticket_uid'], 'string_pattern_mismatch']],
+    )
+    assert.deepEqual(
+      results[8].error.detail.map((d: { loc: unknown[]; type: string }) => [d.loc, d.type]).sort(),
+      [
+        [['body', 'transfers', 8, 'email'], 'string_pattern_mismatch'],
+        [['body', 'transfers', 8, 'extra'], 'extra_forbidden'],
+      ],
+    )
+    assert.deepEqual(results[9].error.detail[0].loc, ['body', 'transfers', 9, 'company_ticket_id'])
+    assert.equal(results[9].error.detail[0].type, 'missing')
+    assert.deepEqual(results[10].error.detail[0].loc, ['body', 'transfers', 10])
     assert.equal(results[2].error.error, 'duplicate_company_ticket_id')
     assert.deepEqual(results[5].error.detail[0].loc, ['body', 'transfers', 5, 'balance'])
     assert.equal(results[0].transfer.email, 'group@example.com')
@@ -135,11 +159,22 @@ forEachBackend(httpBackends, 'batch transfers', (ctx) => {
     assert.deepEqual([...made].sort(), [...ids].sort())
   })
 
-  test('the batch is refused whole: more than 500, empty, another event, a read-only key, no key', async () => {
+  test('the batch is refused whole: more than 500, empty, not a list, another event, a read-only key, no key', async () => {
     const many = Array.from({ length: 501 }, (_, i) => item(`m-${i}`))
     assert.equal((await batch(keys.write, many)).statusCode, 422)
     assert.equal((await batch(keys.write, [])).statusCode, 422)
-    assert.equal((await batch(keys.write, [item('x', { email: 'not an address' })])).statusCode, 422)
+    const notList = await partnerPost(t, '/companies/transfers', keys.write, {
+      event_uid: EVENT,
+      transfers: {},
+    })
+    assert.equal(notList.statusCode, 422)
+    assert.deepEqual(notList.json().detail[0].loc, ['body', 'transfers'])
+    const unknownField = await partnerPost(t, '/companies/transfers', keys.write, {
+      event_uid: EVENT,
+      transfers: [item('x')],
+      extra: true,
+    })
+    assert.equal(unknownField.statusCode, 422)
     assert.equal((await batch(keys.read, [item('r-1')])).statusCode, 403)
     assert.equal((await batch(keys.other, [item('o-1')])).statusCode, 403)
     assert.equal(

@@ -1,6 +1,9 @@
-// Issue 29.5: the partner flow and the scanner flow through Prism's validating proxy
-// (@stoplight/prism-cli, a dev dependency), built from the service's own /openapi.json: any request or
-// answer that breaks the contract is a violation (`sl-violations`), and the test fails on it.
+// The partner flow and the scanner flow through Prism's validating proxy (@stoplight/prism-cli, a dev
+// dependency), built from the service's own /openapi.json: any request or answer that breaks the
+// contract is a violation (`sl-violations`), and the test fails on it. Prism checks the headers a
+// document declares but not the ones it leaves out, so the test also fails on an answer header of the
+// contract (rate limits, Retry-After, Idempotent-Replayed) that the document does not declare for
+// that operation and status.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
@@ -15,6 +18,30 @@ import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
 import { waitFor } from '../../test/helpers/until.js'
 
 const PRISM = path.resolve('node_modules/.bin/prism')
+
+/** The answer headers partner clients read, which the document must declare where they are sent. */
+const CONTRACT_HEADERS = [
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
+  'retry-after',
+  'idempotent-replayed',
+]
+
+type Doc = { paths: Record<string, Record<string, { responses: Record<string, { headers?: object }> }>> }
+
+/** The headers the document declares for an answer of `status` to `method url` (lower case). */
+function declaredHeaders(doc: Doc, method: string, url: string, status: number): string[] {
+  const pathname = new URL(url, 'http://x').pathname
+  const template = Object.keys(doc.paths).find((p) =>
+    new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(pathname),
+  )
+  const answer = template ? doc.paths[template]?.[method.toLowerCase()]?.responses[String(status)] : undefined
+  return Object.keys(answer?.headers ?? {}).map((h) => h.toLowerCase())
+}
 const skip = fs.existsSync(PRISM) ? false : '@stoplight/prism-cli is not installed: Prism suite SKIPPED'
 
 forEachBackend(
@@ -26,7 +53,9 @@ forEachBackend(
     let prism: ChildProcess | undefined
     let proxy: string
     let receiver: Receiver
+    let document: Doc
     const violations: string[] = []
+    const seenHeaders = new Set<string>()
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-prism-'))
 
     before(async () => {
@@ -38,6 +67,7 @@ forEachBackend(
       const upstream = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`
       const doc = (await t.request({ method: 'GET', url: '/openapi.json' })).body
       fs.writeFileSync(path.join(dir, 'openapi.json'), doc)
+      document = JSON.parse(doc)
       const port = 20_000 + Math.floor(Math.random() * 20_000)
       proxy = `http://127.0.0.1:${port}`
       prism = spawn(
@@ -81,7 +111,13 @@ forEachBackend(
       // a warning-level one comes back in the `sl-violations` header.
       const v = res.headers.get('sl-violations') ?? (text.includes('stoplight.io/prism/errors') ? text : null)
       if (v) violations.push(`${method} ${url} → ${res.status}: ${v}`)
-      return { status: res.status, json: () => JSON.parse(text) }
+      const declared = declaredHeaders(document, method, url, res.status)
+      for (const h of CONTRACT_HEADERS)
+        if (res.headers.has(h)) {
+          seenHeaders.add(h)
+          if (!declared.includes(h)) violations.push(`${method} ${url} → ${res.status}: ${h} is not declared`)
+        }
+      return { status: res.status, headers: res.headers, json: () => JSON.parse(text) }
     }
 
     test('every request and answer of the partner flow and the scanner flow keeps the contract', {
@@ -113,6 +149,18 @@ forEachBackend(
       )
       assert.equal(type.status, 201)
       const ticketUid = type.json().ticket_uid
+      const replayed = await call(
+        'POST',
+        '/companies/ticket',
+        {
+          event_uid: 'summer-fest-2026',
+          name: 'Day pass',
+          price: 49.9,
+          ticket_date: '2026-07-18T12:00:00.000',
+        },
+        { ...key, 'idempotency-key': 'prism-type-1' },
+      )
+      assert.equal(replayed.headers.get('idempotent-replayed'), 'true')
       assert.equal((await call('GET', '/companies/tickets', undefined, key)).status, 200)
       const one = await call(
         'POST',
@@ -141,6 +189,11 @@ forEachBackend(
         key,
       )
       assert.equal(batch.status, 200)
+      // Each result is exactly one of the two forms (Prism checks the oneOf): made, refused.
+      assert.deepEqual(
+        batch.json().results.map((r: { status: number }) => r.status),
+        [201, 409],
+      )
       assert.equal((await call('GET', '/companies/transfer/prism-1', undefined, key)).status, 200)
       assert.equal((await call('GET', '/companies/transfer/nope', undefined, key)).status, 404)
       assert.equal((await call('GET', '/companies/webhook', undefined, key)).status, 200)
@@ -176,6 +229,9 @@ forEachBackend(
       const deliveries = await call('GET', '/companies/webhook/deliveries', undefined, key)
       assert.equal(deliveries.status, 200)
       assert.deepEqual(violations, [])
+      // The header check saw the headers it is about (it would pass vacuously otherwise).
+      for (const h of ['ratelimit-limit', 'x-ratelimit-remaining', 'idempotent-replayed'])
+        assert.ok(seenHeaders.has(h), `no answer carried ${h}`)
     })
   },
   { WEBHOOK_ALLOW_PRIVATE: 'true', JOBS_POLL_MS: '20' },

@@ -1,12 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type {
+  FastifyReply,
+  FastifyRequest,
+  FastifySchemaValidationError,
+  preHandlerAsyncHookHandler,
+} from 'fastify'
 import type { Config } from '../platform/config.js'
-import { ValidationFailed, type ValidationIssue } from '../platform/errors.js'
+import { errorBody, ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
 import { errorResponses } from '../platform/schemas.js'
+import { createValidatorCompiler, toValidationIssues } from '../platform/validation.js'
 import { idempotent, type Keeping } from './idempotency.js'
 import {
+  type BatchItemError,
+  type BatchItemResult,
   CompanyTicketIdParams,
   IdempotencyHeaders,
   TicketListQuery,
@@ -17,6 +25,7 @@ import {
   TransferBatchResult,
   TransferCreated,
   TransferDetail,
+  TransferItem,
   TransferRequest,
 } from './partner.schemas.js'
 import {
@@ -25,6 +34,7 @@ import {
   createTransfer,
   createTransfers,
   type PartnerServiceDeps,
+  type TransferInput,
   ticketTypesOf,
   transferByCompanyId,
   transferKeeping,
@@ -55,6 +65,37 @@ function checkValues(fields: string[], dateField?: string): preHandlerAsyncHookH
         input: date,
       })
     if (issues.length) throw new ValidationFailed(issues)
+  }
+}
+
+const MONEY_FIELDS = ['balance', 'promo_balance']
+
+/**
+ * The batch's validation: the route's schema checks the outer object (`event_uid`, 1 to 500
+ * transfers) and leaves each transfer to `checkTransfer`, so that one transfer that breaks its schema
+ * is answered 422 in its own result, as POST /companies/transfer would answer it, and the others are
+ * made. The document still shows the whole schema.
+ */
+function batchValidation() {
+  const compile = createValidatorCompiler()
+  const outer = structuredClone(TransferBatchRequest) as { properties: { transfers: { items: unknown } } }
+  outer.properties.transfers.items = {}
+  const item = compile({ schema: TransferItem, httpPart: 'body' })
+  return {
+    validatorCompiler: ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+      compile({ schema: httpPart === 'body' ? outer : schema, ...(httpPart ? { httpPart } : {}) }),
+    /** A transfer as given, or its 422 with `loc` from the batch's body. */
+    checkTransfer(given: unknown, i: number): TransferInput | ValidationIssue[] {
+      const at = (issue: ValidationIssue): ValidationIssue => ({
+        ...issue,
+        loc: ['body', 'transfers', i, ...issue.loc.slice(1)],
+      })
+      if (!item(given))
+        return toValidationIssues(item.errors as FastifySchemaValidationError[], 'body', given).map(at)
+      const input = given as TransferInput
+      const money = MONEY_FIELDS.flatMap((f) => moneyIssue(f, input[f as keyof TransferInput]) ?? [])
+      return money.length ? money.map(at) : input
+    },
   }
 }
 
@@ -157,12 +198,14 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
       ),
   )
 
+  const batch = batchValidation()
   app.post(
     '/companies/transfers',
     {
       // 500 transfers of the largest size; the service-wide BODY_LIMIT_BYTES is for single requests.
       bodyLimit: 1024 * 1024,
       ...write,
+      validatorCompiler: batch.validatorCompiler,
       schema: {
         tags: ['partner'],
         summary: 'Send up to 500 tickets in one request, each answered on its own',
@@ -184,10 +227,21 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         request,
         reply,
         partner.keyId,
-        async () => ({
-          status: 200,
-          body: { results: await createTransfers(deps, partner, request.body.transfers) },
-        }),
+        async () => {
+          const checked = (request.body.transfers as unknown[]).map(batch.checkTransfer)
+          const valid = checked.filter((c): c is TransferInput => !Array.isArray(c))
+          const made = (await createTransfers(deps, partner, valid)).values()
+          const results = checked.map((c, i): BatchItemResult => {
+            if (!Array.isArray(c)) return made.next().value!
+            const id = (request.body.transfers[i] as { company_ticket_id?: unknown }).company_ticket_id
+            return {
+              company_ticket_id: typeof id === 'string' ? id : null,
+              status: 422,
+              error: errorBody(new ValidationFailed(c)) as BatchItemError,
+            }
+          })
+          return { status: 200, body: { results } }
+        },
         batchKeeping(deps, partner),
       )
     },

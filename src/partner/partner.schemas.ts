@@ -1,4 +1,4 @@
-import { Type } from 'typebox'
+import { type Static, type TSchema, Type } from 'typebox'
 import { LOCAL_DATE_TIME, MAX_AMOUNT } from '../platform/formats.js'
 import { HTTPValidationError } from '../platform/schemas.js'
 
@@ -78,6 +78,9 @@ const transferFields = {
 
 export const TransferRequest = Type.Object({ event_uid: EventUid, ...transferFields }, strict)
 
+/** One transfer of a batch: the body of POST /companies/transfer without event_uid. */
+export const TransferItem = Type.Object(transferFields, strict)
+
 export const TicketCode = Type.Union([Type.String(), Type.Null()], {
   description:
     'The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key',
@@ -97,10 +100,12 @@ export const TransferCreated = Type.Object({
 export const TransferBatchRequest = Type.Object(
   {
     event_uid: EventUid,
-    transfers: Type.Array(Type.Object(transferFields, strict), {
+    transfers: Type.Array(TransferItem, {
       minItems: 1,
       maxItems: 500,
-      description: 'The transfers, each as the body of POST /companies/transfer without event_uid',
+      description:
+        'The transfers, each as the body of POST /companies/transfer without event_uid. Each is checked on ' +
+        'its own: one that breaks this schema is answered 422 in its result, the others are made',
     }),
   },
   strict,
@@ -114,19 +119,38 @@ const ItemError = Type.Object(
   { additionalProperties: true, description: 'The error body POST /companies/transfer would have answered' },
 )
 
-export const TransferBatchResult = Type.Object({
-  results: Type.Array(
-    Type.Object({
-      company_ticket_id: Type.String(),
-      status: Type.Integer({
-        description:
-          '201: made (`transfer`); otherwise the status POST /companies/transfer would have answered (`error`): 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 an invalid amount',
-      }),
-      transfer: Type.Optional(TransferCreated),
-      error: Type.Optional(ItemError),
+const BatchMade = Type.Object(
+  {
+    company_ticket_id: Type.String(),
+    status: Type.Literal(201),
+    transfer: TransferCreated,
+  },
+  { ...strict, title: 'TransferBatchMade', description: 'The transfer was made' },
+)
+
+const BatchRefused = Type.Object(
+  {
+    company_ticket_id: Type.Union([Type.String(), Type.Null()], {
+      description: 'As sent; null when the transfer had no valid company_ticket_id (a 422)',
     }),
-    { description: 'One result per transfer, in the order sent' },
-  ),
+    status: Type.Integer({
+      minimum: 400,
+      maximum: 499,
+      description:
+        'The status POST /companies/transfer would have answered: 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 a transfer that breaks the schema or an invalid amount',
+    }),
+    error: ItemError,
+  },
+  { ...strict, title: 'TransferBatchRefused', description: 'The transfer was not made' },
+)
+
+export type BatchItemResult = Static<typeof BatchMade> | Static<typeof BatchRefused>
+export type BatchItemError = Static<typeof ItemError>
+
+export const TransferBatchResult = Type.Object({
+  results: Type.Array(Type.Unsafe<BatchItemResult>({ oneOf: [BatchMade, BatchRefused] } as TSchema), {
+    description: 'One result per transfer, in the order sent: made (201, `transfer`) or refused (`error`)',
+  }),
 })
 
 export const TransferDetail = Type.Object({

@@ -125,6 +125,12 @@ export function registerHttp(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error')
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const bytes = body as Buffer
+    // An empty body is no body (as FastAPI reads it): accepted where none is needed, reported as a
+    // missing body (422 `missing`) where one is, instead of a JSON decode error.
+    if (bytes.length === 0) {
+      done(null, undefined)
+      return
+    }
     if (!isUtf8(bytes)) {
       done(new SyntaxError('request body is not valid UTF-8'), undefined)
       return

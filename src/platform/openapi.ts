@@ -88,6 +88,51 @@ const VALIDATION_EXAMPLE = {
 
 const isSuccess = (status: string) => /^2\d\d$|^3\d\d$/.test(status)
 
+/**
+ * What a route's own settings (not its schema) say about the headers of its answers: a rate-limited
+ * route (`config.rateLimit`) answers with the `X-RateLimit-*` counts, one limited per credential also
+ * with the IETF `RateLimit-*`, and a route that takes an `Idempotency-Key` may replay its first answer.
+ */
+export interface AnswerHeaders {
+  limited: boolean
+  perCredential: boolean
+  idempotent: boolean
+}
+
+const count = (text: string) => ({ description: text, schema: { type: 'integer', minimum: 0 } })
+const LIMIT = 'Requests allowed per window (one minute)'
+const REMAINING = 'Requests left in the current window'
+const RESET = 'Seconds until the current window ends'
+/** The answer headers the document declares, once, in `components.headers`. */
+const HEADERS: Record<string, { description: string; schema: Record<string, unknown> }> = {
+  'X-RateLimit-Limit': count(`${LIMIT}; per address, or per credential where the route counts one`),
+  'X-RateLimit-Remaining': count(REMAINING),
+  'X-RateLimit-Reset': count(RESET),
+  'RateLimit-Limit': count(`${LIMIT} of this credential (IETF RateLimit header fields)`),
+  'RateLimit-Remaining': count(`${REMAINING} of this credential`),
+  'RateLimit-Reset': count(RESET),
+  'Retry-After': {
+    description: 'Seconds to wait before the next attempt',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'Idempotent-Replayed': {
+    description: 'Present (`true`) when this is the first answer to the same Idempotency-Key, replayed',
+    schema: { type: 'string', enum: ['true'] },
+  },
+}
+const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
+
+/** The headers an answer of `status` may carry, as references into `components.headers`. */
+function answerHeadersOf(status: string, route: AnswerHeaders | undefined): Record<string, unknown> {
+  const names: string[] = []
+  if (route?.limited) names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset')
+  if (route?.perCredential) names.push('RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset')
+  if (status === '429') names.push('Retry-After')
+  // Answers up to 4xx are kept and replayed; 429 comes before the route runs, 5xx is never kept.
+  if (route?.idempotent && status !== '429' && !status.startsWith('5')) names.push('Idempotent-Replayed')
+  return Object.fromEntries(names.map((n) => [n, headerRef(n)]))
+}
+
 const fieldOf = (c: ErrorCase): string => bodyFieldOf(c.code) ?? 'error'
 
 function describeError(status: string, codes: ErrorCase[]): string {
@@ -114,7 +159,12 @@ export function mergeFeatureOpenApi(features: readonly FeatureOpenApi[]): Requir
   return merged
 }
 
-function finishOperation(op: Operation, doc: OperationDoc | undefined, params: Record<string, string>): void {
+function finishOperation(
+  op: Operation,
+  doc: OperationDoc | undefined,
+  params: Record<string, string>,
+  route: AnswerHeaders | undefined,
+): void {
   if (doc && !op.operationId) op.operationId = doc.operationId
   // Declared on every operation, so a reader (and the linter) sees "no credential" was meant.
   op.security ??= []
@@ -125,6 +175,8 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined, params: R
   if (op.requestBody && doc?.bodyOptional) op.requestBody.required = false
 
   for (const [status, res] of Object.entries(op.responses ?? {})) {
+    const headers = answerHeadersOf(status, route)
+    if (Object.keys(headers).length) res.headers = { ...res.headers, ...headers }
     const json = res.content?.['application/json']
     if (isSuccess(status)) {
       if (doc && status.startsWith('2')) res.description = doc.returns
@@ -147,13 +199,6 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined, params: R
     if (status === '422') json.example = VALIDATION_EXAMPLE
     else if (codes.length) json.examples = Object.fromEntries(codes.map((c) => [c.code, errorExample(c)]))
     else json.example = { detail: ERROR_MEANING[status]?.detail ?? 'Error' }
-    if (status === '429')
-      res.headers = {
-        'Retry-After': {
-          description: 'Seconds to wait before the next attempt',
-          schema: { type: 'integer', minimum: 1 },
-        },
-      }
   }
 }
 
@@ -165,15 +210,19 @@ function finishOperation(op: Operation, doc: OperationDoc | undefined, params: R
 export function finishDocument(
   input: OpenApiDocument,
   features: readonly FeatureOpenApi[] = [],
+  /** Each route's answer headers, by `METHOD /path` as the document writes the path. */
+  routes: ReadonlyMap<string, AnswerHeaders> = new Map(),
 ): OpenApiDocument {
   const doc = structuredClone(input)
+  doc.components = { ...(doc.components as object), headers: HEADERS }
   const { tags, params, operations, webhooks } = mergeFeatureOpenApi(features)
   // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
   if (Object.keys(webhooks).length) doc.webhooks = structuredClone(webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
-      finishOperation(op, operations[`${method.toUpperCase()} ${path}`], params)
+      const key = `${method.toUpperCase()} ${path}`
+      finishOperation(op, operations[key], params, routes.get(key))
       for (const t of op.tags ?? []) used.add(t)
     }
   }
@@ -229,7 +278,22 @@ export async function registerOpenApi(
     'x-release': versions.release,
     description: 'Authentication, token and ticket-partner service of the event platform.',
   }
+  const routes = new Map<string, AnswerHeaders>()
   await app.register(swagger, {
+    // The answer headers a route's settings give it (its rate limit, its Idempotency-Key), noted
+    // while the document is built and declared by `finishDocument`.
+    transform: ({ schema, url, route }) => {
+      const limit = (route.config as { rateLimit?: { credential?: unknown } } | undefined)?.rateLimit
+      const path = url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
+      const idempotent = 'idempotency-key' in ((schema?.headers as { properties?: object })?.properties ?? {})
+      for (const method of [route.method].flat())
+        routes.set(`${method} ${path}`, {
+          limited: limit !== undefined,
+          perCredential: limit?.credential !== undefined,
+          idempotent,
+        })
+      return { schema, url }
+    },
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     // operationIds, examples, response descriptions and error codes: each feature's *.openapi.ts.
@@ -238,6 +302,7 @@ export async function registerOpenApi(
         ? (finishDocument(
             built.openapiObject as unknown as OpenApiDocument,
             features,
+            routes,
           ) as typeof built.openapiObject)
         : built.swaggerObject,
     openapi: {

@@ -222,7 +222,24 @@ export interface components {
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Present (`true`) when this is the first answer to the same Idempotency-Key, replayed */
+        "Idempotent-Replayed": "true";
+        /** @description Requests allowed per window (one minute) of this credential (IETF RateLimit header fields) */
+        "RateLimit-Limit": number;
+        /** @description Requests left in the current window of this credential */
+        "RateLimit-Remaining": number;
+        /** @description Seconds until the current window ends */
+        "RateLimit-Reset": number;
+        /** @description Seconds to wait before the next attempt */
+        "Retry-After": number;
+        /** @description Requests allowed per window (one minute); per address, or per credential where the route counts one */
+        "X-RateLimit-Limit": number;
+        /** @description Requests left in the current window */
+        "X-RateLimit-Remaining": number;
+        /** @description Seconds until the current window ends */
+        "X-RateLimit-Reset": number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -264,6 +281,13 @@ export interface operations {
             /** @description The ticket type created (or, for a repeated Idempotency-Key, the first answer again) */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -295,6 +319,13 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -309,6 +340,13 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -323,6 +361,13 @@ export interface operations {
             /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -332,6 +377,13 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -356,8 +408,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -380,6 +437,12 @@ export interface operations {
             /** @description The ticket types of the key's event */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -417,6 +480,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -431,6 +500,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -445,6 +520,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -469,8 +550,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -529,6 +615,13 @@ export interface operations {
             /** @description The ticket is sent (or, for a repeated Idempotency-Key, the first answer again) */
             201: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -562,6 +655,13 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -576,6 +676,13 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -590,6 +697,13 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -604,6 +718,13 @@ export interface operations {
             /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `duplicate_company_ticket_id` when the company_ticket_id was already used by this partner; `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -613,6 +734,13 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -637,8 +765,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -662,6 +795,12 @@ export interface operations {
             /** @description The transfer and its state */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -723,6 +862,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -737,6 +882,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -751,6 +902,12 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -765,6 +922,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -789,8 +952,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -814,6 +982,12 @@ export interface operations {
             /** @description The transfer has a new ticket code; the previous one is revoked */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -837,6 +1011,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -851,6 +1031,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -865,6 +1051,12 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -879,6 +1071,12 @@ export interface operations {
             /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `already_used` when the ticket was used: a used ticket keeps its code; `error`: `concurrent_change` when the ticket was used or re-issued while this request ran. */
             409: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -888,6 +1086,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -912,8 +1116,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -923,6 +1132,12 @@ export interface operations {
             /** @description Service unavailable: a dependency is unreachable and nothing was changed; retry later. Body: `{"detail": "<message>"}`; no `error` code. */
             503: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -968,7 +1183,7 @@ export interface operations {
                  */
                 "application/json": {
                     event_uid: string;
-                    /** @description The transfers, each as the body of POST /companies/transfer without event_uid */
+                    /** @description The transfers, each as the body of POST /companies/transfer without event_uid. Each is checked on its own: one that breaks this schema is answered 422 in its result, the others are made */
                     transfers: {
                         /** @description What the ticket shows besides its type: exactly these two optional fields; any other is 422 */
                         additional_info?: {
@@ -994,6 +1209,13 @@ export interface operations {
             /** @description One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1025,11 +1247,30 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
-                        /** @description One result per transfer, in the order sent */
-                        results: {
+                        /** @description One result per transfer, in the order sent: made (201, `transfer`) or refused (`error`) */
+                        results: ({
                             company_ticket_id: string;
+                            /** @enum {number} */
+                            status: 201;
+                            transfer: {
+                                company_ticket_id: string;
+                                /** Format: date-time */
+                                created_at: string;
+                                email: string;
+                                /** @enum {string} */
+                                status: "TRANSFERRED";
+                                /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
+                                ticket_code: string | null;
+                                /** @description 32 lowercase hexadecimal characters */
+                                ticket_uid: string;
+                                /** @description 32 lowercase hexadecimal characters */
+                                transfer_uid: string;
+                            };
+                        } | {
+                            /** @description As sent; null when the transfer had no valid company_ticket_id (a 422) */
+                            company_ticket_id: string | null;
                             /** @description The error body POST /companies/transfer would have answered */
-                            error?: {
+                            error: {
                                 detail: string | {
                                     ctx?: {
                                         [key: string]: unknown;
@@ -1044,29 +1285,22 @@ export interface operations {
                             } & {
                                 [key: string]: unknown;
                             };
-                            /** @description 201: made (`transfer`); otherwise the status POST /companies/transfer would have answered (`error`): 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 an invalid amount */
+                            /** @description The status POST /companies/transfer would have answered: 404 unknown ticket_uid, 409 duplicate_company_ticket_id, 422 a transfer that breaks the schema or an invalid amount */
                             status: number;
-                            transfer?: {
-                                company_ticket_id: string;
-                                /** Format: date-time */
-                                created_at: string;
-                                email: string;
-                                /** @enum {string} */
-                                status: "TRANSFERRED";
-                                /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
-                                ticket_code: string | null;
-                                /** @description 32 lowercase hexadecimal characters */
-                                ticket_uid: string;
-                                /** @description 32 lowercase hexadecimal characters */
-                                transfer_uid: string;
-                            };
-                        }[];
+                        })[];
                     };
                 };
             };
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1081,6 +1315,13 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1095,6 +1336,13 @@ export interface operations {
             /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `idempotency_key_in_use` when a request with the same Idempotency-Key is still being processed; retry shortly. */
             409: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1104,6 +1352,13 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1128,8 +1383,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1150,6 +1410,12 @@ export interface operations {
             /** @description The registered receiver */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1176,6 +1442,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1190,6 +1462,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1204,6 +1482,12 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1218,6 +1502,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1242,8 +1532,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1279,6 +1574,12 @@ export interface operations {
             /** @description The receiver, with its signing secret (shown only here) */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1308,6 +1609,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1322,6 +1629,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1336,6 +1649,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1360,8 +1679,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1382,6 +1706,12 @@ export interface operations {
             /** @description The receiver is removed */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1398,6 +1728,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1412,6 +1748,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1426,6 +1768,12 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1440,6 +1788,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1464,8 +1818,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1491,6 +1850,12 @@ export interface operations {
             /** @description A page of deliveries, newest first */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1579,6 +1944,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1593,6 +1964,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1607,6 +1984,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1631,8 +2014,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1655,6 +2043,12 @@ export interface operations {
             /** @description The delivery is scheduled now, with the same webhook-id */
             202: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1671,6 +2065,12 @@ export interface operations {
             /** @description Unauthorized: the credential is missing, invalid, expired or revoked (`WWW-Authenticate: Bearer`). Body: `{"detail": "<message>"}`; no `error` code. */
             401: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1685,6 +2085,12 @@ export interface operations {
             /** @description Forbidden: the credential is valid but lacks the role, scope or event. Body: `{"detail": "<message>"}`; no `error` code. */
             403: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1699,6 +2105,12 @@ export interface operations {
             /** @description Not found. Body: `{"detail": "<message>"}`; no `error` code. */
             404: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1713,6 +2125,12 @@ export interface operations {
             /** @description Conflict with the current state. Body: `{"detail": "<message>", ...}` with `error`: `webhook_disabled` when no enabled receiver; register it again with PUT /companies/webhook. */
             409: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1722,6 +2140,12 @@ export interface operations {
             /** @description Validation error: the body, query, path or a header does not match the schema. Body: `{"detail": [{"loc", "msg", "type", "input"}]}`, one entry per problem, `loc` the path to the field (e.g. `["body", "price"]`). */
             422: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1746,8 +2170,13 @@ export interface operations {
             /** @description Too many requests: wait `Retry-After` seconds before trying again. Body: `{"detail": "<message>", ...}` with `error`: `rate_limit_exceeded` when too many requests from this address or key in the window. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before the next attempt */
-                    "Retry-After"?: number;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
