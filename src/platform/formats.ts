@@ -70,3 +70,24 @@ export class LocalTimeFormatter {
     return `${p.year}-${p.month}-${p.day}T${p.hour}:${p.minute}:${p.second}.${p.fractionalSecond}`
   }
 }
+
+/**
+ * The instant a wall-clock time of a time zone names (`YYYY-MM-DDTHH:MM[:SS[.SSS]]`), as epoch ms: the
+ * inverse of LocalTimeFormatter. A time the zone skips (the hour lost to daylight saving) is taken at the
+ * offset before the change, so it lands that much later; of a time the zone passes twice, the first.
+ */
+export function epochOfLocal(local: string, timeZone: string, formatter = new LocalTimeFormatter()): number {
+  const [date, time = '00:00'] = local.split('T') as [string, string?]
+  const [y, mo, d] = date.split('-').map(Number) as [number, number, number]
+  const [h = 0, mi = 0, s = 0] = time.split(':').map(Number)
+  const wall = Date.UTC(y, mo - 1, d, h, mi, 0) + Math.round(s * 1000)
+  // The zone's offset at an instant: its wall time there minus the instant.
+  const offsetAt = (at: number) => Date.parse(`${formatter.format(at, timeZone)}Z`) - at
+  // The offset a day before (outside any change around this time) gives the first candidate.
+  const first = wall - offsetAt(wall - 86_400_000)
+  const names = (at: number) => formatter.format(at, timeZone) === formatter.format(wall, 'UTC')
+  if (names(first)) return first
+  // The offset changed within the day: the offset at the first candidate is the one in force then.
+  const second = wall - offsetAt(first)
+  return names(second) ? second : first
+}
