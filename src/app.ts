@@ -55,6 +55,8 @@ import { releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
+import { checkAnswers } from './tokens/check.js'
+import { tokenCheckRoutes } from './tokens/check.routes.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/verify.routes.js'
 import { verifyAnswers } from './tokens/verify-answer.js'
@@ -141,6 +143,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(authRoutes, { ...shared, passkeyPolicy: core.loginPasskeyPolicy })
   const verify = verifyWiring(a, shared, limiters)
   await app.register(tokenVerifyRoutes, { ...verify, logLevel: config.LOG_LEVEL })
+  await app.register(tokenCheckRoutes, { ...verify, logLevel: config.LOG_LEVEL })
   await app.register(adminRoutes, shared)
   await app.register(dashboardRoutes, dashboardOptions(shared))
   await app.register(mfaRoutes, { ...shared, sealer: core.mfaSealer })
@@ -200,8 +203,9 @@ async function openStorage(app: FastifyInstance, a: Assembly) {
 type Shared = Platform & Awaited<ReturnType<typeof openCore>> & { clock: Clock; config: Config }
 
 /**
- * What POST /tokens/verify and its fast lane share: the token service, the answer text, the limits and
- * the callers' budgets (per verify credential, an API key with scope tokens:verify, else per address).
+ * What POST /tokens/verify, GET /tokens/check and their fast lane share: the token service, the answers,
+ * the limits and the callers' budgets (per verify credential, an API key with scope tokens:verify, else
+ * per address).
  */
 function verifyWiring(a: Assembly, shared: Shared, limiters: ReturnType<typeof registerRateLimits>) {
   const limits = a.deps.verifyLimits ?? VERIFY_LIMITS
@@ -218,7 +222,9 @@ function verifyWiring(a: Assembly, shared: Shared, limiters: ReturnType<typeof r
     ),
     lookup: createVerifyCredentials(shared.db, shared.clock, shared.authority.revocations),
   })
-  return { tokens: shared.tokens, answers: shared.answers, callers, limits }
+  const checks = checkAnswers({ clock: shared.clock, cacheSeconds: a.config.CHECK_CACHE_SECONDS })
+  const check = { tokens: shared.tokens, checks, callers }
+  return { tokens: shared.tokens, answers: shared.answers, checks, callers, limits, check }
 }
 
 /** The dashboard's options: its TOTP step, the sealer of a sign-in between its steps, its passkeys. */

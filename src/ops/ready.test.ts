@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import type { ChildProcess } from 'node:child_process'
-import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
@@ -12,6 +11,7 @@ import {
   startRedisServer,
 } from '../../test/helpers/processes.js'
 import { sample } from '../../test/helpers/scrape.js'
+import { relayedDatabase, type TcpRelay } from '../../test/helpers/tcp-relay.js'
 import { waitFor } from '../../test/helpers/until.js'
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
@@ -143,76 +143,32 @@ describe('GET /ready follows Redis going away and coming back', {
   })
 })
 
-/**
- * A TCP proxy in front of the shared PostgreSQL server: closing it (and cutting its connections) is
- * an outage for this app alone, without stopping a server that other suites use.
- */
-class TcpProxy {
-  private server: net.Server | undefined
-  private readonly sockets = new Set<net.Socket>()
-  port = 0
-  constructor(
-    private readonly targetHost: string,
-    private readonly targetPort: number,
-  ) {}
-
-  async open(): Promise<void> {
-    if (this.server) return
-    const server = net.createServer((client) => {
-      const upstream = net.connect(this.targetPort, this.targetHost)
-      for (const s of [client, upstream]) {
-        this.sockets.add(s)
-        s.on('close', () => this.sockets.delete(s))
-        s.on('error', () => {
-          client.destroy()
-          upstream.destroy()
-        })
-      }
-      client.pipe(upstream).pipe(client)
-    })
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve))
-    this.port = (server.address() as net.AddressInfo).port
-    this.server = server
-  }
-
-  async close(): Promise<void> {
-    const server = this.server
-    this.server = undefined
-    for (const s of this.sockets) s.destroy()
-    if (server) await new Promise((resolve) => server.close(resolve))
-  }
-}
-
 const postgres = httpBackends.find((b) => b.name.startsWith('postgres'))!
 
 describe('GET /ready follows PostgreSQL going away and coming back', {
   ...(postgres.skip ? { skip: postgres.skip } : {}),
 }, () => {
-  let proxy: TcpProxy
+  let proxy: TcpRelay
   let provisioned: ProvisionedBackend
   let t: TestApp
 
   before(async () => {
     provisioned = await postgres.provision()
-    const direct = new URL(provisioned.env.DATABASE_URL!)
-    proxy = new TcpProxy(direct.hostname, Number(direct.port || 5432))
-    await proxy.open()
-    const proxied = new URL(direct)
-    proxied.hostname = '127.0.0.1'
-    proxied.port = String(proxy.port)
-    t = await startApp(postgres, { DATABASE_URL: proxied.toString(), METRICS_TOKEN }, provisioned)
+    const relayed = await relayedDatabase(provisioned.env.DATABASE_URL!)
+    proxy = relayed.relay
+    t = await startApp(postgres, { DATABASE_URL: relayed.url, METRICS_TOKEN }, provisioned)
   })
   after(async () => {
     await proxy?.open()
     await t?.close()
-    await proxy?.close()
+    await proxy?.cut()
     await provisioned?.dispose()
   })
 
   test('503 while the database is unreachable, 200 when it is back', async () => {
     assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
     const metricsBefore = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
-    await proxy.close()
+    await proxy.cut()
     const down = await readyUntil(t, 503)
     assert.equal(down.json().checks.database.status, 'down')
     assert.equal(down.json().checks.database.dialect, 'postgres')

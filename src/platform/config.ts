@@ -391,7 +391,7 @@ export const settings = {
     integer(50, 60_000),
   ),
   VERIFY_FAST_LANE: setting(
-    'Answer canonical POST /tokens/verify requests before Fastify (same answers, less work per request); false: every request goes through Fastify',
+    'Answer canonical POST /tokens/verify and GET /tokens/check requests before Fastify (same answers, less work per request); false: every request goes through Fastify',
     'true',
     bool,
   ),
@@ -399,6 +399,11 @@ export const settings = {
     'POST /tokens/verify requests per minute of one verify credential (an API key with scope `tokens:verify`, sent as `api_key`); callers without one: 600 per minute per address',
     '60000',
     integer(1, 100_000_000),
+  ),
+  CHECK_CACHE_SECONDS: setting(
+    'How long a gateway may cache an allowed GET /tokens/check answer (Cache-Control max-age, never past the token expiry); 0: no-store. A cached answer outlives a revocation by up to this long (docs/gateways.md)',
+    '0',
+    integer(0, 5),
   ),
   REQUEST_TIMEOUT_SECONDS: setting(
     'A request whose headers and body have not all arrived this long after it began is answered 408 and its connection closed (Fastify routes and the verify lane alike)',

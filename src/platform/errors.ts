@@ -57,6 +57,16 @@ export const ERROR_CODES = {
   },
   webhook_disabled: { status: 409, field: 'error', when: 'the event has no enabled webhook receiver' },
   already_claimed: { status: 409, field: 'error', when: 'another consumer claimed the link' },
+  invalid_token: {
+    status: 401,
+    field: 'error',
+    when: 'GET /tokens/check: the bearer token given is malformed, expired, revoked, unknown or of a type the check does not allow (also in `WWW-Authenticate`)',
+  },
+  insufficient_scope: {
+    status: 403,
+    field: 'error',
+    when: "GET /tokens/check: the token is good but not the check's requirement (role, event, scope; also in `WWW-Authenticate`)",
+  },
 } as const satisfies Record<string, { status: number; field?: 'error' | 'action'; when?: string }>
 
 export type ErrorCode = keyof typeof ERROR_CODES
@@ -108,22 +118,34 @@ export class BadRequestError extends AppError {
   }
 }
 
-/** Every authentication failure; carries `WWW-Authenticate: Bearer`. */
+/**
+ * Every authentication failure; carries `WWW-Authenticate: Bearer`, with the RFC 6750 error where the
+ * code is one (`invalid_token`: a token was given and is not good).
+ */
 export class UnauthorizedError extends AppError {
-  override readonly headers = { 'www-authenticate': 'Bearer' }
-  constructor(message = 'Could not validate credentials') {
-    super(message, 'unauthorized')
+  override readonly headers: Record<string, string>
+  constructor(message = 'Could not validate credentials', code: CodeFor<401> = 'unauthorized') {
+    super(message, code)
+    this.headers = { 'www-authenticate': bearerChallenge(code) }
   }
 }
 
 export class ForbiddenError extends AppError {
+  override readonly headers: Record<string, string>
   constructor(
     message = 'Not enough permissions',
     code: CodeFor<403> = 'forbidden',
     override readonly extra: Record<string, unknown> = {},
   ) {
     super(message, code)
+    // RFC 6750: a bearer token that lacks what the resource requires.
+    this.headers = code === 'insufficient_scope' ? { 'www-authenticate': bearerChallenge(code) } : {}
   }
+}
+
+/** The `WWW-Authenticate` value of a bearer refusal: the RFC 6750 error code where there is one. */
+function bearerChallenge(code: ErrorCode): string {
+  return code === 'invalid_token' || code === 'insufficient_scope' ? `Bearer error="${code}"` : 'Bearer'
 }
 
 export class NotFoundError extends AppError {

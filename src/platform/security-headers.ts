@@ -80,6 +80,13 @@ export function registerDocsPolicy(app: FastifyInstance, prefix: string): void {
   })
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** false: CORS leaves the route alone (no CORS headers, no preflight answered for it). */
+    cors?: false
+  }
+}
+
 /**
  * Security headers on every response (helmet), with a Content-Security-Policy that fits a JSON API:
  * nothing may load and nothing may frame it. Pages served by the service (the API docs, the

@@ -291,6 +291,7 @@ forEachBackend(
         url: `/tokens/api-key/${await freshKeyId(event)}`,
       }),
       'GET /tokens/api-keys': (_r, event) => ({ url: `/tokens/api-keys?event_id=${event}` }),
+      'GET /tokens/check': (_r, event) => ({ url: `/tokens/check?event=${event}` }),
       'POST /tokens/offline': (_r, event) => ({ payload: { event_id: event } }),
       'POST /devices/{device_id}/token': (_r, event) => ({
         url: `/devices/${event === 1 ? ids.device1 : ids.device2}/token`,

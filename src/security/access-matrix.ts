@@ -94,6 +94,8 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('POST /tokens/api-key', EVENT_ADMIN, `The key never expires: ${FRESH_MFA}`),
   row('DELETE /tokens/api-key/{key_id}', EVENT_ADMIN),
   row('GET /tokens/api-keys', EVENT_ADMIN),
+  row('GET /tokens/check',                          ['200|403', '200|200',  '200|403',  '200|403',  '200|200',  '401|401',  '401|401',  '401|401'],
+    "For gateways, asked with `?event=`: the token must reach the event (a consumer's grant is for every event); access tokens only unless `type` allows others (docs/gateways.md)"),
   row('POST /tokens/offline',                       ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     `The token lives for days: ${FRESH_MFA}`),
   row('POST /devices/{device_id}/token',            ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],

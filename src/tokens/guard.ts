@@ -13,9 +13,13 @@ declare module 'fastify' {
 
 /** The bearer credential of a request, or null. */
 export function bearerToken(request: FastifyRequest): string | null {
-  const h = request.headers.authorization
-  if (typeof h !== 'string') return null
-  const m = /^Bearer +(\S+)\s*$/i.exec(h)
+  return bearerOf(request.headers.authorization)
+}
+
+/** The credential of an `Authorization: Bearer` header value, or null (the verify lane reads it raw). */
+export function bearerOf(authorization: string | undefined): string | null {
+  if (typeof authorization !== 'string') return null
+  const m = /^Bearer +(\S+)\s*$/i.exec(authorization)
   return m ? m[1]! : null
 }
 

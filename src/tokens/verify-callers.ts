@@ -95,17 +95,21 @@ export function apiKeyOf(body: unknown, maxLength: number): string | undefined {
 }
 
 /**
- * The route's limit, a preValidation hook: the body is parsed (the credential is in it) and not yet
- * validated, so a request the schema refuses is counted too. Sets the `x-ratelimit-*` headers of the
- * budget the request was counted under; over it, 429.
+ * A route's limit under these budgets, a preValidation hook: `credentialOf` reads the request's verify
+ * credential (POST /tokens/verify: from the parsed, not yet validated body, so a request the schema
+ * refuses is counted too; GET /tokens/check: from a header). Sets the `x-ratelimit-*` headers of the
+ * budget the request was counted under; over it, 429. A request the verify lane counted and handed
+ * over is not counted again.
  */
-export function limitVerifyCallers(callers: VerifyCallers, maxApiKey: number) {
+export function limitVerifyCallers(
+  callers: VerifyCallers,
+  credentialOf: (request: FastifyRequest) => string | undefined,
+) {
   return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const ip = request.ip
     const finish = (c: CallerCount) =>
       done(c.count < 0 ? undefined : applyCount(reply, c.limiter, ip, c.count, c.resetInMs))
-    const counted =
-      (request.raw as CountedRequest)[COUNTED] ?? callers.count(ip, apiKeyOf(request.body, maxApiKey))
+    const counted = (request.raw as CountedRequest)[COUNTED] ?? callers.count(ip, credentialOf(request))
     if (counted instanceof Promise) void counted.then(finish, done)
     else finish(counted)
   }

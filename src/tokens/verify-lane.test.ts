@@ -1,133 +1,12 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import net from 'node:net'
 import { after, before, test } from 'node:test'
-import {
-  login,
-  logout,
-  STANDARD_SEED,
-  startApp,
-  type TestApp,
-  type TestDependencies,
-} from '../../test/helpers/app.js'
-import {
-  type Backend,
-  eachBackend,
-  httpBackends,
-  type ProvisionedBackend,
-} from '../../test/helpers/backends.js'
+import { login, logout, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers/app.js'
+import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
+import { comparable, lanePair, portOf, type Sent, send } from '../../test/helpers/lane.js'
 import { until } from '../../test/helpers/until.js'
 import { createApiKey } from '../api-keys/api-keys.store.js'
-
-interface Answer {
-  status: number
-  headers: http.IncomingHttpHeaders
-  rawHeaders: string[]
-  body: string
-}
-
-interface Sent {
-  name: string
-  method?: string
-  headers?: Record<string, string>
-  body?: string | Buffer
-}
-
-/** One request over a real socket: the lane sits on the server, in front of Fastify, not in inject(). */
-function send(port: number, req: Sent): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const body = req.body ?? ''
-    const r = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: req.method ?? 'POST',
-        path: '/tokens/verify',
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-          ...req.headers,
-        },
-      },
-      (res) => {
-        let text = ''
-        res.setEncoding('utf8')
-        res.on('data', (d) => {
-          text += d
-        })
-        res.on('end', () =>
-          resolve({ status: res.statusCode!, headers: res.headers, rawHeaders: res.rawHeaders, body: text }),
-        )
-      },
-    )
-    r.on('error', reject)
-    r.end(body)
-  })
-}
-
-/** What must be identical with the lane on and off: all but Date and a generated request id. */
-function comparable(a: Answer, req: Sent) {
-  const { date: _date, 'x-request-id': id, ...headers } = a.headers
-  // Seconds left of a window, read a moment apart on two instances whose windows began a moment
-  // apart: they may differ by one across a second's boundary. Their presence and range must agree.
-  for (const name of ['x-ratelimit-reset', 'retry-after']) {
-    const v = Number(headers[name])
-    if (headers[name] !== undefined) headers[name] = v >= 1 && v <= 60 ? 'n' : `out of range: ${v}`
-  }
-  const given = req.headers?.['x-request-id']
-  let body = a.body
-  // An API key's answer carries iat/exp of the moment of the check; the two instances' clocks may
-  // straddle a second.
-  body = body
-    .replace(/"iat":\d+,"exp":\d+/, '"iat":T,"exp":T+60')
-    .replace(/"retry_after":\d+/, '"retry_after":n')
-  const kept = given !== undefined && /^[A-Za-z0-9._-]{1,64}$/.test(given)
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-  return { status: a.status, headers, body, id: kept ? id : uuid.test(String(id)) ? 'generated' : id }
-}
-
-interface LanePair {
-  on: TestApp
-  off: TestApp
-  portOn: number
-  portOff: number
-}
-
-/**
- * Two listening instances on one storage for the suite, the lane on and off, each with its own Redis
- * prefix so that they count their rate limits apart, as two services would.
- */
-function lanePair(backend: Backend, deps: TestDependencies = {}): () => LanePair {
-  let p: ProvisionedBackend | undefined
-  let pair: Partial<LanePair> = {}
-  before(async () => {
-    p = await backend.provision()
-    const prefix = p.env.REDIS_PREFIX ?? 'wb:'
-    const start = async (lane: 'true' | 'false') => {
-      const t = await startApp(
-        backend,
-        { VERIFY_FAST_LANE: lane, REDIS_PREFIX: `${prefix}${lane}:` },
-        p,
-        deps,
-      )
-      await t.app.listen({ host: '127.0.0.1', port: 0 })
-      return t
-    }
-    const on = await start('true')
-    pair = { on }
-    const off = await start('false')
-    const port = (t: TestApp) => (t.app.server.address() as AddressInfo).port
-    pair = { on, off, portOn: port(on), portOff: port(off) }
-  })
-  after(async () => {
-    await pair.on?.close()
-    await pair.off?.close()
-    await p?.dispose()
-  })
-  return () => pair as LanePair
-}
 
 eachBackend(httpBackends, 'POST /tokens/verify: the fast lane answers as Fastify does', (backend) => {
   let on: TestApp
@@ -349,7 +228,7 @@ eachBackend(httpBackends, 'POST /tokens/verify: lane and route agree on each TRU
       try {
         if (form === 'true') await t.seed(STANDARD_SEED)
         await t.app.listen({ host: '127.0.0.1', port: 0 })
-        await assertSameAddresses(t, (t.app.server.address() as AddressInfo).port, form)
+        await assertSameAddresses(t, portOf(t), form)
       } finally {
         await t.close()
       }

@@ -10,6 +10,7 @@ import { dropUnusableForwardedFor, MAX_FORWARDED_FOR_LENGTH } from '../platform/
 import type { Config, TrustProxy } from '../platform/config.js'
 import { requestId } from '../platform/http.js'
 import { rateLimitHeaders } from '../platform/rate-limit.js'
+import { type CheckLaneDeps, checkLane } from './check-lane.js'
 import type { Claims } from './claims.js'
 import type { TokenService } from './token.service.js'
 import {
@@ -45,6 +46,8 @@ export interface VerifyLaneDeps {
   metrics: Pick<Metrics, 'observeRequest'>
   /** True while Fastify must answer every request (the instance is draining its connections). */
   toFastify?: () => boolean
+  /** GET /tokens/check's part of the lane (check-lane.ts). */
+  check: Omit<CheckLaneDeps, 'metrics'>
 }
 
 type Listener = (req: IncomingMessage, res: ServerResponse) => void
@@ -116,6 +119,10 @@ function addressOf(trustProxy: TrustProxy): (req: IncomingMessage) => string {
  * route stays, with its schema, in the OpenAPI document; VERIFY_FAST_LANE=false sends everything
  * through it.
  *
+ * GET /tokens/check, the gateways' form of the same question, is on the lane too (check-lane.ts), with
+ * the same budgets and the same token decision; it answers its refusals (401, 403) as well, since a
+ * gateway asks about every request, signed in or not.
+ *
  * Undefined when the lane is off (VERIFY_FAST_LANE=false, or LOG_LEVEL debug or trace).
  */
 export function createVerifyLane(
@@ -138,10 +145,13 @@ export function createVerifyLane(
       })
       replayLaneBodies(app)
       const toFastify = deps.toFastify ?? (() => false)
-      const lane = laneListener(config, limits, deps, () => closing || toFastify())
+      const handOver = () => closing || toFastify()
+      const address = addressOf(config.TRUST_PROXY)
+      const lane = laneListener(config, limits, deps, address, handOver)
+      const check = checkLane({ ...deps.check, metrics: deps.metrics }, limits, address, handOver)
       server.removeListener('request', fastify)
       server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-        if (!lane(req, res, fastify)) fastify(req, res)
+        if (!lane(req, res, fastify) && !check(req, res, fastify)) fastify(req, res)
       })
     },
   }
@@ -149,14 +159,14 @@ export function createVerifyLane(
 
 /** The lane itself: answers true when it took the request. */
 function laneListener(
-  config: Pick<Config, 'TRUST_PROXY' | 'BODY_LIMIT_BYTES' | 'CORS_ORIGINS'>,
+  config: Pick<Config, 'BODY_LIMIT_BYTES' | 'CORS_ORIGINS'>,
   limits: VerifyLimits,
   deps: VerifyLaneDeps,
+  addressOfRequest: (req: IncomingMessage) => string,
   closing: () => boolean,
 ) {
   const { tokens, answers, callers, metrics } = deps
   const cors = config.CORS_ORIGINS.length > 0
-  const addressOfRequest = addressOf(config.TRUST_PROXY)
   // The largest canonical body: both strings at six bytes a character (\uXXXX), with room for spacing.
   const bodyLimit = Math.min(config.BODY_LIMIT_BYTES, (limits.maxToken + limits.maxApiKey) * 6 + 64)
   const parse = canonicalBody(limits)

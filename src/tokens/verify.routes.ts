@@ -6,7 +6,7 @@ import { securityHeaders } from '../platform/security-headers.js'
 import { acceptingNul } from '../platform/validation.js'
 import type { TokenService } from './token.service.js'
 import type { VerifyAnswers } from './verify-answer.js'
-import { limitVerifyCallers, type VerifyCallers } from './verify-callers.js'
+import { apiKeyOf, limitVerifyCallers, type VerifyCallers } from './verify-callers.js'
 
 /**
  * POST /tokens/verify, defined once: the route below and the verify lane (verify-lane.ts), which
@@ -110,7 +110,7 @@ export const tokenVerifyRoutes: FastifyPluginAsyncTypebox<TokenVerifyRoutesDeps>
     url: VERIFY_URL,
     logLevel: verifyLogLevel(logLevel),
     // Counted once the body is read: a caller with a verify credential has a budget of its own.
-    preValidation: limitVerifyCallers(callers, limits.maxApiKey),
+    preValidation: limitVerifyCallers(callers, (request) => apiKeyOf(request.body, limits.maxApiKey)),
     schema: {
       tags: ['tokens'],
       summary: 'Check any credential the service issued; the single authority on token validity',
