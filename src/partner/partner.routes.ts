@@ -5,6 +5,7 @@ import type {
   FastifySchemaValidationError,
   preHandlerAsyncHookHandler,
 } from 'fastify'
+import { qrRenderer } from '../edge/qr.js'
 import type { Config } from '../platform/config.js'
 import { errorBody, ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
@@ -101,7 +102,7 @@ function batchValidation() {
 
 export interface PartnerRoutesDeps
   extends Omit<PartnerServiceDeps, 'mailDelaySeconds'>,
-    Omit<TransferMailDeps, keyof PartnerServiceDeps | 'publicBaseUrl'> {
+    Omit<TransferMailDeps, keyof PartnerServiceDeps | 'publicBaseUrl' | 'qr'> {
   /** The job queue, which sends the grouped transfer mail (the feature registers its job here). */
   jobs: JobRunner
   config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'TRANSFER_EMAIL_DELAY_SECONDS' | 'PUBLIC_BASE_URL'>
@@ -109,11 +110,14 @@ export interface PartnerRoutesDeps
 
 export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, given) => {
   const { config } = given
+  const qr = qrRenderer()
+  app.addHook('onClose', () => qr.close())
   const deps: PartnerServiceDeps & TransferMailDeps & PartnerAuthDeps & PartnerRoutesDeps = {
     ...given,
     partnerRateLimit: config.PARTNER_RATE_LIMIT,
     mailDelaySeconds: config.TRANSFER_EMAIL_DELAY_SECONDS,
     publicBaseUrl: config.PUBLIC_BASE_URL,
+    qr,
   }
   deps.jobs.register(TRANSFER_MAIL_JOB, transferMailJob(deps))
   const write = partnerAuth(deps, 'write')

@@ -22,7 +22,7 @@ import {
 import type { Keeping } from './idempotency.js'
 import { findTicketType, findTicketTypes, insertTicketType, listTicketTypes } from './partner.store.js'
 import type { Partner } from './partner-auth.js'
-import { TRANSFER_MAIL_JOB, type TransferMailPayload } from './transfer-mail.js'
+import { transferMailJobOf } from './transfer-mail.js'
 
 export interface PartnerServiceDeps {
   db: Db
@@ -153,13 +153,9 @@ const firstCode = (
     ticketDate: type.ticket_date,
   })
 
-/** The grouped e-mail of a link (a pending one with the same dedupe key takes the transfer along). */
-const mailJob = (deps: PartnerServiceDeps, linkId: number, now: number) => ({
-  kind: TRANSFER_MAIL_JOB,
-  payload: { linkId } satisfies TransferMailPayload,
-  runAt: now + deps.mailDelaySeconds * 1000,
-  dedupeKey: `transfer-mail:${linkId}`,
-})
+/** The grouped e-mail of a link, after the configured delay. */
+const mailJob = (deps: PartnerServiceDeps, linkId: number, now: number) =>
+  transferMailJobOf(linkId, now + deps.mailDelaySeconds * 1000)
 
 /**
  * Records a transfer, joins it to the open link of its address (lower-cased) and schedules the link's

@@ -1,11 +1,11 @@
-import { qrPng } from '../edge/qr.js'
+import type { QrRenderer } from '../edge/qr.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
 import { eventName } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import { fromMinorUnits } from '../platform/formats.js'
-import { type JobHandler, releaseDedupeKey } from '../platform/jobs/jobs.js'
+import { enqueue, type JobHandler, type NewJob, releaseDedupeKey } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
 import { randomToken } from '../platform/random.js'
 import { transfersToMail } from '../transfers/transfers.store.js'
@@ -17,6 +17,14 @@ export interface TransferMailPayload {
   linkId: number
 }
 
+/** The grouped e-mail of a link, due at `runAt` (a pending one with the same dedupe key takes the transfer along). */
+export const transferMailJobOf = (linkId: number, runAt: number): NewJob => ({
+  kind: TRANSFER_MAIL_JOB,
+  payload: { linkId } satisfies TransferMailPayload,
+  runAt,
+  dedupeKey: `transfer-mail:${linkId}`,
+})
+
 export interface TransferMailDeps {
   db: Db
   clock: Clock
@@ -25,6 +33,8 @@ export interface TransferMailDeps {
   publicBaseUrl: string
   /** Gives each ticket's code for its QR image. */
   codes: TicketCodes
+  /** Renders the QR images on worker threads, never on the event loop that answers requests. */
+  qr: Pick<QrRenderer, 'png'>
 }
 
 /** The claim link of a token: the holder app opens it, shows GET /holder/links/{token}, then claims. */
@@ -112,33 +122,37 @@ export function transferMessage(
  *
  * Taking the transfers and releasing this job's dedupe key happen in one transaction that holds the
  * link's row: a transfer committed before it is in this e-mail; one committed after it finds no
- * pending job and schedules the next e-mail. If sending fails the transfers are released again and
- * the job is retried.
+ * pending job and schedules the next e-mail. If rendering or sending fails the transfers are released
+ * again and the job is retried.
  */
 export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMailPayload> {
   return {
     retrySchedule: MAIL_RETRY_SCHEDULE,
-    async run({ linkId }, { jobId }) {
+    async run({ linkId }, { jobId, signal }) {
       const { db, clock } = deps
       const now = clock.now()
       const token = randomToken(32)
       const tokenHash = sha256Hex(token)
       const taken = await takeTransfersToMail(db, linkId, tokenHash, now, (tx) => releaseDedupeKey(tx, jobId))
       if (!taken) return
-      const event = await eventName(db, taken.link.event_id)
-      const tickets = await transfersToMail(db, taken.ids)
-      const mailed = await Promise.all(
-        tickets.map(async ({ code_body, ...t }) => {
-          const text = deps.codes.render(code_body)
-          return { ...t, code: text ? { text, png: await qrPng(text) } : null }
-        }),
-      )
       try {
+        const event = await eventName(db, taken.link.event_id)
+        const tickets = await transfersToMail(db, taken.ids)
+        const mailed = await Promise.all(
+          tickets.map(async ({ code_body, ...t }) => {
+            const text = deps.codes.render(code_body)
+            return { ...t, code: text ? { text, png: await deps.qr.png(text) } : null }
+          }),
+        )
+        signal.throwIfAborted()
         await deps.mail.send(
           transferMessage(taken.link.email, event, claimLink(deps.publicBaseUrl, token), mailed),
         )
       } catch (err) {
         await releaseTakenTransfers(db, taken.ids, now, tokenHash)
+        // A runner that lost its lease cannot reschedule its job: the runner that took it over found
+        // these transfers taken and finished it. A new job mails them.
+        if (signal.aborted) await enqueue(db, clock.now(), transferMailJobOf(linkId, clock.now()))
         throw err
       }
     },

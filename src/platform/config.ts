@@ -301,6 +301,11 @@ export const settings = {
     undefined,
     oneOf('smtp', 'outbox'),
   ),
+  SMTP_TIMEOUT_SECONDS: setting(
+    'How long a connection to SMTP_URL may take to open, to greet, and stay silent in the middle of a send before the attempt fails (it is retried by the job queue)',
+    '10',
+    integer(1, 300),
+  ),
   MAIL_FROM: setting('Sender address of outgoing mail', 'wristband <no-reply@wristband.local>', text),
   PASSWORD_RESET_EXPIRE_MINUTES: setting('Lifetime of a password-reset link', '30', integer(1, 24 * 60)),
   PASSWORD_RESET_HOURLY_QUOTA: setting(
@@ -374,6 +379,11 @@ export const settings = {
     'How often background jobs (mail, webhooks) are polled, in milliseconds',
     '1000',
     integer(10, 60_000),
+  ),
+  JOBS_LEASE_SECONDS: setting(
+    'How long a claimed background job is reserved for the instance running it; the runner renews the lease every third of it while the job runs, so only a runner that died (or froze that long) loses its job to another instance',
+    '60',
+    integer(1, 3600),
   ),
   SHUTDOWN_DRAIN_SECONDS: setting(
     'On SIGTERM, how long /ready answers 503 while requests are still served (so a load balancer stops sending) before the listener closes',

@@ -19,15 +19,18 @@ export interface MailTransport {
   send(message: MailMessage): Promise<void>
 }
 
-/** SMTP through nodemailer. */
-export function smtpTransport(url: string, from: string): MailTransport {
-  const transporter = nodemailer.createTransport(url, { from })
-  // Short timeouts: a failed attempt is retried by the job queue, not by holding a connection open.
-  Object.assign(transporter.options, {
-    connectionTimeout: 5000,
-    greetingTimeout: 5000,
-    socketTimeout: 10_000,
-  })
+/**
+ * SMTP through nodemailer. The timeouts are transport options, given where the transport is created
+ * (set on the mailer afterwards they are never read: nodemailer's own are 30 s for the greeting and
+ * 10 minutes of silence). A failed attempt is retried by the job queue rather than holding a
+ * connection, and a job's lease outlives an attempt.
+ */
+export function smtpTransport(url: string, from: string, timeoutSeconds: number): MailTransport {
+  const ms = timeoutSeconds * 1000
+  const transporter = nodemailer.createTransport(
+    { url, connectionTimeout: ms, greetingTimeout: ms, socketTimeout: ms },
+    { from },
+  )
   return {
     async send(m) {
       await transporter.sendMail({
@@ -61,7 +64,14 @@ export const MAIL_JOB = 'mail'
 export const MAIL_RETRY_SCHEDULE = [10, 30, 60, 300, 900, 1800, 3600, 3600, 7200, 7200, 21600, 43200] as const
 
 export function mailJob(transport: MailTransport): JobHandler<MailMessage> {
-  return { retrySchedule: MAIL_RETRY_SCHEDULE, run: (m) => transport.send(m) }
+  return {
+    retrySchedule: MAIL_RETRY_SCHEDULE,
+    async run(m, { signal }) {
+      // A runner that lost its lease leaves the message to the one that took the job over.
+      signal.throwIfAborted()
+      await transport.send(m)
+    },
+  }
 }
 
 /**

@@ -87,12 +87,13 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
     clock,
     log,
     pollMs: config.JOBS_POLL_MS,
+    leaseMs: config.JOBS_LEASE_SECONDS * 1000,
   })
   o.closeLater(() => jobs.stop())
   const mail = counted(
     o.mailTransport ??
       (config.SMTP_URL && config.MAIL_TRANSPORT !== 'outbox'
-        ? smtpTransport(config.SMTP_URL, config.MAIL_FROM)
+        ? smtpTransport(config.SMTP_URL, config.MAIL_FROM, config.SMTP_TIMEOUT_SECONDS)
         : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
     counters.mailSends,
   )

@@ -12,7 +12,23 @@ export class SmtpSink {
   readonly messages: ParsedMail[] = []
   private waiters: { match: (m: ParsedMail) => boolean; resolve: (m: ParsedMail) => void }[] = []
   private server: SMTPServer | undefined
+  /** While set, every message is received and then left unanswered until it resolves (a slow relay). */
+  private held: Promise<void> | undefined
+  /** Messages whose data has begun to arrive, answered or not. */
+  arriving = 0
   port = 0
+
+  /** From now on the sink takes each message's data but answers only once the returned function is called. */
+  hold(): () => void {
+    let release!: () => void
+    this.held = new Promise((resolve) => {
+      release = resolve
+    })
+    return () => {
+      this.held = undefined
+      release()
+    }
+  }
 
   async start(): Promise<void> {
     const server = new SMTPServer({
@@ -20,8 +36,11 @@ export class SmtpSink {
       disabledCommands: ['STARTTLS'],
       logger: false,
       onData: (stream, _session, callback) => {
+        this.arriving++
+        const held = this.held
         simpleParser(stream)
-          .then((mail) => {
+          .then(async (mail) => {
+            await held
             this.messages.push(mail)
             this.waiters = this.waiters.filter((w) => {
               if (!w.match(mail)) return true

@@ -138,6 +138,7 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
         clock,
         log,
         pollMs: 60_000,
+        leaseMs: 60_000,
       })
       r.register('contract', {
         retrySchedule: [],

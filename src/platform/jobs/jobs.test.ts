@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import pino from 'pino'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
+import { until } from '../../../test/helpers/until.js'
 import { enqueue, JobRunner, RetryLater } from './jobs.js'
 
 const log = pino({ level: 'silent' })
@@ -17,6 +18,7 @@ eachBackend(httpBackends, 'job queue', (backend) => {
       clock,
       log,
       pollMs: 10_000,
+      leaseMs: 60_000,
     })
 
   test('a due job runs once and is marked done', async () => {
@@ -150,5 +152,70 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     clock.advance(60_001)
     await r.runDue()
     assert.equal(runs, 1)
+  })
+
+  test('one slow job does not hold up the next poll', async () => {
+    const r = new JobRunner({
+      db: database.handle().db,
+      dialect: database.handle().dialect,
+      clock,
+      log,
+      pollMs: 20,
+      leaseMs: 60_000,
+    })
+    let release!: () => void
+    const slowStarted = new Promise<void>((started) => {
+      r.register('t8-slow', {
+        retrySchedule: [],
+        run: () =>
+          new Promise<void>((resolve) => {
+            release = resolve
+            started()
+          }),
+      })
+    })
+    let fastRuns = 0
+    r.register('t8-fast', { retrySchedule: [], run: async () => void fastRuns++ })
+    r.start()
+    try {
+      await enqueue(database.handle().db, clock.now(), { kind: 't8-slow', payload: {} })
+      await slowStarted
+      await enqueue(database.handle().db, clock.now(), { kind: 't8-fast', payload: {} })
+      await until('the job queued behind the slow one ran', () => fastRuns === 1)
+    } finally {
+      release?.()
+      await r.stop()
+    }
+  })
+
+  test('a runner that lost its job to another leaves it as the other left it', async () => {
+    const a = runner()
+    const b = runner()
+    let failLate!: () => void
+    a.register('t9', {
+      retrySchedule: [5],
+      run: () =>
+        new Promise<void>((_, reject) => {
+          failLate = () => reject(new Error('late failure'))
+        }),
+    })
+    b.register('t9', { retrySchedule: [5], run: async () => undefined })
+    await enqueue(database.handle().db, clock.now(), { kind: 't9', payload: {} })
+    const ranByA = a.runDue()
+    await until('a runs the job', () => failLate !== undefined)
+    // a froze past its lease: b takes the job over and finishes it.
+    clock.advance(60_001)
+    assert.equal(await b.runDue(), 1)
+    failLate()
+    await ranByA
+    const row = await database
+      .handle()
+      .db.selectFrom('jobs')
+      .select(['done_at', 'last_error', 'attempts'])
+      .where('kind', '=', 't9')
+      .executeTakeFirstOrThrow()
+    assert.notEqual(row.done_at, null)
+    assert.equal(row.last_error, null, "the stale runner's failure is not written over the finished job")
+    assert.equal(row.attempts, 2)
   })
 })

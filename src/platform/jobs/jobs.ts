@@ -2,12 +2,17 @@ import type { FastifyBaseLogger } from 'fastify'
 import { sql } from 'kysely'
 import type { Clock } from '../clock.js'
 import type { Db, Dialect } from '../db/database.js'
+import type { JobsTable } from '../db/schema.js'
 
 /** A kind of background work. Runs at least once; a handler must tolerate a repeat. */
 export interface JobHandler<P> {
   /** Seconds to wait before each retry; after the last one the job is marked failed. */
   retrySchedule: readonly number[]
-  run(payload: P, ctx: { jobId: number; attempt: number }): Promise<void>
+  /**
+   * `signal` is aborted when the job's lease was lost (this runner froze past it and another claimed
+   * the job): check it before a step that cannot be taken back, such as sending.
+   */
+  run(payload: P, ctx: { jobId: number; attempt: number; signal: AbortSignal }): Promise<void>
 }
 
 /** Thrown by a handler to be retried after a delay of its choosing (e.g. a Retry-After header). */
@@ -79,20 +84,37 @@ export interface JobRunnerDeps {
   clock: Clock
   log: FastifyBaseLogger
   pollMs: number
+  /** How long a claim reserves a job; renewed every third of it while the job runs. */
+  leaseMs: number
 }
 
-const LEASE_MS = 60_000
+/** The most jobs one runner runs at once. */
 const BATCH = 20
+
+interface ClaimedJob {
+  id: number
+  kind: string
+  payload: string
+  /** Also the claim's fencing token: a later claim of the job raises it. */
+  attempts: number
+}
 
 /**
  * Polls the jobs table and runs due jobs. Several instances may run at once: a job is claimed with a
- * lease (row locking with SKIP LOCKED on PostgreSQL, SQLite's single writer otherwise), and a job
- * whose runner died is picked up again when its lease expires.
+ * lease (row locking with SKIP LOCKED on PostgreSQL, SQLite's single writer otherwise), renewed while
+ * it runs, and a job whose runner died is picked up again when its lease expires. Each claim raises
+ * `attempts`; a runner writes to its job only while `attempts` is still the one it claimed, so a
+ * runner that lost its lease (frozen past it) neither renews it, nor marks the job done, nor reschedules
+ * it, and its handler sees `signal` aborted before it does anything it cannot take back.
+ *
+ * A poll claims what free slots there are and starts the jobs without waiting for them: one slow job
+ * (a mail server that takes its time) does not hold up the next poll.
  */
 export class JobRunner {
   private readonly handlers = new Map<string, JobHandler<unknown>>()
+  private readonly inFlight = new Set<Promise<void>>()
   private timer: NodeJS.Timeout | undefined
-  private running: Promise<number> | undefined
+  private polling: Promise<unknown> | undefined
   private stopped = true
 
   constructor(private readonly deps: JobRunnerDeps) {}
@@ -106,26 +128,30 @@ export class JobRunner {
     this.schedule(0)
   }
 
+  /** Stops polling and waits for the jobs in flight. */
   async stop(): Promise<void> {
     this.stopped = true
     clearTimeout(this.timer)
-    await this.running
+    await this.polling
+    await Promise.all(this.inFlight)
   }
 
-  /** Runs every due job once; resolves with how many ran. Tests call it to skip the poll delay. */
-  runDue(): Promise<number> {
-    this.running ??= this.claimAndRun().finally(() => {
-      this.running = undefined
-    })
-    return this.running
+  /** Claims the due jobs there is room for and resolves, with their count, once they ran. Tests call it to skip the poll delay. */
+  async runDue(): Promise<number> {
+    const started = await this.claimAndStart()
+    await Promise.all(started)
+    return started.length
   }
 
   private schedule(delay: number) {
     if (this.stopped) return
     this.timer = setTimeout(async () => {
+      const poll = this.claimAndStart()
+      this.polling = poll.catch(() => undefined)
       try {
-        const n = await this.runDue()
-        this.schedule(n === BATCH ? 0 : this.deps.pollMs)
+        const started = await poll
+        // A full claim suggests more are due: look again once a slot is free, else at the next poll.
+        this.schedule(started.length > 0 && this.inFlight.size < BATCH ? 0 : this.deps.pollMs)
       } catch (err) {
         this.deps.log.warn({ err: { message: (err as Error).message } }, 'job poll failed; retrying')
         this.schedule(this.deps.pollMs * 5)
@@ -134,8 +160,20 @@ export class JobRunner {
     this.timer.unref()
   }
 
-  private async claim(now: number) {
-    const { db, dialect } = this.deps
+  /** Claims due jobs up to the free slots and starts each; resolves with their completions. */
+  private async claimAndStart(): Promise<Promise<void>[]> {
+    const room = BATCH - this.inFlight.size
+    if (room <= 0) return []
+    const jobs = await this.claim(this.deps.clock.now(), room)
+    return jobs.map((job) => {
+      const run = this.runOne(job).finally(() => this.inFlight.delete(run))
+      this.inFlight.add(run)
+      return run
+    })
+  }
+
+  private async claim(now: number, limit: number): Promise<ClaimedJob[]> {
+    const { db, dialect, leaseMs } = this.deps
     let due = db
       .selectFrom('jobs')
       .select('id')
@@ -144,44 +182,78 @@ export class JobRunner {
       .where('run_at', '<=', now)
       .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
       .orderBy('run_at')
-      .limit(BATCH)
+      .limit(limit)
     if (dialect === 'postgres') due = due.forUpdate().skipLocked()
     return db
       .updateTable('jobs')
-      .set({ locked_until: now + LEASE_MS, attempts: sql`attempts + 1` })
+      .set({ locked_until: now + leaseMs, attempts: sql`attempts + 1` })
       .where('id', 'in', due)
       .returning(['id', 'kind', 'payload', 'attempts'])
       .execute()
   }
 
-  private async claimAndRun(): Promise<number> {
-    const jobs = await this.claim(this.deps.clock.now())
-    await Promise.all(jobs.map((job) => this.runOne(job)))
-    return jobs.length
+  /** Writes to a job only while this runner's claim holds (no later claim raised `attempts`). */
+  private async update(job: ClaimedJob, set: Partial<Omit<JobsTable, 'id' | 'attempts'>>) {
+    const r = await this.deps.db
+      .updateTable('jobs')
+      .set(set)
+      .where('id', '=', job.id)
+      .where('attempts', '=', job.attempts)
+      .where('done_at', 'is', null)
+      .where('failed_at', 'is', null)
+      .executeTakeFirst()
+    return Number(r.numUpdatedRows) > 0
   }
 
-  private async runOne(job: { id: number; kind: string; payload: string; attempts: number }) {
-    const { db, clock, log } = this.deps
+  /** Renews the lease every third of it until `done`; aborts `lease` when the job is no longer ours. */
+  private heartbeat(job: ClaimedJob, lease: AbortController): () => void {
+    const { clock, log, leaseMs } = this.deps
+    const timer = setInterval(
+      () => {
+        this.update(job, { locked_until: clock.now() + leaseMs }).then(
+          (held) => {
+            if (held) return
+            log.warn(
+              { jobId: job.id, kind: job.kind },
+              'job lease lost to another runner; leaving the job to it',
+            )
+            lease.abort()
+            clearInterval(timer)
+          },
+          // A failed renewal (database unreachable) is tried again at the next beat; the lease still runs.
+          (err) =>
+            log.warn({ jobId: job.id, err: { message: (err as Error).message } }, 'job lease renewal failed'),
+        )
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    )
+    timer.unref()
+    return () => clearInterval(timer)
+  }
+
+  private async runOne(job: ClaimedJob) {
+    const { clock, log } = this.deps
     const handler = this.handlers.get(job.kind)
+    const lease = new AbortController()
+    const stopBeating = this.heartbeat(job, lease)
     try {
       if (!handler) throw new Error(`no handler for job kind ${job.kind}`)
-      await handler.run(JSON.parse(job.payload), { jobId: job.id, attempt: job.attempts })
-      await db
-        .updateTable('jobs')
-        .set({ done_at: clock.now(), locked_until: null, dedupe_key: null, last_error: null })
-        .where('id', '=', job.id)
-        .execute()
+      await handler.run(JSON.parse(job.payload), {
+        jobId: job.id,
+        attempt: job.attempts,
+        signal: lease.signal,
+      })
+      stopBeating()
+      await this.update(job, { done_at: clock.now(), locked_until: null, dedupe_key: null, last_error: null })
     } catch (err) {
+      stopBeating()
+      if (lease.signal.aborted) return
       const message = (err as Error).message?.slice(0, 500) ?? 'error'
       const schedule = handler?.retrySchedule ?? []
       const now = clock.now()
       if (job.attempts > schedule.length) {
         log.error({ jobId: job.id, kind: job.kind, err: { message } }, 'job failed for good')
-        await db
-          .updateTable('jobs')
-          .set({ failed_at: now, locked_until: null, dedupe_key: null, last_error: message })
-          .where('id', '=', job.id)
-          .execute()
+        await this.update(job, { failed_at: now, locked_until: null, dedupe_key: null, last_error: message })
         return
       }
       const delay = err instanceof RetryLater ? err.delayMs : schedule[job.attempts - 1]! * 1000
@@ -189,11 +261,7 @@ export class JobRunner {
         { jobId: job.id, kind: job.kind, attempt: job.attempts, err: { message } },
         'job attempt failed',
       )
-      await db
-        .updateTable('jobs')
-        .set({ run_at: now + delay, locked_until: null, last_error: message })
-        .where('id', '=', job.id)
-        .execute()
+      await this.update(job, { run_at: now + delay, locked_until: null, last_error: message })
     }
   }
 }
