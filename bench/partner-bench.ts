@@ -100,7 +100,10 @@ async function serve(): Promise<void> {
     JWT_SECRET: 'bench-secret-that-is-at-least-32-bytes-long',
     LOG_LEVEL: 'silent',
     WEBHOOK_ALLOW_PRIVATE: 'true',
-    TRANSFER_EMAIL_DELAY_SECONDS: '3600',
+    // BENCH_SMTP_URL: the grouped holder e-mails go out at once, to that relay, while transfers arrive.
+    ...(process.env.BENCH_SMTP_URL
+      ? { SMTP_URL: process.env.BENCH_SMTP_URL, TRANSFER_EMAIL_DELAY_SECONDS: '0' }
+      : { TRANSFER_EMAIL_DELAY_SECONDS: '3600' }),
     JOBS_POLL_MS: '50',
   })
   const app = await buildApp(config)

@@ -7,10 +7,17 @@
  * The service runs in a child process (bench/partner-bench.ts --serve, PARTNER_RATE_LIMIT at its
  * default); this process is the partner: one API key, 2,000 holders (transfers group onto shared
  * links, as in a real sale), chunks of 500, two requests in flight.
+ *
+ * BENCH_TRANSFER_EMAILS=1: the grouped holder e-mails (with a QR image per ticket) go out at once
+ * (TRANSFER_EMAIL_DELAY_SECONDS=0) to an SMTP relay in this process while the transfers arrive, the
+ * worst case for the service; the row adds how many e-mails arrived and when the last one did.
  */
 import { randomBytes } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { pathToFileURL } from 'node:url'
 import pg from 'pg'
+import { SMTPServer } from 'smtp-server'
 import { createPartnerClient, unwrap } from '../packages/partner-client/src/index.js'
 import { transferMany } from '../packages/partner-client/src/transfer-many.js'
 import { startTarget } from './partner-bench.js'
@@ -21,18 +28,55 @@ export interface TransferManyRow {
   seconds: number
   per_second: number
   made: number
+  /** With BENCH_TRANSFER_EMAILS=1: e-mails received, and seconds from the first transfer to the last e-mail. */
+  mails?: { received: number; last_at_seconds: number }
   /** Why the row is missing (PostgreSQL unreachable). */
   skipped?: string
 }
 
 const COUNT = Number(process.env.BENCH_TRANSFERS ?? 10_000)
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const EMAILS = process.env.BENCH_TRANSFER_EMAILS === '1'
+
+/** An SMTP relay that takes every message and counts it, noting when the last one arrived. */
+async function startRelay() {
+  const relay = { received: 0, lastAt: 0 }
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    logger: false,
+    onData(stream, _session, callback) {
+      stream.resume()
+      stream.on('end', () => {
+        relay.received++
+        relay.lastAt = performance.now()
+        callback()
+      })
+    },
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    relay,
+    url: `smtp://127.0.0.1:${(server.server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}
+
+/** Waits until no e-mail has arrived for two seconds. */
+async function settled(relay: { received: number }): Promise<void> {
+  for (let seen = -1; seen !== relay.received; ) {
+    seen = relay.received
+    await sleep(2000)
+  }
+}
 
 async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow> {
   const schema = `wbbench_${randomBytes(5).toString('hex')}`
   const env: Record<string, string> =
     database === 'postgres' ? { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: schema } : {}
   if (database === 'sqlite') delete process.env.BENCH_DATABASE_URL
+  const smtp = EMAILS ? await startRelay() : undefined
+  if (smtp) env.BENCH_SMTP_URL = smtp.url
   const { target, stop } = await startTarget(env)
   try {
     const client = createPartnerClient({ baseUrl: target.baseUrl, apiKey: target.apiKey })
@@ -56,15 +100,25 @@ async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow>
     const results = await transferMany(client, 'bench-fest', transfers)
     const seconds = (performance.now() - started) / 1000
     const made = results.filter((r) => r.status === 201).length
+    if (smtp) await settled(smtp.relay)
     return {
       database,
       transfers: COUNT,
       seconds: Math.round(seconds * 100) / 100,
       per_second: Math.round(COUNT / seconds),
       made,
+      ...(smtp
+        ? {
+            mails: {
+              received: smtp.relay.received,
+              last_at_seconds: Math.round((smtp.relay.lastAt - started) / 10) / 100,
+            },
+          }
+        : {}),
     }
   } finally {
     await stop()
+    await smtp?.close()
     if (database === 'postgres') {
       const c = new pg.Client({ connectionString: DATABASE_URL })
       await c.connect()
@@ -106,7 +160,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     console.log(
       r.skipped
         ? `${r.database.padEnd(9)} skipped: ${r.skipped}`
-        : `${r.database.padEnd(9)} ${r.transfers} transfers in ${r.seconds} s (${r.per_second}/s), ${r.made} made`,
+        : `${r.database.padEnd(9)} ${r.transfers} transfers in ${r.seconds} s (${r.per_second}/s), ${r.made} made${r.mails ? `; ${r.mails.received} e-mails, the last ${r.mails.last_at_seconds} s after the first transfer` : ''}`,
     )
   console.log(JSON.stringify(rows))
 }
