@@ -155,7 +155,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   const ops = await registerOps(app, a, platform, storage)
   await app.register(consumerRoutes, shared)
   await app.register(idpRoutes, shared)
-  await app.register(deviceRoutes, shared)
+  await app.register(deviceRoutes, { ...shared, revocations: core.authority.revocations })
   await app.register(partnerRoutes, shared)
   await app.register(edgeRoutes, {
     ...shared,

@@ -1,4 +1,5 @@
 import {
+  createSetupCode,
   DEVICE_KEY_PREFIX,
   devicesOf,
   findDevice,
@@ -6,7 +7,10 @@ import {
   registerDevice,
   retireDevice,
   rotateDeviceKey,
+  SETUP_CODE_PREFIX,
+  setupUrl,
 } from '../devices/devices.service.js'
+import { qrTerminal } from '../edge/qr.js'
 import type { Db } from '../platform/db/database.js'
 import type { Revocation } from '../tokens/revocations.js'
 import {
@@ -166,6 +170,55 @@ Options:
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+const setupCode: Subcommand = {
+  summary: 'A one-time set-up code for a device, printed as a QR code and as text',
+  usage: `Usage: wristband device setup-code ID
+
+Creates a set-up code (${SETUP_CODE_PREFIX}…) for the device and prints it as a QR code and as text. The
+QR code holds PUBLIC_BASE_URL/scanner/#setup=<code>: a phone that opens it gets the service's scanner
+page, which exchanges the code (POST /devices/setup) for the device's id, MAC, event and a new device
+key, signs in and syncs. The code works once, within DEVICE_SETUP_CODE_MINUTES (10); a new one replaces
+the device's earlier unused code; only its SHA-256 is stored. The new key ends the device's earlier
+offline tokens when the code is exchanged. The device must act as an operator of its event (\`wristband
+device create --operator-id\`, or POST /devices/{device_id}/token). Recorded in the audit log (never the
+code).`,
+  options: {},
+  positionals: 1,
+  async run(_values, loadConfig, positionals) {
+    const command = 'device setup-code'
+    const [idRaw] = positionals
+    if (idRaw === undefined || positionals.length !== 1)
+      throw new CliError(`wristband ${command}: give the device's id (see \`wristband device list\`)`)
+    const deviceId = integerOption(idRaw, 'id', command)
+    const config = loadConfig()
+    const refusals = {
+      no_device: `no device ${deviceId} (or it is archived)`,
+      no_access: `no device ${deviceId}`,
+      no_operator: `device ${deviceId} acts as no operator of its event: set one first (POST /devices/${deviceId}/token)`,
+    }
+    const made = await withContext(config, (ctx) =>
+      audited(ctx, 'cli_device_setup_code', async (tx) => {
+        const r = await createSetupCode(tx, {
+          deviceId,
+          createdBy: 'cli',
+          now: ctx.clock.now(),
+          minutes: config.DEVICE_SETUP_CODE_MINUTES,
+        })
+        if ('refused' in r) throw new CliError(`wristband ${command}: ${refusals[r.refused]}`, 1)
+        return { ...r, detail: { device_id: deviceId, expires_at: iso(r.expiresAt) } }
+      }),
+    )
+    const url = setupUrl(config.PUBLIC_BASE_URL, made.code)
+    console.log(
+      `set-up code for device ${made.device.id} (${made.device.dev_mac}) at event ${made.device.event_id}, usable once until ${iso(made.expiresAt)}:`,
+    )
+    console.log(await qrTerminal(url))
+    console.log(`code: ${made.code}`)
+    console.log(`url:  ${url}`)
+    return 0
+  },
+}
+
 const list: Subcommand = {
   summary: 'List devices and whether each has a key',
   usage: `Usage: wristband device list [--event ID] [--json]
@@ -209,5 +262,5 @@ Options:
 export const deviceCommands: CommandGroup = {
   name: 'device',
   summary: 'Devices and their device keys on the configured database.',
-  subcommands: { create, 'rotate-key': rotateKey, revoke, list },
+  subcommands: { create, 'rotate-key': rotateKey, revoke, list, 'setup-code': setupCode },
 }

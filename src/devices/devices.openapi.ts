@@ -39,6 +39,29 @@ export const DEVICES_OPENAPI: FeatureOpenApi = {
       response: { token: OFFLINE_TOKEN, token_type: 'bearer' },
       errors: MFA_REQUIRED,
     },
+    'POST /devices/{device_id}/setup-code': {
+      operationId: 'createDeviceSetupCode',
+      returns: 'The set-up code, shown once, and the address its QR code holds',
+      response: {
+        device_id: 3,
+        code: 'wbsu_Qm8rT2vX9kL4pN7sB1wZ0c',
+        setup_url: 'https://auth.example.com/scanner/#setup=wbsu_Qm8rT2vX9kL4pN7sB1wZ0c',
+        expires_at: '2026-07-18T18:24:03.000Z',
+      },
+      errors: MFA_REQUIRED,
+    },
+    'POST /devices/setup': {
+      operationId: 'setUpDevice',
+      request: { code: 'wbsu_Qm8rT2vX9kL4pN7sB1wZ0c' },
+      returns: "The device's credentials: sign in with them at POST /auth/login/device",
+      response: {
+        device_id: 3,
+        dev_mac: 'AA:BB:CC:DD:EE:01',
+        event_id: 1,
+        device_key: 'wbd_Xr4kP9mT2vL7qN1sB8wZ3cF6yH0dJ5gA2eU9iO4',
+        event: { uid: EVENT, name: 'Summer Festival 2026', timezone: TIMEZONE },
+      },
+    },
     'POST /devices/operator-token': {
       operationId: 'issueOperatorToken',
       request: {

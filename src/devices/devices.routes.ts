@@ -5,23 +5,31 @@ import { createSealer } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf } from '../tokens/guard.js'
+import type { Revocation, RevocationStore } from '../tokens/revocations.js'
 import {
   DeviceAuthRequest,
   DeviceInfo,
   DeviceLoginResponse,
+  DeviceSetupRequest,
+  DeviceSetupResponse,
   DeviceTokenParams,
   DeviceTokenRequest,
   DeviceTokenResponse,
   OperatorLoginRequest,
   OperatorLoginResponse,
+  SetupCodeParams,
+  SetupCodeResponse,
 } from './devices.schemas.js'
 import { type DeviceDeps, DeviceService, SESSION_PREFIX } from './devices.service.js'
 
-export interface DeviceRoutesDeps extends Omit<DeviceDeps, 'sealer' | 'keysRequired'> {
+export interface DeviceRoutesDeps
+  extends Omit<DeviceDeps, 'sealer' | 'keysRequired' | 'publishRevocation' | 'setup'> {
   protectCredentials: ProtectCredentials
   /** The signing secrets: operator session tokens are sealed under a key derived from them. */
   secrets: readonly string[]
-  config: Pick<Config, 'DEVICE_KEYS_REQUIRED' | 'NODE_ENV'>
+  /** The revocation list: a device set up again ends its earlier tokens on every instance at once. */
+  revocations: Pick<RevocationStore, 'revoke'>
+  config: Pick<Config, 'DEVICE_KEYS_REQUIRED' | 'NODE_ENV' | 'DEVICE_SETUP_CODE_MINUTES' | 'PUBLIC_BASE_URL'>
 }
 
 export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (app, given) => {
@@ -34,6 +42,8 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
     ...given,
     sealer: createSealer(given.secrets, 'operator-session'),
     keysRequired: config.DEVICE_KEYS_REQUIRED,
+    publishRevocation: (entry: Revocation) => given.revocations.revoke([entry]),
+    setup: { minutes: config.DEVICE_SETUP_CODE_MINUTES, publicBaseUrl: config.PUBLIC_BASE_URL },
   }
   const devices = new DeviceService(deps)
   // Operator session tokens are credentials of the token guard, and end when the operator logs out.
@@ -117,6 +127,49 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         request.ip,
       )
     },
+  )
+
+  app.post(
+    '/devices/:device_id/setup-code',
+    {
+      config: perMinute(30),
+      ...deps.protectCredentials({ roles: ['admin'] }),
+      schema: {
+        tags: ['devices'],
+        summary: 'A one-time set-up code for a device, to show as a QR code',
+        description:
+          "Administrators of the device's event. The code (`wbsu_…`, and `setup_url`, what the QR code holds) " +
+          'is exchanged once at POST /devices/setup for the device credentials, within ' +
+          "DEVICE_SETUP_CODE_MINUTES (10); a new code replaces the device's earlier unused one. Only its " +
+          'SHA-256 is stored. 404 for an unknown or archived device, 403 for one of an event the caller does ' +
+          'not reach, 409 when no operator of its event is associated with the device. While the ' +
+          "administrator's MFA is enabled, the access token needs a fresh `mfa_verified_at` (403 " +
+          '`{"detail", "error": "mfa_required"}` otherwise).',
+        security: [{ OAuth2PasswordBearer: [] }],
+        params: SetupCodeParams,
+        response: { 200: SetupCodeResponse, ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (request) => devices.newSetupCode(claimsOf(request), request.params.device_id, request.ip),
+  )
+
+  app.post(
+    '/devices/setup',
+    {
+      config: perMinute(10),
+      schema: {
+        tags: ['devices'],
+        summary: "Exchange a set-up code for the device's credentials",
+        description:
+          'A scanner being set up sends the code of its QR code and gets its device id, MAC, event and a new ' +
+          'device key, with which it signs in at POST /auth/login/device. Each code works once and only ' +
+          'until it expires; the new key ends the offline tokens issued to the device before. An unknown, ' +
+          'used or expired code is 404. 10 per minute per address; every exchange is audited.',
+        body: DeviceSetupRequest,
+        response: { 200: DeviceSetupResponse, ...errorResponses(404) },
+      },
+    },
+    async (request) => devices.setUp(request.body.code, request.ip),
   )
 
   app.post(

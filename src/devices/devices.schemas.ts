@@ -67,3 +67,33 @@ export const OperatorLoginResponse = Type.Object({
   mode: Type.Integer(),
   dev_type: Type.String(),
 })
+
+export const SetupCodeParams = Type.Object({ device_id: Type.Integer() })
+
+export const SetupCodeResponse = Type.Object({
+  device_id: Type.Integer(),
+  code: Type.String({
+    description: 'The one-time set-up code (wbsu_…), shown once: only its SHA-256 is stored',
+  }),
+  setup_url: Type.String({
+    description:
+      "What the QR code holds: the service's scanner page (PUBLIC_BASE_URL/scanner/) with the code in the fragment",
+  }),
+  expires_at: Type.String({ format: 'date-time', description: 'After DEVICE_SETUP_CODE_MINUTES' }),
+})
+
+export const DeviceSetupRequest = Type.Object(
+  { code: Type.String({ minLength: 1, maxLength: 128, description: 'The set-up code (wbsu_…)' }) },
+  strict,
+)
+
+export const DeviceSetupResponse = Type.Object({
+  device_id: Type.Integer(),
+  dev_mac: Type.String(),
+  event_id: Type.Integer(),
+  device_key: Type.String({
+    description:
+      'A new device key (wbd_…): the device sends it with dev_mac and event_id to POST /auth/login/device',
+  }),
+  event: Type.Object({ uid: Type.String(), name: Type.String(), timezone: Type.String() }),
+})

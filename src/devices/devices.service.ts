@@ -1,5 +1,6 @@
+import { recordInTransaction } from '../audit/audit.service.js'
 import type { AuditLog } from '../audit/audit.store.js'
-import { eventExists } from '../events/events.store.js'
+import { eventExists, findEventSummary } from '../events/events.store.js'
 import { BASELINE_SCOPES, type Grant, operatorGrant } from '../identities/grants.js'
 import {
   findOperatorAtEvent,
@@ -12,7 +13,7 @@ import type { Clock } from '../platform/clock.js'
 import { MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { safeEqual, sha256Hex } from '../platform/digest.js'
-import { ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
+import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../platform/errors.js'
 import type { Sealer } from '../platform/keys.js'
 import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import { randomToken } from '../platform/random.js'
@@ -36,6 +37,7 @@ import {
   setDeviceKeyHash,
   setDeviceOperator,
 } from './devices.store.js'
+import { insertSetupCode, setupCodeState, takeSetupCode } from './setup-codes.store.js'
 
 export const DEV_TYPES = ['POS', 'REPORT', 'FASTPASS', 'KIDS', 'DISPATCH'] as const
 export type DevType = (typeof DEV_TYPES)[number]
@@ -133,6 +135,80 @@ export async function retireDevice(tx: Db, deviceId: number, archive: boolean, n
   return { archived, ended: await endDeviceTokens(tx, deviceId, now) }
 }
 
+/** One-time set-up codes; the prefix lets secret scanners recognise them. */
+export const SETUP_CODE_PREFIX = 'wbsu_'
+
+/**
+ * What a set-up QR code holds: the scanner page the service serves, with the code in the URL's fragment.
+ * A phone's camera opens it; a browser never sends the fragment to a server, so the code is in no log.
+ */
+export function setupUrl(publicBaseUrl: string, code: string): string {
+  return `${publicBaseUrl.replace(/\/+$/, '')}/scanner/#setup=${code}`
+}
+
+/**
+ * A one-time set-up code for a registered device (its SHA-256 stored, valid `minutes`), replacing the
+ * device's earlier unused one; or why not: the device is unknown, archived, or acts as no operator of its
+ * event (it could exchange the code but never sign in). `reaches` limits the caller to its events.
+ */
+export async function createSetupCode(
+  tx: Db,
+  input: {
+    deviceId: number
+    createdBy: string
+    now: number
+    minutes: number
+    reaches?: (eventId: number) => boolean
+  },
+): Promise<
+  | { code: string; expiresAt: number; device: DeviceRecord }
+  | { refused: 'no_device' | 'no_access' | 'no_operator' }
+> {
+  const device = await getDevice(tx, input.deviceId)
+  if (!device || device.archived) return { refused: 'no_device' }
+  if (input.reaches && !input.reaches(device.event_id)) return { refused: 'no_access' }
+  if (device.operator_id === null || !(await findOperatorAtEvent(tx, device.operator_id, device.event_id)))
+    return { refused: 'no_operator' }
+  const code = `${SETUP_CODE_PREFIX}${randomToken(16)}`
+  const expiresAt = input.now + input.minutes * 60_000
+  await insertSetupCode(tx, {
+    device_id: device.id,
+    code_hash: sha256Hex(code),
+    created_by: input.createdBy,
+    created_at: input.now,
+    expires_at: expiresAt,
+  })
+  return { code, expiresAt, device }
+}
+
+/**
+ * Exchanges a set-up code, once, for the device's credentials: a new device key (only its SHA-256 is
+ * stored, so handing one out means making one), which ends the offline tokens issued to the device so far
+ * (a device set up again leaves its old set-up behind). The caller publishes the returned revocation
+ * after the commit. Refused, as one answer, when the code is unknown, used, expired or its device archived.
+ */
+export async function exchangeSetupCode(
+  tx: Db,
+  code: string,
+  now: number,
+): Promise<
+  | { device: DeviceRecord; key: string; ended: Revocation | undefined }
+  | { refused: 'unknown' | 'used' | 'expired' | 'archived'; deviceId?: number }
+> {
+  const hash = sha256Hex(code)
+  const deviceId = await takeSetupCode(tx, hash, now)
+  if (deviceId === undefined) {
+    const state = await setupCodeState(tx, hash)
+    if (!state) return { refused: 'unknown' }
+    return { refused: state.used ? 'used' : 'expired', deviceId: state.device_id }
+  }
+  const device = await getDevice(tx, deviceId)
+  if (!device || device.archived) return { refused: 'archived', deviceId }
+  const { key, hash: keyHash } = newDeviceKey()
+  const ended = await rotateDeviceKey(tx, device.id, keyHash, now)
+  return { device, key, ended }
+}
+
 /** Every device (of one event when given), archived ones included, with whether a key is set. */
 export function devicesOf(db: Db, eventId?: number) {
   return listDevices(db, eventId)
@@ -148,6 +224,16 @@ export function deviceGrant(operatorId: number, eventId: number): Grant {
     role: 'operator',
     event_ids: [eventId],
     permissions: { [String(eventId)]: [...BASELINE_SCOPES.device] },
+  }
+}
+
+/** Why a set-up code was refused: thrown inside the exchange's transaction, so it rolls back. */
+class SetupRefused extends Error {
+  constructor(
+    readonly reason: string,
+    readonly deviceId: number | undefined,
+  ) {
+    super(`set-up code refused: ${reason}`)
   }
 }
 
@@ -168,6 +254,10 @@ export interface DeviceDeps {
   sealer: Sealer
   /** DEVICE_KEYS_REQUIRED: a device without a key cannot authenticate at all. */
   keysRequired: boolean
+  /** Publishes a device's ended tokens to every instance at once (the revocation list's `revoke`). */
+  publishRevocation: (entry: Revocation) => Promise<void>
+  /** DEVICE_SETUP_CODE_MINUTES, and PUBLIC_BASE_URL for the address a set-up QR code holds. */
+  setup: { minutes: number; publicBaseUrl: string }
 }
 
 export class DeviceService {
@@ -251,6 +341,93 @@ export class DeviceService {
       detail: { device_id: d.id, operator_id: operator.id },
     })
     return { token, token_type: 'bearer' }
+  }
+
+  /**
+   * A one-time set-up code for a device of an event the caller reaches, shown as a QR code (its
+   * `setup_url`) and as text; the device's earlier unused code stops working. 404 for an unknown or
+   * archived device, 403 for one of an event the caller does not reach, 409 when the device acts as no
+   * operator of its event (set one with POST /devices/{device_id}/token first).
+   */
+  async newSetupCode(caller: Claims, deviceId: number, ip: string) {
+    const { db, clock, setup } = this.deps
+    const grant = await storedGrant(db, caller)
+    const made = await db.transaction().execute((tx) =>
+      createSetupCode(tx, {
+        deviceId,
+        createdBy: `${caller.role}:${caller.sub}`,
+        now: clock.now(),
+        minutes: setup.minutes,
+        reaches: (eventId) => reachesEvent(grant, eventId),
+      }),
+    )
+    if ('refused' in made) {
+      if (made.refused === 'no_operator')
+        throw new ConflictError(
+          'The device acts as no operator of its event: associate one (POST /devices/{device_id}/token) first',
+        )
+      if (made.refused === 'no_access') throw new ForbiddenError()
+      throw new NotFoundError('Device not found')
+    }
+    await this.deps.audit.record({
+      kind: 'device_setup_code',
+      actor: `${caller.role}:${caller.sub}`,
+      ip,
+      outcome: 'success',
+      detail: { device_id: deviceId, expires_at: new Date(made.expiresAt).toISOString() },
+    })
+    return {
+      device_id: made.device.id,
+      code: made.code,
+      setup_url: setupUrl(setup.publicBaseUrl, made.code),
+      expires_at: new Date(made.expiresAt).toISOString(),
+    }
+  }
+
+  /**
+   * A scanner exchanges its set-up code, once, for its credentials: the device's id, MAC and event and a
+   * new device key, with which it signs in at POST /auth/login/device. Unknown, used and expired codes
+   * (and one of a device archived since) are the same 404; every exchange is audited.
+   */
+  async setUp(code: string, ip: string) {
+    const { db, clock } = this.deps
+    const now = clock.now()
+    let done: Exclude<Awaited<ReturnType<typeof exchangeSetupCode>>, { refused: unknown }>
+    try {
+      done = await db.transaction().execute(async (tx) => {
+        const r = await exchangeSetupCode(tx, code, now)
+        // A refused exchange changes nothing: the code stays as it was (a device archived since keeps it).
+        if ('refused' in r) throw new SetupRefused(r.refused, r.deviceId)
+        await recordInTransaction(tx, now, {
+          kind: 'device_setup',
+          actor: `device:${r.device.id}`,
+          ip,
+          outcome: 'success',
+          detail: { device_id: r.device.id },
+        })
+        return r
+      })
+    } catch (err) {
+      if (!(err instanceof SetupRefused)) throw err
+      await this.deps.audit.record({
+        kind: 'device_setup',
+        actor: err.deviceId === undefined ? 'device:unknown' : `device:${err.deviceId}`,
+        ip,
+        outcome: 'failure',
+        detail: { reason: err.reason },
+      })
+      throw new NotFoundError('Unknown, used or expired set-up code')
+    }
+    if (done.ended) await this.deps.publishRevocation(done.ended)
+    // A device's event exists (a foreign key): its name and time zone, for the scanner to show.
+    const event = (await findEventSummary(db, done.device.event_id))!
+    return {
+      device_id: done.device.id,
+      dev_mac: done.device.dev_mac,
+      event_id: done.device.event_id,
+      device_key: done.key,
+      event: { uid: event.uid, name: event.name, timezone: event.timezone },
+    }
   }
 
   /**

@@ -3,8 +3,9 @@ import { Piscina } from 'piscina'
 import QRCode from 'qrcode'
 
 /**
- * QR images of ticket codes. Error correction M (15 %) keeps a code of about 300 characters at
- * version 13 or below, which phone screens and printed e-mails render large enough for gate cameras.
+ * QR images of ticket codes (and of device set-up codes). Error correction M (15 %) keeps a code of
+ * about 300 characters at version 13 or below, which phone screens and printed e-mails render large
+ * enough for gate cameras.
  */
 const OPTIONS = { errorCorrectionLevel: 'M', margin: 2, width: 320 } as const
 
@@ -41,3 +42,7 @@ export function qrRenderer(): QrRenderer {
     close: () => pool.close(),
   }
 }
+
+/** A QR code in text for a terminal (two modules per character row), as `wristband device setup-code` prints it. */
+export const qrTerminal = (text: string): Promise<string> =>
+  QRCode.toString(text, { type: 'terminal', small: true, errorCorrectionLevel: 'M' })

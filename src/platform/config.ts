@@ -270,6 +270,11 @@ export const settings = {
     undefined,
     bool,
   ),
+  DEVICE_SETUP_CODE_MINUTES: setting(
+    'How long a device set-up code (`wristband device setup-code`, POST /devices/{device_id}/setup-code) can be exchanged',
+    '10',
+    integer(1, 24 * 60),
+  ),
   MFA_FRESHNESS_WINDOW_HOURS: setting(
     'How long an MFA verification counts as fresh',
     '8',

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { pruneAudit } from '../audit/audit.store.js'
+import { pruneSetupCodes } from '../devices/setup-codes.store.js'
 import { pruneClaimedLinkTokens } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
@@ -21,6 +22,7 @@ import { pruneDeliveries } from '../webhooks/webhooks.store.js'
  * lock is held for long and ticket use, sign-in and delivery go on between batches.
  *
  * - revocations and refresh tokens: when they expire (an expired token is refused by its `exp` already);
+ * - device set-up codes: when they expire, used or not (useless either way; the audit log keeps who);
  * - finished jobs, finished webhook deliveries with their attempts, and the claim-link tokens of
  *   claimed links: after RETENTION_DAYS (pending deliveries and unclaimed links stay);
  * - audit rows: after AUDIT_RETENTION_DAYS.
@@ -54,6 +56,7 @@ export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Prom
     ['jobs', pruneFinishedJobs, retained],
     ['webhook_deliveries', pruneDeliveries, retained],
     ['holder_link_tokens', pruneClaimedLinkTokens, retained],
+    ['device_setup_codes', pruneSetupCodes, now],
     ['audit_log', pruneAudit, now - config.AUDIT_RETENTION_DAYS * DAY_MS],
   ]
   let more = false

@@ -297,6 +297,9 @@ forEachBackend(
         url: `/devices/${event === 1 ? ids.device1 : ids.device2}/token`,
         payload: { operator_id: event === 1 ? ids.op1 : ids.op2 },
       }),
+      'POST /devices/{device_id}/setup-code': (_r, event) => ({
+        url: `/devices/${event === 1 ? ids.device1 : ids.device2}/setup-code`,
+      }),
       'GET /consumers/me': () => ({}),
       'PATCH /consumers/me': () => ({ payload: { first_name: 'Matrix' } }),
       'GET /consumers/me/tickets': () => ({}),

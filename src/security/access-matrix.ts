@@ -100,6 +100,8 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
     `The token lives for days: ${FRESH_MFA}`),
   row('POST /devices/{device_id}/token',            ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     `The device's event decides; an offline token is not an access token; ${FRESH_MFA}`),
+  row('POST /devices/{device_id}/setup-code',       ['200|403', '200|200',  '403|403',  '403|403',  '403|403',  '401|401',  '401|401',  '401|401'],
+    `Administrators of the device's event; the code it answers is exchanged once at POST /devices/setup; ${FRESH_MFA}`),
   row('GET /consumers/me', CONSUMER_ONLY),
   row('PATCH /consumers/me', CONSUMER_ONLY),
   row('GET /consumers/me/tickets', CONSUMER_ONLY),

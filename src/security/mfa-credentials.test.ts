@@ -140,17 +140,20 @@ forEachBackend(
       assert.equal((await remove(token)).statusCode, 200)
     })
 
-    test('a password alone creates no device token or offline token for an MFA administrator', async () => {
+    test('a password alone creates no device token, offline token or device set-up code for an MFA administrator', async () => {
       const plain = await passwordOnly(ADMIN)
       const deviceToken = (token: string) =>
         t.request({ method: 'POST', url: '/devices/1/token', token, payload: { operator_id: operatorId } })
       const offlineToken = (token: string) =>
         t.request({ method: 'POST', url: '/tokens/offline', token, payload: { event_id: 1 } })
+      const setupCode = (token: string) => t.request({ method: 'POST', url: '/devices/1/setup-code', token })
       assertMfaRequired(await deviceToken(plain), 'device token')
       assertMfaRequired(await offlineToken(plain), 'offline token')
+      assertMfaRequired(await setupCode(plain), 'set-up code')
       const token = await fresh(ADMIN)
       assert.equal((await deviceToken(token)).statusCode, 200)
       assert.equal((await offlineToken(token)).statusCode, 200)
+      assert.equal((await setupCode(token)).statusCode, 200)
     })
 
     test('operators, and administrators without MFA, are not asked for it', async () => {

@@ -80,6 +80,19 @@ export interface DevicesTable {
   token_generation: Generated<number>
 }
 
+export interface DeviceSetupCodesTable {
+  id: Generated<number>
+  device_id: number
+  /** SHA-256 (hex) of the one-time set-up code */
+  code_hash: string
+  /** Who created it (`admin:7`, `cli`) */
+  created_by: string
+  created_at: number
+  expires_at: number
+  /** When the one exchange that won took it; null while unused */
+  used_at: number | null
+}
+
 export interface DashboardUsersTable {
   id: Generated<number>
   username: string
@@ -478,4 +491,5 @@ export interface Database {
   phone_verifications: PhoneVerificationsTable
   customer_identities: CustomerIdentitiesTable
   operator_sessions: OperatorSessionsTable
+  device_setup_codes: DeviceSetupCodesTable
 }

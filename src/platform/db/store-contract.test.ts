@@ -4,6 +4,8 @@ import pino from 'pino'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
 import { partnerNamed } from '../../api-keys/api-keys.store.js'
+import { insertDevice } from '../../devices/devices.store.js'
+import { insertSetupCode, takeSetupCode } from '../../devices/setup-codes.store.js'
 import { upsertEvent } from '../../events/events.store.js'
 import { openLink } from '../../holder/holder.store.js'
 import { upsertAdministrator } from '../../identities/identities.store.js'
@@ -76,6 +78,32 @@ eachBackend(httpBackends, 'store contract: the first request wins', (backend) =>
     // Another request under the same key never takes it over.
     clock.advance(120_000)
     assert.equal(await takeOverKey(database.handle().db, k, 'h2', clock.now(), clock.now() - 60_000), false)
+  })
+
+  test('device set-up: one of concurrent exchanges of a code takes it', async () => {
+    const db = database.handle().db
+    const now = clock.now()
+    const eventId = await upsertEvent(db, { uid: 'contract-setup', name: 'Setup', timezone: 'UTC' }, now)
+    const deviceId = await insertDevice(db, {
+      dev_mac: 'CO:NT:RA:CT:00:01',
+      event_id: eventId,
+      operator_id: null,
+      key_hash: 'x'.repeat(64),
+      created_at: now,
+    })
+    await insertSetupCode(db, {
+      device_id: deviceId,
+      code_hash: 'contract-setup-hash',
+      created_by: 'cli',
+      created_at: now,
+      expires_at: now + 600_000,
+    })
+    const taken = await race(() => takeSetupCode(db, 'contract-setup-hash', clock.now()))
+    assert.deepEqual(
+      taken.filter((id) => id !== undefined),
+      [deviceId],
+    )
+    assert.equal(await takeSetupCode(db, 'contract-setup-hash', clock.now()), undefined, 'taken twice')
   })
 
   test('transfer mail: one of concurrent mail jobs of a link takes its transfers', async () => {

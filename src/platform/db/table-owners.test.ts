@@ -33,6 +33,7 @@ const OWNERS: Record<string, string> = {
   webauthn_challenges: 'src/passkeys/passkeys.store.ts',
   devices: 'src/devices/devices.store.ts',
   operator_sessions: 'src/devices/devices.store.ts',
+  device_setup_codes: 'src/devices/setup-codes.store.ts',
   ticket_types: 'src/partner/partner.store.ts',
   transfers: 'src/transfers/transfers.store.ts',
   holder_links: 'src/holder/holder.store.ts',
