@@ -1,11 +1,22 @@
 export {
   type Conflict,
   codeDigest,
-  type QueuedScan,
+  readTicketCode,
   Scanner,
   ScannerError,
   type ScannerOptions,
-  type ScannerState,
   type ScanResult,
   type SyncReport,
+  type TicketCodeClaims,
 } from './scanner.js'
+export { type DeviceCredentials, DeviceSession, parseSetupCode, setUpDevice } from './setup.js'
+export type {
+  LocalUse,
+  QueuedScan,
+  ScannerMeta,
+  ScannerState,
+  ScannerStorage,
+  StoredScanner,
+  TicketState,
+  UsePatch,
+} from './storage.js'

@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { before, test } from 'node:test'
 import { CompactSign } from 'jose'
-import { forEachBackend, type TestApp } from '../../../test/helpers/app.js'
+import { forEachBackend, login, type TestApp } from '../../../test/helpers/app.js'
 import { httpBackends } from '../../../test/helpers/backends.js'
 import {
   deviceToken,
@@ -15,7 +15,7 @@ import {
   seedPartner,
 } from '../../../test/helpers/partner.js'
 import { deviceNetwork } from '../../../test/helpers/scanner.js'
-import { Scanner, ScannerError } from './index.js'
+import { DeviceSession, parseSetupCode, readTicketCode, Scanner, ScannerError, setUpDevice } from './index.js'
 import { createNodeScanner } from './node.js'
 
 forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
@@ -97,7 +97,12 @@ forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
     await first.sync()
     net.online = false
     assert.equal((await first.scan(code)).status, 'VALID')
-    await assert.rejects(first.sync(), ScannerError)
+    await assert.rejects(first.sync(), (err) => {
+      assert.ok(err instanceof ScannerError)
+      assert.equal(err.name, 'ScannerError')
+      assert.match(String(err), /^ScannerError: network unreachable/)
+      return true
+    })
     assert.equal(first.pending, 1)
     // The device restarts (still offline) from its saved state, as JSON.
     const saved = JSON.parse(JSON.stringify(first.exportState()))
@@ -116,6 +121,69 @@ forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
       .where('uid', '=', m.transfer_uid)
       .executeTakeFirstOrThrow()
     assert.deepEqual(row, { status: 'USED', used_gate: 'West' })
+  })
+
+  test('non-ASCII claims and gates are read as written (UTF-8): a code carrying "Bühne Süd", a scan at gate "Bühne Süd" seen by another scanner', async () => {
+    const m = await newTransfer(t, keys.write, ticketUid)
+    const genuine = await codeOf(m.company_ticket_id)
+    const [header, payload] = genuine.split('.') as [string, string]
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString())
+    // A code the edge key signed with a claim beyond the usual ones (the service may add such claims).
+    const edgeKey = createPrivateKey(fs.readFileSync(path.join(t.config.DATA_DIR, 'edge-key.pem'), 'utf8'))
+    const named = await new CompactSign(Buffer.from(JSON.stringify({ ...claims, gate: 'Bühne Süd' })))
+      .setProtectedHeader(JSON.parse(Buffer.from(header, 'base64url').toString()))
+      .sign(edgeKey)
+    assert.equal(readTicketCode(named)?.gate, 'Bühne Süd')
+    assert.equal(readTicketCode(named)?.t, m.transfer_uid)
+    const south = createNodeScanner({
+      baseUrl: 'http://wristband.test',
+      eventId: 1,
+      token: () => deviceToken(t, 1, 1),
+      gate: 'Bühne Süd',
+      now: () => t.clock.now(),
+      fetch: deviceNetwork(t).fetch,
+    })
+    await south.sync()
+    assert.equal((await south.scan(named)).status, 'VALID')
+    assert.deepEqual((await south.sync()).used, [m.transfer_uid])
+    const north = scanner()
+    await north.sync()
+    const seen = await north.scan(genuine)
+    assert.equal(seen.status === 'ALREADY_USED' && seen.gate, 'Bühne Süd')
+  })
+
+  test('a scanner set up from its QR code: exchanges the code once, signs in with the device key, syncs and scans', async () => {
+    const seeded = await t.seed({
+      devices: [{ dev_mac: 'AA:BB:CC:DD:EE:31', event_id: 1, operator_email: 'op@example.com' }],
+    })
+    const deviceId = seeded.devices![0]!.id!
+    const admin = (await login(t, 'root@example.com')).access_token
+    const made = await t.request({ method: 'POST', url: `/devices/${deviceId}/setup-code`, token: admin })
+    assert.equal(made.statusCode, 200, made.body)
+    const { setup_url, code } = made.json()
+    const net = deviceNetwork(t)
+    // What the camera reads is the address; the code alone works with the service's address.
+    assert.deepEqual(parseSetupCode(setup_url), { baseUrl: t.config.PUBLIC_BASE_URL, code })
+    const credentials = await setUpDevice(setup_url, { fetch: net.fetch })
+    assert.equal(credentials.device_id, deviceId)
+    assert.equal(credentials.baseUrl, t.config.PUBLIC_BASE_URL)
+    await assert.rejects(setUpDevice(code, { baseUrl: credentials.baseUrl, fetch: net.fetch }), (err) => {
+      assert.ok(err instanceof ScannerError)
+      assert.equal(err.status, 404)
+      return true
+    })
+    const session = new DeviceSession(credentials, { fetch: net.fetch, now: () => t.clock.now() })
+    const s = createNodeScanner({
+      baseUrl: credentials.baseUrl,
+      eventId: credentials.event_id,
+      token: () => session.token(),
+      now: () => t.clock.now(),
+      fetch: net.fetch,
+    })
+    const m = await newTransfer(t, keys.write, ticketUid)
+    await s.sync()
+    assert.equal((await s.scan(await codeOf(m.company_ticket_id))).status, 'VALID')
+    assert.deepEqual((await s.sync()).used, [m.transfer_uid])
   })
 
   test('the browser build (WebCrypto digest) answers as the Node one', async () => {

@@ -1,4 +1,17 @@
 import { base64url, compactVerify, importJWK, type JWK } from 'jose'
+import {
+  KEY_CHARS,
+  keyOf,
+  type LocalUse,
+  MemoryStorage,
+  type QueuedScan,
+  type ScannerMeta,
+  type ScannerState,
+  type ScannerStorage,
+  type StoredScanner,
+  type TicketState,
+  type UsePatch,
+} from './storage.js'
 
 /** What `scan(code)` answers, decided on the device alone. */
 export type ScanResult =
@@ -17,16 +30,6 @@ export type ScanResult =
   | { status: 'EXPIRED'; transfer_uid: string }
   | { status: 'FORGED'; reason: string }
   | { status: 'WRONG_EVENT'; transfer_uid: string; event_id: number }
-
-/** A scan recorded offline, waiting for upload through POST /tickets/use-batch. */
-export interface QueuedScan {
-  transfer_uid: string
-  /** UTC, ISO 8601, on the corrected clock. */
-  used_at: string
-  access_gate?: string
-  /** The scanned code's version: the service flags a scan of a re-issued one (`revoked_code`). */
-  version?: number
-}
 
 /** A scan the service counted as a second use: another device's scan reached it first. */
 export interface Conflict {
@@ -57,30 +60,6 @@ export interface SyncReport {
   keysFetched: boolean
 }
 
-interface TicketState {
-  /** Version of the current code; lower ones are revoked. */
-  v: number
-  /** Digest of the current code (see codeDigest), null when the ticket has none. */
-  d: string | null
-  /** When the service counted the use (UTC, ISO 8601), and at which gate. */
-  u: string | null
-  g: string | null
-  /** This device's scan (ISO) and gate, until the service's use is known. */
-  lu?: string
-  lg?: string | null
-}
-
-/** Everything a scanner keeps, as JSON, to persist between restarts (`exportState` / `state` option). */
-export interface ScannerState {
-  event_id: number
-  cursor: string | null
-  keys: JWK[]
-  tickets: Record<string, TicketState>
-  queue: QueuedScan[]
-  /** The clock offset estimated at the last sync (ms), kept across restarts while offline. */
-  clock_offset_ms?: number
-}
-
 export interface ScannerOptions {
   /** The service, e.g. https://auth.example.com */
   baseUrl: string
@@ -89,8 +68,13 @@ export interface ScannerOptions {
   token: string | (() => string | Promise<string>)
   /** Gate recorded with each scan: 1 to 100 characters, no NUL (the service refuses others). */
   gate?: string
-  /** Restores a state from `exportState()`. */
+  /** Restores a state from `exportState()` (the in-memory storage). */
   state?: ScannerState
+  /**
+   * Where the state is kept instead of memory, e.g. `await openIndexedDbStorage()` in a browser: open
+   * the scanner with `Scanner.open(options)` then.
+   */
+  storage?: ScannerStorage
   /** Time source in milliseconds (tests); Date.now by default. */
   now?: () => number
   fetch?: typeof fetch
@@ -116,6 +100,8 @@ export class ScannerError extends Error {
   ) {
     super(message)
   }
+
+  override readonly name = 'ScannerError'
 }
 
 /**
@@ -133,10 +119,7 @@ export async function codeDigest(code: string): Promise<string> {
   return base64url.encode(new Uint8Array(hash)).slice(0, 22)
 }
 
-/** How tickets are keyed: the first 16 hex characters (64 bits) of the transfer uid, as the feed gives them. */
-const KEY_CHARS = 16
 const DIGEST_CHARS = 22
-const keyOf = (transferUid: string) => transferUid.slice(0, KEY_CHARS)
 
 /** A page of the scan-sync feed: the compact encoding this scanner asks for, or the object form. */
 type FeedPage = { key_ids: string[]; cursor: string; has_more: boolean } & (
@@ -185,27 +168,52 @@ function* ticketsOf(page: FeedPage): Generator<[string, TicketState]> {
   }
 }
 
-interface CodeClaims {
+/** One answer of POST /tickets/use-batch. */
+interface UploadResult {
+  transfer_uid: string
+  status: string
+  used_timestamp?: string
+  used_at?: string
+  clock_adjusted?: true
+  revoked_code?: true
+  unknown_code?: true
+}
+
+/** The claims of a ticket code (its payload): the ones every code has, and any the service adds. */
+export interface TicketCodeClaims {
+  /** The event id. */
   e: number
+  /** The transfer uid. */
   t: string
+  /** The ticket type uid. */
   k: string
+  /** The code's version (a re-issue increments it). */
   n: number
+  /** The end of its validity window (seconds). */
   exp: number
+  [claim: string]: unknown
 }
 
-/** Base64url text of ASCII JSON (what the service signs) to a value; atob is in browsers and Node. */
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** Base64url text of UTF-8 JSON (a JOSE header or payload) to a value; throws when it is neither. */
 function decodeJson(part: string): unknown {
-  return JSON.parse(atob(part.replace(/-/g, '+').replace(/_/g, '/')))
+  return JSON.parse(utf8.decode(base64url.decode(part)))
 }
 
-/** The claims of a code, before any check: only their shape. */
-function claimsOf(code: string): CodeClaims | null {
+/**
+ * What a code says, before any check (its payload, UTF-8 JSON, with the claims every code has): for
+ * showing it. Whether it is genuine is `scan()`'s answer. Null for what is not a ticket code's form.
+ */
+export function readTicketCode(code: string): TicketCodeClaims | null {
   const first = code.indexOf('.')
   const second = code.indexOf('.', first + 1)
   if (first < 0 || second < 0 || code.indexOf('.', second + 1) >= 0 || code.length > 2048) return null
   try {
-    const c = decodeJson(code.slice(first + 1, second)) as Partial<CodeClaims>
+    const c = decodeJson(code.slice(first + 1, second)) as Partial<TicketCodeClaims> | null
     if (
+      typeof c !== 'object' ||
+      c === null ||
       typeof c.e !== 'number' ||
       typeof c.t !== 'string' ||
       typeof c.k !== 'string' ||
@@ -213,7 +221,7 @@ function claimsOf(code: string): CodeClaims | null {
       typeof c.exp !== 'number'
     )
       return null
-    return c as CodeClaims
+    return c as TicketCodeClaims
   } catch {
     return null
   }
@@ -246,15 +254,32 @@ export class Scanner {
   private readonly now: () => number
   private readonly fetchFn: typeof fetch
   private readonly digest: (code: string) => string | Promise<string>
+  private readonly storage: ScannerStorage
   private cursor: string | null
   private jwks: JWK[]
   private readonly keys = new Map<string, ReturnType<typeof importJWK>>()
-  private readonly tickets: Map<string, TicketState>
+  /** The scans not yet uploaded, as the storage holds them (kept here too: uploads read them). */
   private queue: QueuedScan[]
+  private knownCount: number
   /** Added to the device's time: the service's time as estimated from its Date header at each sync. */
   private clockOffsetMs: number
+  /**
+   * The storage is read and written by one step at a time (a scan, a feed page, an upload's answer), so
+   * two scans of one code at once cannot both find it unused, and a sync never overwrites a scan.
+   */
+  private turn: Promise<unknown> = Promise.resolve()
+  private syncing: Promise<SyncReport> | undefined
 
-  constructor(opts: ScannerOptions) {
+  /**
+   * A scanner whose state is in storage (IndexedDB in a browser): reads what it holds first. A storage
+   * that holds another event's state is refused (ScannerError).
+   */
+  static async open(opts: ScannerOptions & { storage: ScannerStorage }): Promise<Scanner> {
+    return new Scanner(opts, await opts.storage.load())
+  }
+
+  /** An in-memory scanner (`state` restores one from `exportState()`); `Scanner.open` for a storage. */
+  constructor(opts: ScannerOptions, stored?: StoredScanner) {
     this.opts = opts
     this.now = opts.now ?? Date.now
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis)
@@ -264,16 +289,35 @@ export class Scanner {
     const gate = opts.gate
     if (gate !== undefined && ([...gate].length < 1 || [...gate].length > 100 || gate.includes('\0')))
       throw new TypeError('gate must be 1 to 100 characters, without NUL (U+0000)')
-    const s = opts.state
-    if (s && s.event_id !== opts.eventId) throw new ScannerError('The saved state is of another event')
-    this.cursor = s?.cursor ?? null
-    this.jwks = s?.keys ?? []
-    // Keyed by the first 16 hex characters of the transfer uid (the feed's key); a state saved by an
-    // earlier version keyed by the whole uid is read the same way.
-    this.tickets = new Map(Object.entries(s?.tickets ?? {}).map(([uid, t]) => [keyOf(uid), t]))
-    this.queue = [...(s?.queue ?? [])]
-    this.clockOffsetMs = s?.clock_offset_ms ?? 0
+    if (opts.storage && !stored)
+      throw new TypeError('a scanner with a storage is opened with `await Scanner.open(options)`')
+    const memory = opts.storage ? undefined : new MemoryStorage(opts.state)
+    this.storage = opts.storage ?? memory!
+    const s = stored ?? memory!.loadNow()
+    if (s.meta && s.meta.event_id !== opts.eventId)
+      throw new ScannerError('The saved state is of another event')
+    this.cursor = s.meta?.cursor ?? null
+    this.jwks = s.meta?.keys ?? []
+    this.queue = s.queue
+    this.knownCount = s.known
+    this.clockOffsetMs = s.meta?.clock_offset_ms ?? 0
     this.importKeys()
+  }
+
+  /** Runs `step` after every step started before it (see `turn`). */
+  private inTurn<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.turn.then(step)
+    this.turn = run.catch(() => {})
+    return run
+  }
+
+  private meta(): ScannerMeta {
+    return {
+      event_id: this.opts.eventId,
+      cursor: this.cursor,
+      keys: this.jwks,
+      clock_offset_ms: this.clockOffsetMs,
+    }
   }
 
   /** The corrected time (ms): the device's clock plus the offset estimated at the last sync. */
@@ -286,36 +330,38 @@ export class Scanner {
     return this.queue.length
   }
 
-  /** Tickets known from the sync feed. */
+  /** Tickets known from the sync feed (and scanned before it knew them). */
   get known(): number {
-    return this.tickets.size
+    return this.knownCount
   }
 
+  /** The whole state as JSON, to persist; only for an in-memory scanner (a storage keeps its own). */
   exportState(): ScannerState {
-    return {
-      event_id: this.opts.eventId,
-      cursor: this.cursor,
-      keys: this.jwks,
-      tickets: Object.fromEntries(this.tickets),
-      queue: [...this.queue],
-      clock_offset_ms: this.clockOffsetMs,
-    }
+    if (!(this.storage instanceof MemoryStorage))
+      throw new TypeError(
+        'exportState() is for an in-memory scanner: this one keeps its state in its storage',
+      )
+    return this.storage.export(this.opts.eventId)
   }
 
-  async scan(presented: string): Promise<ScanResult> {
-    const code = presented.trim()
-    const claims = claimsOf(code)
+  scan(presented: string): Promise<ScanResult> {
+    return this.inTurn(() => this.decide(presented.trim()))
+  }
+
+  private async decide(code: string): Promise<ScanResult> {
+    const claims = readTicketCode(code)
     if (!claims) return { status: 'FORGED', reason: 'not a ticket code' }
-    const known = this.tickets.get(keyOf(claims.t))
+    const key = keyOf(claims.t)
+    const { ticket: known, local } = await this.storage.read(key)
     // The digest the service synced vouches for the code; otherwise its signature must.
     const vouched = known?.d != null && known.d === (await this.digest(code))
     if (!vouched) {
       const kid = kidOf(code)
       if (kid === 'not a code') return { status: 'FORGED', reason: 'not a ticket code' }
-      const key = kid === null ? undefined : this.keys.get(kid)
-      if (!key) return { status: 'FORGED', reason: 'unknown key' }
+      const jwk = kid === null ? undefined : this.keys.get(kid)
+      if (!jwk) return { status: 'FORGED', reason: 'unknown key' }
       try {
-        await compactVerify(code, await key, { algorithms: ['EdDSA'] })
+        await compactVerify(code, await jwk, { algorithms: ['EdDSA'] })
       } catch {
         return { status: 'FORGED', reason: 'bad signature' }
       }
@@ -333,25 +379,31 @@ export class Scanner {
         used_at: known.u,
         gate: known.g,
       }
-    if (known?.lu !== undefined)
+    if (local)
       return {
         status: 'ALREADY_USED',
         transfer_uid: claims.t,
         source: 'device',
-        used_at: known.lu,
-        gate: known.lg ?? null,
+        used_at: local.at,
+        gate: local.gate,
       }
     const usedAt = new Date(now).toISOString()
-    const state = known ?? { v: claims.n, d: null, u: null, g: null }
-    state.lu = usedAt
-    state.lg = this.opts.gate ?? null
-    this.tickets.set(keyOf(claims.t), state)
-    this.queue.push({
+    const queued: QueuedScan = {
       transfer_uid: claims.t,
       used_at: usedAt,
       ...(this.opts.gate !== undefined ? { access_gate: this.opts.gate } : {}),
       version: claims.n,
-    })
+    }
+    const use: LocalUse = { at: usedAt, gate: this.opts.gate ?? null }
+    // A ticket issued after the last sync is kept with its code's version: an older code of it is REVOKED.
+    await this.storage.recordScan(
+      key,
+      use,
+      queued,
+      known ? undefined : { v: claims.n, d: null, u: null, g: null },
+    )
+    this.queue.push(queued)
+    if (!known) this.knownCount++
     return { status: 'VALID', transfer_uid: claims.t, ticket_uid: claims.k }
   }
 
@@ -360,7 +412,15 @@ export class Scanner {
    * conflict), then pulls the feed from the last cursor and the key set when its key ids changed.
    * Throws ScannerError when the service cannot be reached; nothing queued is lost then.
    */
-  async sync(): Promise<SyncReport> {
+  sync(): Promise<SyncReport> {
+    // A sync asked for while one runs joins it: two would upload the same queue twice.
+    this.syncing ??= this.syncOnce().finally(() => {
+      this.syncing = undefined
+    })
+    return this.syncing
+  }
+
+  private async syncOnce(): Promise<SyncReport> {
     const report: SyncReport = {
       used: [],
       conflicts: [],
@@ -374,24 +434,15 @@ export class Scanner {
     while (this.queue.length > 0) {
       const batch = this.queue.slice(0, BATCH)
       const body = (await this.call('POST', '/tickets/use-batch', { scans: batch }, clock)) as {
-        results: {
-          transfer_uid: string
-          status: string
-          used_timestamp?: string
-          used_at?: string
-          clock_adjusted?: true
-          revoked_code?: true
-          unknown_code?: true
-        }[]
+        results: UploadResult[]
       }
+      const uses: [string, UsePatch][] = []
       body.results.forEach((r, i) => {
         const scan = batch[i]!
-        const state = this.tickets.get(keyOf(r.transfer_uid))
         if (r.status === 'USED' || r.status === 'ALREADY_USED') {
-          if (state) {
-            state.u = r.used_at ?? state.u
-            state.g = r.status === 'USED' ? (scan.access_gate ?? null) : state.g
-          }
+          const patch: UsePatch = r.used_at === undefined ? {} : { u: r.used_at }
+          if (r.status === 'USED') patch.g = scan.access_gate ?? null
+          uses.push([keyOf(r.transfer_uid), patch])
           if (r.status === 'USED') report.used.push(r.transfer_uid)
           else
             report.conflicts.push({
@@ -408,7 +459,11 @@ export class Scanner {
             })
         } else report.rejected.push({ transfer_uid: r.transfer_uid, status: r.status })
       })
-      this.queue = this.queue.slice(batch.length)
+      await this.inTurn(async () => {
+        await this.storage.applyUploads(batch.length, uses)
+        // Scans made during the upload were appended: only the uploaded ones leave.
+        this.queue = this.queue.slice(batch.length)
+      })
     }
     let keyIds: string[] = []
     for (;;) {
@@ -423,17 +478,11 @@ export class Scanner {
         clock,
       )) as FeedPage
       keyIds = page.key_ids
-      for (const [key, next] of ticketsOf(page)) {
-        const prev = this.tickets.get(key)
-        // A scan not yet known to the service stays on record until it is.
-        if (prev?.lu !== undefined && next.u === null) {
-          next.lu = prev.lu
-          next.lg = prev.lg ?? null
-        }
-        this.tickets.set(key, next)
-      }
+      await this.inTurn(async () => {
+        this.cursor = page.cursor
+        this.knownCount = (await this.storage.applyFeed(ticketsOf(page), this.meta())).known
+      })
       report.changes += page.format === 'columns' ? page.count : page.tickets.length
-      this.cursor = page.cursor
       if (!page.has_more && !inSnapshot) break
     }
     const have = this.jwks.map((k) => k.kid).sort()
@@ -447,6 +496,7 @@ export class Scanner {
     const offset = clock.offset()
     if (offset !== undefined) this.clockOffsetMs = offset
     report.clockOffsetMs = this.clockOffsetMs
+    await this.inTurn(() => this.storage.saveMeta(this.meta()))
     return report
   }
 
