@@ -155,9 +155,12 @@ Format (every list optional; examples/seed.json is a complete example):
     "devices":          [{ "dev_mac": "AA:BB:CC:DD:EE:01", "event_id": 1,
                            "operator_email": "…" | null, "archived": false,
                            "device_key": "wbd_…" | null }],
-    "dashboard_users":  [{ "username": "partner1", "password": "…", "event_ids": [1] }]
+    "dashboard_users":  [{ "username": "partner1", "password": "…", "event_ids": [1],
+                           "partner": "Acme" | null }]
   }
-An admin needs event_ids; a superadmin sees every event. Unknown fields are refused.`,
+An admin needs event_ids; a superadmin sees every event. A dashboard user's partner is the name its
+partner's API keys give (it then sees that partner's deliveries and figures only); null unbinds,
+absent keeps what is stored. Unknown fields are refused.`,
   options: {},
   positionals: 1,
   async run(_values, loadConfig, [file]) {

@@ -8,6 +8,7 @@ import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { TEST_SECRET } from '../../test/helpers/app.js'
 import { type Run, wristband } from '../../test/helpers/cli.js'
+import { SeedDocument } from '../seed/seed.js'
 
 const PG = process.env.TEST_DATABASE_URL
 
@@ -32,10 +33,16 @@ describe('wristband command line: help, version and options', { concurrency: tru
     }
   })
 
-  test('seed --help shows the format of the seed document', async () => {
+  test('seed --help shows the format of the seed document: every section and every field of it', async () => {
     const run = await wristband(['seed', '--help'], {})
-    for (const list of ['events', 'administrators', 'operators', 'customers', 'devices', 'dashboard_users'])
-      assert.match(run.stdout, new RegExp(`"${list}"`), list)
+    const sections = SeedDocument.properties as Record<string, { items: { properties: object } }>
+    for (const [list, schema] of Object.entries(sections)) {
+      // The section's lines: up to the next section (four spaces in) or the document's end.
+      const block = run.stdout.match(new RegExp(`"${list}":[\\s\\S]*?(?=\\n {4}"|\\n {2}})`))?.[0]
+      assert.ok(block, `no "${list}" in seed --help`)
+      for (const field of Object.keys(schema.items.properties).filter((f) => f !== 'id'))
+        assert.match(block, new RegExp(`"${field}"`), `${list}.${field} is not in seed --help`)
+    }
   })
 
   test('--version prints the version of package.json', async () => {

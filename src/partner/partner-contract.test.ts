@@ -8,6 +8,7 @@ import {
   newTicketType,
   newTransfer,
   type PartnerKeys,
+  partnerGet,
   partnerPost,
   seedPartner,
 } from '../../test/helpers/partner.js'
@@ -43,6 +44,52 @@ forEachBackend(httpBackends, 'the partner contract as integrators read it', (ctx
     })
     assert.equal(res.statusCode, 422)
     assert.deepEqual(res.json().detail, [{ loc: ['body'], msg: 'Field required', type: 'missing' }])
+  })
+
+  test('the answer of POST /companies/transfer (and of a batch) has event_timezone, as the read has', async () => {
+    const made = await partnerPost(t, '/companies/transfer', keys.write, {
+      event_uid: 'summer-fest-2026',
+      email: 'tz@example.com',
+      ticket_uid: ticketUid,
+      company_ticket_id: 'tz-1',
+    })
+    assert.equal(made.statusCode, 201, made.body)
+    const read = await partnerGet(t, '/companies/transfer/tz-1', keys.read)
+    assert.equal(made.json().event_timezone, 'Europe/Berlin')
+    assert.equal(made.json().event_timezone, read.json().event_timezone)
+    const batch = await partnerPost(t, '/companies/transfers', keys.write, {
+      event_uid: 'summer-fest-2026',
+      transfers: [{ email: 'tz@example.com', ticket_uid: ticketUid, company_ticket_id: 'tz-2' }],
+    })
+    assert.equal(batch.json().results[0].transfer.event_timezone, 'Europe/Berlin')
+  })
+
+  test('a replay of an Idempotency-Key record kept before answers had event_timezone answers it too', async () => {
+    const body = {
+      event_uid: 'summer-fest-2026',
+      email: 'tz@example.com',
+      ticket_uid: ticketUid,
+      company_ticket_id: 'tz-3',
+    }
+    const headers = { 'idempotency-key': 'tz-replay' }
+    assert.equal((await partnerPost(t, '/companies/transfer', keys.write, body, headers)).statusCode, 201)
+    // The record as the previous release kept it: the answer without event_timezone.
+    const row = await t.db.db
+      .selectFrom('idempotency_keys')
+      .select(['response'])
+      .where('key', '=', 'tz-replay')
+      .executeTakeFirstOrThrow()
+    const { event_timezone, ...older } = JSON.parse(row.response!)
+    assert.equal(event_timezone, 'Europe/Berlin')
+    await t.db.db
+      .updateTable('idempotency_keys')
+      .set({ response: JSON.stringify(older) })
+      .where('key', '=', 'tz-replay')
+      .execute()
+    const again = await partnerPost(t, '/companies/transfer', keys.write, body, headers)
+    assert.equal(again.statusCode, 201, again.body)
+    assert.equal(again.headers['idempotent-replayed'], 'true')
+    assert.equal(again.json().event_timezone, 'Europe/Berlin')
   })
 
   test('an API key sent as Authorization: Bearer gets a 401 that says where partner keys go', async () => {

@@ -39,6 +39,7 @@ const transferView = {
   company_ticket_id: 'order-1042-1',
   email: 'holder@example.com',
   status: 'TRANSFERRED',
+  event_timezone: TIMEZONE,
   created_at: AT,
   ticket_code: TICKET_CODE,
 }

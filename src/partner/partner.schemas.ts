@@ -92,6 +92,7 @@ export const TransferCreated = Type.Object({
   company_ticket_id: Type.String(),
   email: Type.String(),
   status: Type.Literal('TRANSFERRED'),
+  event_timezone: EventTimezone,
   created_at: Type.String({ format: 'date-time' }),
   ticket_code: TicketCode,
 })

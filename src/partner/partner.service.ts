@@ -118,6 +118,7 @@ function transferRow(
 
 /** The 201 answer of a transfer. */
 function transferCreated(
+  partner: Partner,
   uid: string,
   type: { uid: string },
   input: TransferInput,
@@ -131,6 +132,7 @@ function transferCreated(
     company_ticket_id: input.company_ticket_id,
     email,
     status: 'TRANSFERRED' as const,
+    event_timezone: partner.eventTimezone,
     created_at: iso(now),
     ticket_code: code?.code ?? null,
   }
@@ -184,7 +186,7 @@ export async function createTransfer(deps: PartnerServiceDeps, partner: Partner,
     if (isUniqueViolation(err)) throw duplicate()
     throw err
   }
-  return transferCreated(uid, type, input, email, now, code)
+  return transferCreated(partner, uid, type, input, email, now, code)
 }
 
 /** One transfer of a batch: its 201 answer, or its error as that status's body. */
@@ -278,7 +280,7 @@ export async function createTransfers(
     results[i] = {
       company_ticket_id: input.company_ticket_id,
       status: 201,
-      transfer: transferCreated(m.uid, type, input, m.email, now, m.code),
+      transfer: transferCreated(partner, m.uid, type, input, m.email, now, m.code),
     }
   })
   return results as BatchResult[]
@@ -301,7 +303,12 @@ async function withCurrentCodes(
     partner.partnerId,
     answers.map((a) => a.transfer_uid),
   )
-  return answers.map((a) => ({ ...a, ticket_code: codes.render(bodies.get(a.transfer_uid) ?? null) }))
+  // The time zone too: records kept before answers carried it are replayed whole.
+  return answers.map((a) => ({
+    ...a,
+    event_timezone: partner.eventTimezone,
+    ticket_code: codes.render(bodies.get(a.transfer_uid) ?? null),
+  }))
 }
 
 const withoutCode = (a: TransferAnswer): TransferAnswer => ({ ...a, ticket_code: null })

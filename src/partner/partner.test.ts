@@ -265,6 +265,7 @@ forEachBackend(httpBackends, 'partner API', (ctx) => {
       'company_ticket_id',
       'created_at',
       'email',
+      'event_timezone',
       'status',
       'ticket_code',
       'ticket_uid',

@@ -632,6 +632,7 @@ export interface operations {
                      *       "company_ticket_id": "order-1042-1",
                      *       "email": "holder@example.com",
                      *       "status": "TRANSFERRED",
+                     *       "event_timezone": "Europe/Berlin",
                      *       "created_at": "2026-07-01T09:30:00.000Z",
                      *       "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *     }
@@ -641,6 +642,8 @@ export interface operations {
                         /** Format: date-time */
                         created_at: string;
                         email: string;
+                        /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                        event_timezone: string;
                         /** @enum {string} */
                         status: "TRANSFERRED";
                         /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
@@ -1231,6 +1234,7 @@ export interface operations {
                      *             "company_ticket_id": "order-1042-1",
                      *             "email": "holder@example.com",
                      *             "status": "TRANSFERRED",
+                     *             "event_timezone": "Europe/Berlin",
                      *             "created_at": "2026-07-01T09:30:00.000Z",
                      *             "ticket_code": "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkLTNmOWEifQ.eyJlIjo0MiwidCI6IjhiMWQyYzNlNGY1YTZiN2M4ZDllMGYxYTJiM2M0ZDVlIiwidiI6MX0.c2lnbmF0dXJlLW9mLXRoZS1lZGdlLWtleQ"
                      *           }
@@ -1257,6 +1261,8 @@ export interface operations {
                                 /** Format: date-time */
                                 created_at: string;
                                 email: string;
+                                /** @description The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it */
+                                event_timezone: string;
                                 /** @enum {string} */
                                 status: "TRANSFERRED";
                                 /** @description The signed ticket code (compact JWS, EdDSA), the content of the QR code scanners read offline; null for transfers made before ticket codes or when the service has no edge key */
