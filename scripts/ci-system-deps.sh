@@ -3,8 +3,10 @@
 # dashboard's browser tests (playwright-core drives it; no browser is downloaded by npm), HAProxy for the
 # fleet test (test/fleet/fleet.test.ts: deploy/haproxy.cfg in front of two instances) and for
 # `haproxy -c`, nginx for `nginx -t` on deploy/nginx.conf, systemd for `systemd-analyze verify` on
-# deploy/wristband.service, and Prometheus's promtool for `promtool check metrics`
-# (scripts/check-deploy.sh runs the last four).
+# deploy/wristband.service, and Prometheus's promtool for `promtool check metrics` and the alert rules
+# (scripts/check-deploy.sh runs the last four); Redis Sentinel for the failover test
+# (src/reliability/redis-sentinel.test.ts) and PgBouncer for the pooler test
+# (src/reliability/pgbouncer.test.ts).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
@@ -12,6 +14,8 @@ command -v haproxy >/dev/null || missing+=(haproxy)
 command -v nginx >/dev/null || missing+=(nginx)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v redis-sentinel >/dev/null || missing+=(redis-sentinel)
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"
 fi

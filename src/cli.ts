@@ -27,7 +27,7 @@ const USAGE = `Usage: wristband <command> [options]
 Commands:
   serve [--workers N]
                    Run the service (HOST, PORT and the other settings come from the environment);
-                   N processes share the port (default: one per core with REDIS_URL, else 1)
+                   N processes share the port (default: one per core with Redis, else 1)
   migrate [--status]
                    Apply pending database migrations and exit; --status lists applied and
                    pending ones and changes nothing
@@ -92,9 +92,9 @@ Runs the service on HOST:PORT with the settings of the environment (and .env), a
 migrations first. It stops on SIGTERM or SIGINT after the requests in flight are answered.
 
 Options:
-  --workers N      N processes share the port (node:cluster). Default: one per core when REDIS_URL is
-                   set, else 1; more than one needs REDIS_URL (workers share revocations and rate
-                   limits through Redis)`,
+  --workers N      N processes share the port (node:cluster). Default: one per core when REDIS_URL (or
+                   REDIS_SENTINELS) is set, else 1; more than one needs Redis (workers share
+                   revocations and rate limits through it)`,
   options: { workers: { type: 'string' } },
   async run(values, loadConfig) {
     const raw = values.workers

@@ -17,21 +17,21 @@ export class ServeError extends Error {}
 /**
  * How many processes to run. Several workers only make sense when they share state through Redis:
  * with in-process state a revocation or a rate-limit count in one worker would be unknown to the
- * others, so without REDIS_URL the default is one worker and asking for more is refused. The default
+ * others, so without Redis (REDIS_URL or REDIS_SENTINELS) the default is one worker and asking for more is refused. The default
  * with Redis is one per CPU this process may use (its container's quota, not the host's cores).
  */
 export function workerCount(config: Config, requested: number | undefined): number {
   if (requested !== undefined) {
     if (!Number.isInteger(requested) || requested < 1)
       throw new ServeError('--workers must be a whole number ≥ 1')
-    if (requested > 1 && !config.REDIS_URL) {
+    if (requested > 1 && !config.redis) {
       throw new ServeError(
-        '--workers > 1 needs REDIS_URL: workers share revocations and rate limits through Redis',
+        '--workers > 1 needs REDIS_URL (or REDIS_SENTINELS): workers share revocations and rate limits through Redis',
       )
     }
     return requested
   }
-  return config.REDIS_URL ? availableCpus() : 1
+  return config.redis ? availableCpus() : 1
 }
 
 /**
@@ -54,12 +54,12 @@ export async function serve(config: Config, requestedWorkers?: number): Promise<
   logLine(
     config,
     'info',
-    `wristband ${releaseVersion()} starting: ${workers} worker${workers === 1 ? '' : 's'}, ${database}, Redis ${config.REDIS_URL ? 'configured' : 'not configured'}, Node ${process.version}`,
+    `wristband ${releaseVersion()} starting: ${workers} worker${workers === 1 ? '' : 's'}, ${database}, Redis ${config.redis ? ('sentinels' in config.redis ? `through Sentinel (master ${config.redis.master})` : 'configured') : 'not configured'}, Node ${process.version}`,
     {
       version: releaseVersion(),
       workers,
       database: handle.dialect,
-      redis: config.REDIS_URL !== undefined,
+      redis: config.redis !== undefined,
       node: process.version,
     },
   )

@@ -146,7 +146,7 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
     },
     pino.destination(2),
   )
-  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
+  const redis = config.redis ? createRedis(config.redis, log) : undefined
   try {
     if (redis) await connectRedis(redis)
     // The dashboard's sessions end with an account's tokens, as in the app (src/app.ts).

@@ -132,3 +132,48 @@ describe('configuration', () => {
     )
   })
 })
+
+describe('Redis through Sentinel', () => {
+  test('REDIS_SENTINELS and REDIS_SENTINEL_MASTER resolve to the sentinels and the master, with their passwords', () => {
+    const c = loadConfig({
+      REDIS_SENTINELS: 'sentinel-a:26379, 10.0.0.2:26380,[::1]:26381',
+      REDIS_SENTINEL_MASTER: 'wristband',
+      REDIS_PASSWORD: 'data-pass',
+      REDIS_SENTINEL_PASSWORD: 'sentinel-pass',
+    })
+    assert.deepEqual(c.redis, {
+      sentinels: [
+        { host: 'sentinel-a', port: 26379 },
+        { host: '10.0.0.2', port: 26380 },
+        { host: '::1', port: 26381 },
+      ],
+      master: 'wristband',
+      password: 'data-pass',
+      sentinelPassword: 'sentinel-pass',
+    })
+    assert.deepEqual(loadConfig({ REDIS_URL: 'redis://h:6379' }).redis, { url: 'redis://h:6379' })
+    assert.equal(loadConfig({}).redis, undefined)
+  })
+
+  test('a bad list, a missing master name, both ways at once or a Sentinel setting without sentinels are refused, naming the setting', () => {
+    for (const bad of ['sentinel-a', 'sentinel-a:0', 'a:26379,b', 'a:99999', ',', '::1:26379'])
+      assert.match(
+        problemsOf({ REDIS_SENTINELS: bad, REDIS_SENTINEL_MASTER: 'm' }).join('\n'),
+        /^REDIS_SENTINELS: must/,
+        bad,
+      )
+    assert.match(problemsOf({ REDIS_SENTINELS: 'a:26379' }).join('\n'), /^REDIS_SENTINEL_MASTER: required/)
+    assert.match(
+      problemsOf({ REDIS_URL: 'redis://h', REDIS_SENTINELS: 'a:26379', REDIS_SENTINEL_MASTER: 'm' }).join(
+        '\n',
+      ),
+      /either REDIS_URL or REDIS_SENTINELS/,
+    )
+    assert.deepEqual(
+      problemsOf({ REDIS_URL: 'redis://h', REDIS_PASSWORD: 'p', REDIS_SENTINEL_MASTER: 'm' })
+        .map((p) => p.split(':')[0])
+        .sort(),
+      ['REDIS_PASSWORD', 'REDIS_SENTINEL_MASTER'],
+    )
+  })
+})

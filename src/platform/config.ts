@@ -153,6 +153,24 @@ function ed25519Key(raw: string, allowPublic: boolean): KeyObject {
 const edgeKey: Parser<KeyObject> = (raw) => ed25519Key(raw, false)
 const edgeKeyList: Parser<KeyObject[]> = (raw) => secretList(raw).map((k) => ed25519Key(k, true))
 
+export interface HostPort {
+  host: string
+  port: number
+}
+
+/** `host:port` pairs separated by commas; an IPv6 address in brackets (`[::1]:26379`). */
+const hostPortList: Parser<HostPort[]> = (raw) => {
+  const list = secretList(raw).map((entry) => {
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s[\]]+)):(\d{1,5})$/.exec(entry)
+    const port = Number(m?.[3])
+    if (!m || port < 1 || port > 65535)
+      throw new Error(`must be host:port pairs separated by commas, got "${entry}"`)
+    return { host: (m[1] ?? m[2])!, port }
+  })
+  if (list.length === 0) throw new Error('must name at least one host:port')
+  return list
+}
+
 const seconds: Parser<number[]> = (raw) =>
   raw.split(',').map((s) => {
     const n = Number(s.trim())
@@ -235,6 +253,26 @@ export const settings = {
     url,
   ),
   REDIS_PREFIX: setting('Prefix of every Redis key this deployment writes', 'wb:', text),
+  REDIS_SENTINELS: setting(
+    'Comma-separated `host:port` of Redis Sentinels, instead of REDIS_URL: the master named by REDIS_SENTINEL_MASTER is asked of them and followed across failovers (docs/operations.md, "Redis Sentinel")',
+    undefined,
+    hostPortList,
+  ),
+  REDIS_SENTINEL_MASTER: setting(
+    'Name of the master the sentinels monitor (their `sentinel monitor <name> …` line); required with REDIS_SENTINELS',
+    undefined,
+    text,
+  ),
+  REDIS_PASSWORD: setting(
+    'Password (AUTH) of the Redis master and replicas found through REDIS_SENTINELS; with REDIS_URL the password is part of the URL',
+    undefined,
+    text,
+  ),
+  REDIS_SENTINEL_PASSWORD: setting(
+    'Password of the sentinels themselves (their `requirepass`), when they have one',
+    undefined,
+    text,
+  ),
   JWT_SECRET: setting(
     'HS256 signing secret, at least 32 bytes; unset outside production: generated into DATA_DIR/jwt-secret',
     undefined,
@@ -443,6 +481,11 @@ export const settings = {
   ),
 } as const
 
+/** Where the service finds Redis: one address, or the master a set of sentinels names. */
+export type RedisTarget =
+  | { url: string }
+  | { sentinels: HostPort[]; master: string; password?: string; sentinelPassword?: string }
+
 type Settings = typeof settings
 export type Config = {
   readonly [K in keyof Settings]: Settings[K]['default'] extends string
@@ -456,6 +499,8 @@ export type Config = {
   readonly WEBAUTHN_RP_ID: string | undefined
   /** Resolved when unset; empty while passkeys are off. */
   readonly WEBAUTHN_ORIGINS: string[]
+  /** REDIS_URL or the Sentinel settings resolved; undefined: no Redis (state in process). */
+  readonly redis: RedisTarget | undefined
 }
 
 export class ConfigError extends Error {
@@ -517,10 +562,46 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
     problems.push('DATABASE_URL: must start with sqlite: or postgres://')
   problems.push(...resolveWebAuthn(out))
+  const redis = resolveRedis(out, problems)
   if (problems.length > 0) throw new ConfigError(problems)
   // Key-less device sign-in (the specification's) stays the development default only.
   out.DEVICE_KEYS_REQUIRED ??= out.NODE_ENV === 'production'
-  return Object.freeze({ ...out, databaseUrl: dbUrl }) as Config
+  return Object.freeze({ ...out, databaseUrl: dbUrl, redis }) as Config
+}
+
+/** REDIS_URL, or the master REDIS_SENTINELS name; never both, and the Sentinel settings only together. */
+function resolveRedis(out: Record<string, unknown>, problems: string[]): RedisTarget | undefined {
+  const url = out.REDIS_URL as string | undefined
+  const sentinels = out.REDIS_SENTINELS as HostPort[] | undefined
+  const master = out.REDIS_SENTINEL_MASTER as string | undefined
+  const password = out.REDIS_PASSWORD as string | undefined
+  const sentinelPassword = out.REDIS_SENTINEL_PASSWORD as string | undefined
+  if (url !== undefined && sentinels !== undefined) {
+    problems.push('REDIS_SENTINELS: set either REDIS_URL or REDIS_SENTINELS, not both')
+    return undefined
+  }
+  if (sentinels === undefined) {
+    for (const [name, value] of Object.entries({
+      REDIS_SENTINEL_MASTER: master,
+      REDIS_PASSWORD: password,
+      REDIS_SENTINEL_PASSWORD: sentinelPassword,
+    }))
+      if (value !== undefined)
+        problems.push(
+          `${name}: only used with REDIS_SENTINELS${name === 'REDIS_PASSWORD' ? ' (with REDIS_URL the password goes into the URL: redis://:password@host:6379)' : ''}`,
+        )
+    return url === undefined ? undefined : { url }
+  }
+  if (master === undefined) {
+    problems.push('REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the name the sentinels monitor)')
+    return undefined
+  }
+  return {
+    sentinels,
+    master,
+    ...(password !== undefined ? { password } : {}),
+    ...(sentinelPassword !== undefined ? { sentinelPassword } : {}),
+  }
 }
 
 /**

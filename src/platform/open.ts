@@ -66,7 +66,7 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
     throw databaseUnavailable(config.databaseUrl, err)
   })
   o.closeLater(() => database.close())
-  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log) : undefined
+  const redis = config.redis ? createRedis(config.redis, log) : undefined
   if (redis) {
     redis.on('error', () => counters.redisErrors.inc())
     o.closeLater(() => redis.disconnect())

@@ -262,6 +262,35 @@ describe(
       }
     })
 
+    test('a subscription refused while the connection stands is tried again until the feed is followed; warned once', async () => {
+      const port = await freePort()
+      const redis = await startRedisServer(port)
+      const admin = new Redis(port, '127.0.0.1', { lazyConnect: true })
+      const count = (t: TestApp, text: string) => t.logs.filter((l) => l.includes(text)).length
+      try {
+        await admin.connect()
+        // The default user may use no channel: SUBSCRIBE is refused (NOPERM), the connection stays up.
+        await admin.call('ACL', 'SETUSER', 'default', 'resetchannels')
+        const t = await startApp(backends[0]!, {
+          REDIS_URL: `redis://127.0.0.1:${port}`,
+          REDIS_PREFIX: 'wbn:',
+        })
+        try {
+          await until('the refusal', () => count(t, 'could not follow the revocation feed') > 0)
+          assert.equal(count(t, 'revocation feed followed'), 0)
+          await admin.call('ACL', 'SETUSER', 'default', 'allchannels')
+          await until('the feed followed', () => count(t, 'revocation feed followed') === 1)
+          assert.equal(count(t, 'could not follow the revocation feed'), 1, 'one warning')
+          assert.equal(count(t, 'redis unreachable'), 0, 'no reconnect was needed')
+        } finally {
+          await t.close()
+        }
+      } finally {
+        admin.disconnect()
+        await killProcess(redis)
+      }
+    })
+
     test('while the feed is down, a revocation made by another instance is refused at once (per-request look-up)', async () => {
       const port = await freePort()
       let redis = await startRedisServer(port)

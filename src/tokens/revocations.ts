@@ -255,14 +255,23 @@ export function redisRevocations(
 
   // Subscribed first, then caught up from the database: a revocation published before the
   // subscription took effect was written to the database before it was published, so the read sees it.
+  // A subscription or read that fails (a command timed out on a busy Redis, the database down) is tried
+  // again each second while the connection stands, not only at its next reconnect; warned once.
+  let followFailing = false
   async function follow(sub: Redis) {
     try {
       await sub.subscribe(channel)
       await local.catchUp()
       live = sub.status === 'ready'
+      followFailing = false
       if (live) log.info('revocation feed followed')
     } catch (err) {
-      log.warn({ err: { message: (err as Error).message } }, 'could not follow the revocation feed')
+      if (!followFailing)
+        log.warn({ err: { message: (err as Error).message } }, 'could not follow the revocation feed')
+      followFailing = true
+      setTimeout(() => {
+        if (!live && sub.status === 'ready') void follow(sub)
+      }, 1000).unref()
     }
   }
 

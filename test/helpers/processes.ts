@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import fs from 'node:fs'
 import net from 'node:net'
+import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
 import { until } from './until.js'
@@ -18,31 +20,86 @@ export function freePort(): Promise<number> {
 
 export const redisServerInstalled = spawnSync('redis-server', ['--version']).status === 0
 
-/** A Redis server of our own without persistence, so killing it and starting it again loses every key. */
-export async function startRedisServer(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  )
-  try {
-    await until('redis-server to accept connections', async () => {
-      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null })
-      probe.on('error', () => {})
-      try {
-        await probe.connect()
-        return true
-      } catch {
-        return false
-      } finally {
-        probe.disconnect()
-      }
+export const redisSentinelInstalled = spawnSync('redis-sentinel', ['--version']).status === 0
+
+/** Waits until a Redis server or sentinel on `port` answers PING (with `password` when it needs one). */
+async function untilRedisAnswers(what: string, port: number, password?: string): Promise<void> {
+  await until(`${what} to accept connections`, async () => {
+    const probe = new Redis(port, '127.0.0.1', {
+      lazyConnect: true,
+      retryStrategy: () => null,
+      ...(password ? { password } : {}),
     })
+    probe.on('error', () => {})
+    try {
+      await probe.connect()
+      return (await probe.ping()) === 'PONG'
+    } catch {
+      return false
+    } finally {
+      probe.disconnect()
+    }
+  })
+}
+
+/** Starts `command`, waits until it answers on `port`, and kills it if it never does. */
+async function startAnswering(
+  command: string,
+  args: string[],
+  port: number,
+  password?: string,
+): Promise<ChildProcess> {
+  const child = spawn(command, args, { stdio: 'ignore' })
+  try {
+    await untilRedisAnswers(command, port, password)
   } catch (err) {
     child.kill('SIGKILL')
     throw err
   }
   return child
+}
+
+/**
+ * A Redis server of our own without persistence, so killing it and starting it again loses every key.
+ * `extra` adds arguments (`--replicaof`, `--requirepass`); `password` is what the start-up probe sends.
+ */
+export function startRedisServer(
+  port: number,
+  extra: string[] = [],
+  password?: string,
+): Promise<ChildProcess> {
+  return startAnswering(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra],
+    port,
+    password,
+  )
+}
+
+/**
+ * A Redis Sentinel of our own on `port`: its configuration file (which a sentinel rewrites as it
+ * learns) and log go into `dir`; `lines` are its `sentinel …` directives, `password` its requirepass.
+ */
+export function startRedisSentinel(
+  port: number,
+  dir: string,
+  lines: string[],
+  password?: string,
+): Promise<ChildProcess> {
+  const file = path.join(dir, `sentinel-${port}.conf`)
+  fs.writeFileSync(
+    file,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `logfile ${path.join(dir, `sentinel-${port}.log`)}`,
+      ...(password ? [`requirepass ${password}`] : []),
+      ...lines,
+      '',
+    ].join('\n'),
+  )
+  return startAnswering('redis-sentinel', [file], port, password)
 }
 
 /** SIGKILLs a child process (if still running) and waits until it is gone. */
