@@ -52,6 +52,9 @@ export async function claimLink(db: Db, linkId: number, eventId: number, custome
         .executeTakeFirstOrThrow()
       return link.claimed_by === customerId
     }
+    // The link's tokens learn the claim too: retention deletes them RETENTION_DAYS after it, by an
+    // index of their own that holds nothing else (pruneClaimedLinkTokens).
+    await tx.updateTable('holder_link_tokens').set({ claimed_at: now }).where('link_id', '=', linkId).execute()
     const { balance, promo } = await claimTickets(tx, linkId, customerId, now)
     await tx
       .insertInto('wallets')
@@ -134,8 +137,11 @@ export async function deleteLinkToken(tx: Db, tokenHash: string): Promise<void> 
 }
 
 /**
- * Deletes up to `limit` claim-link tokens made before `before` whose link was claimed (the tickets are
- * in the claimer's account); the token of a link nobody claimed yet stays, however old. Returns how many.
+ * Deletes up to `limit` claim-link tokens of links claimed before `before` (the tickets are in the
+ * claimer's account); the token of a link nobody claimed yet stays, however old. The tokens carry
+ * their link's claim time (set by `claimLink`) under a partial index that holds only claimed ones, so
+ * a pass reads only what it deletes, however many old unclaimed or already pruned links there are.
+ * Returns how many.
  */
 export async function pruneClaimedLinkTokens(db: Db, before: number, limit: number): Promise<number> {
   const r = await db
@@ -143,13 +149,7 @@ export async function pruneClaimedLinkTokens(db: Db, before: number, limit: numb
     .where(
       'token_hash',
       'in',
-      db
-        .selectFrom('holder_link_tokens as k')
-        .innerJoin('holder_links as l', 'l.id', 'k.link_id')
-        .select('k.token_hash')
-        .where('k.created_at', '<', before)
-        .where('l.claimed_at', 'is not', null)
-        .limit(limit),
+      db.selectFrom('holder_link_tokens').select('token_hash').where('claimed_at', '<', before).limit(limit),
     )
     .executeTakeFirst()
   return Number(r.numDeletedRows)

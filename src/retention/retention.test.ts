@@ -3,6 +3,7 @@ import { before, test } from 'node:test'
 import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { until } from '../../test/helpers/until.js'
+import { claimLink } from '../holder/holder.store.js'
 import { RETENTION_BATCH, RETENTION_INTERVAL_MS } from './retention.js'
 
 const DAY = 86_400_000
@@ -120,25 +121,24 @@ forEachBackend(
       await delivery('old-pending', 'pending', now - 91 * DAY)
       await delivery('recent-delivered', 'delivered', now - 89 * DAY)
 
-      const link = async (email: string, claimed: boolean) => {
+      // Links made 91 days ago, claimed (through the store's own claim) 90 days ago, 10 days ago or never.
+      const customer = await db.selectFrom('customers').select('id').executeTakeFirstOrThrow()
+      const link = async (email: string, claimedDaysAgo?: number) => {
         const r = await db
           .insertInto('holder_links')
-          .values({
-            event_id: 1,
-            email,
-            created_at: now - 91 * DAY,
-            updated_at: now - 91 * DAY,
-            ...(claimed ? { claimed_at: now - 90 * DAY } : {}),
-          })
+          .values({ event_id: 1, email, created_at: now - 91 * DAY, updated_at: now - 91 * DAY })
           .returning('id')
           .executeTakeFirstOrThrow()
         await db
           .insertInto('holder_link_tokens')
           .values({ token_hash: `hash-${email}`, link_id: r.id, created_at: now - 91 * DAY })
           .execute()
+        if (claimedDaysAgo !== undefined)
+          assert.ok(await claimLink(db, r.id, 1, customer.id, now - claimedDaysAgo * DAY))
       }
-      await link('claimed@example.com', true)
-      await link('unclaimed@example.com', false)
+      await link('claimed@example.com', 90)
+      await link('claimed-lately@example.com', 10)
+      await link('unclaimed@example.com')
 
       const deliveriesBefore = await count('webhook_deliveries')
       const attemptsBefore = await count('webhook_attempts')
@@ -171,6 +171,7 @@ forEachBackend(
         (r) => r.token_hash,
       )
       assert.ok(!tokens.includes('hash-claimed@example.com'))
+      assert.ok(tokens.includes('hash-claimed-lately@example.com'), 'kept RETENTION_DAYS after the claim')
       assert.ok(tokens.includes('hash-unclaimed@example.com'))
 
       // The delivery counters followed the deletions.

@@ -23,8 +23,9 @@ import { pruneDeliveries } from '../webhooks/webhooks.store.js'
  *
  * - revocations and refresh tokens: when they expire (an expired token is refused by its `exp` already);
  * - device set-up codes: when they expire, used or not (useless either way; the audit log keeps who);
- * - finished jobs, finished webhook deliveries with their attempts, and the claim-link tokens of
- *   claimed links: after RETENTION_DAYS (pending deliveries and unclaimed links stay);
+ * - finished jobs and finished webhook deliveries with their attempts: after RETENTION_DAYS (pending
+ *   deliveries stay); the claim-link tokens of claimed links: RETENTION_DAYS after the claim (the token
+ *   of a link nobody claimed stays);
  * - audit rows: after AUDIT_RETENTION_DAYS.
  *
  * One job of the jobs table (dedupe key `retention`) runs it and schedules the next run: an hour later,

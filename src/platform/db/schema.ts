@@ -263,6 +263,8 @@ export interface HolderLinkTokensTable {
   token_hash: string
   link_id: number
   created_at: number
+  /** When its link was claimed (migration 040); null while unclaimed. */
+  claimed_at: number | null
 }
 
 export interface TransfersTable {

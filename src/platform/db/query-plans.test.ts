@@ -1,0 +1,100 @@
+// The queries that must stay flat as tables grow to millions of rows use an index on PostgreSQL: each
+// is run through its store function, its SQL caught from the query log, and EXPLAINed with sequential
+// scans priced out (`enable_seqscan = off`, so the planner takes an index whenever one fits: a table this
+// small would otherwise be read whole, which says nothing). A query that no index serves still shows a
+// Seq Scan; one served by another index than meant (a walk of the primary key, filtering on the way)
+// does not name the index it should. No timing is measured: the plan is the property.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { Kysely, PostgresDialect } from 'kysely'
+import pg from 'pg'
+import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
+import { pageAuditEntries, pruneAudit } from '../../audit/audit.store.js'
+import { pruneSetupCodes } from '../../devices/setup-codes.store.js'
+import { pruneClaimedLinkTokens } from '../../holder/holder.store.js'
+import { pruneExpiredRefresh } from '../../tokens/refresh.store.js'
+import { pruneExpiredRevocations } from '../../tokens/revocations.store.js'
+import { listDeliveries, pruneDeliveries } from '../../webhooks/webhooks.store.js'
+import { pruneFinishedJobs } from '../jobs/jobs.js'
+import type { Db } from './database.js'
+import type { Database } from './schema.js'
+
+/** The tables that grow with use: none of them may be read whole by the queries below. */
+const BIG =
+  /Seq Scan on (audit_log|webhook_deliveries|webhook_attempts|holder_link_tokens|holder_links|jobs|revoked_tokens|refresh_tokens|device_setup_codes)\b/
+
+/** Each query, run through its store function, and the index its plan must name. */
+const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp][] = [
+  ['audit page by kind', (db) => pageAuditEntries(db, { kind: 'login', limit: 51 }), /audit_log_kind_id/],
+  [
+    'audit page by kind, older than a cursor',
+    (db) => pageAuditEntries(db, { kind: 'login', before: 1_000_000, limit: 51 }),
+    /audit_log_kind_id/,
+  ],
+  [
+    'audit page by actor',
+    (db) => pageAuditEntries(db, { actor: 'admin:1', limit: 51 }),
+    /audit_log_actor_id/,
+  ],
+  [
+    'audit page by outcome',
+    (db) => pageAuditEntries(db, { outcome: 'failure', limit: 51 }),
+    /audit_log_outcome_id/,
+  ],
+  [
+    "a partner's deliveries by status",
+    (db) => listDeliveries(db, 1, { limit: 50, status: 'failed' }),
+    /webhook_deliveries_partner_status/,
+  ],
+  ["a partner's deliveries", (db) => listDeliveries(db, 1, { limit: 50 }), /webhook_deliveries_partner/],
+  ['retention: revocations', (db) => pruneExpiredRevocations(db, 1, 500), /revoked_tokens_expires/],
+  ['retention: refresh tokens', (db) => pruneExpiredRefresh(db, 1, 500), /refresh_tokens_expires/],
+  ['retention: jobs', (db) => pruneFinishedJobs(db, 1, 500), /jobs_due/],
+  ['retention: deliveries', (db) => pruneDeliveries(db, 1, 500), /webhook_deliveries_created/],
+  ['retention: claim-link tokens', (db) => pruneClaimedLinkTokens(db, 1, 500), /holder_link_tokens_claimed/],
+  ['retention: audit', (db) => pruneAudit(db, 1, 500), /audit_log_at/],
+  ['retention: device set-up codes', (db) => pruneSetupCodes(db, 1, 500), /device_setup_codes/],
+]
+
+eachBackend(
+  httpBackends.filter((b) => b.name.startsWith('postgres')),
+  'query plans of the filters and retention',
+  (backend) => {
+    const database = useDatabase(backend)
+
+    test('each query uses its index and reads no growing table whole', async () => {
+      const env = database.env()
+      const schema = env.DATABASE_SCHEMA!
+      const pool = new pg.Pool({ connectionString: env.DATABASE_URL, options: `-c search_path=${schema}` })
+      const caught: { sql: string; parameters: readonly unknown[] }[] = []
+      const spy: Db = new Kysely<Database>({
+        dialect: new PostgresDialect({ pool }),
+        log: (event) => {
+          // The statements, not a transaction's begin and commit.
+          if (event.level === 'query' && /^\s*(select|update|delete|insert|with)\b/i.test(event.query.sql))
+            caught.push(event.query)
+        },
+      })
+      const client = await pool.connect()
+      try {
+        await client.query('set enable_seqscan = off')
+        for (const [name, run, index] of QUERIES) {
+          caught.length = 0
+          await run(spy)
+          assert.ok(caught.length > 0, `${name}: no query ran`)
+          const plans: string[] = []
+          for (const q of caught) {
+            const plan = await client.query(`explain ${q.sql}`, q.parameters as unknown[])
+            plans.push(plan.rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN']).join('\n'))
+          }
+          const all = plans.join('\n---\n')
+          assert.doesNotMatch(all, BIG, `${name} reads a growing table whole:\n${all}`)
+          assert.match(all, index, `${name} does not use ${index}:\n${all}`)
+        }
+      } finally {
+        client.release()
+        await spy.destroy()
+      }
+    })
+  },
+)
