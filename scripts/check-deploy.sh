@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The deploy files checked by their own tools (issue 28.8): `systemd-analyze verify` on the systemd
 # unit, `nginx -t` on the nginx example (inside a minimal nginx.conf, with a throw-away certificate in
-# place of the example's), `haproxy -c` on the HAProxy configuration. A tool that is missing is
+# place of the example's), `haproxy -c` on the HAProxy configuration, `nginx -t` and `caddy validate`
+# on the gateway recipes of deploy/gateways/ (test/gateways runs them too). A tool that is missing is
 # skipped with a loud note (scripts/ci-system-deps.sh installs them from Debian's packages).
 # `promtool check metrics` runs in the test suite (src/metrics/promtool.test.ts), on a real scrape.
 set -euo pipefail
@@ -49,6 +50,46 @@ CONF
   fi
 else
   skipped "nginx (or openssl)" deploy/nginx.conf "nginx openssl"
+fi
+
+if command -v nginx >/dev/null; then
+  # The recipe's includes are read beside the main nginx.conf, as in /etc/nginx/.
+  mkdir "$work/gateway"
+  cp deploy/gateways/nginx.conf deploy/gateways/wristband-check.conf deploy/gateways/wristband-claims.conf \
+    "$work/gateway/"
+  cat >"$work/gateway/main.conf" <<CONF
+pid $work/gateway/nginx.pid;
+error_log $work/gateway/error.log;
+events {}
+http {
+    access_log off;
+    include nginx.conf;
+}
+CONF
+  if out="$(nginx -t -q -c "$work/gateway/main.conf" -p "$work/gateway/" 2>&1)"; then
+    echo "ok: nginx -t deploy/gateways/nginx.conf"
+    [ -z "$out" ] || echo "$out"
+  else
+    echo "!! nginx -t deploy/gateways/nginx.conf:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped nginx deploy/gateways/nginx.conf nginx
+fi
+
+if command -v caddy >/dev/null; then
+  # HOME and XDG_* point into the work folder: validating writes nothing of Caddy's elsewhere.
+  if out="$(HOME="$work" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" WRISTBAND_VERIFY_KEY=wb_check \
+    caddy validate --config deploy/gateways/Caddyfile --adapter caddyfile 2>&1)"; then
+    echo "ok: caddy validate deploy/gateways/Caddyfile ($(caddy version | cut -d' ' -f1))"
+  else
+    echo "!! caddy validate deploy/gateways/Caddyfile:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped caddy deploy/gateways/Caddyfile caddy
 fi
 
 if command -v haproxy >/dev/null; then

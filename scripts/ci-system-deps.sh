@@ -6,12 +6,14 @@
 # deploy/wristband.service, and Prometheus's promtool for `promtool check metrics` and the alert rules
 # (scripts/check-deploy.sh runs the last four); Redis Sentinel for the failover test
 # (src/reliability/redis-sentinel.test.ts) and PgBouncer for the pooler test
-# (src/reliability/pgbouncer.test.ts).
+# (src/reliability/pgbouncer.test.ts); nginx and Caddy also for the gateway recipes (test/gateways runs
+# deploy/gateways/ as shipped; scripts/check-deploy.sh runs `nginx -t` and `caddy validate` on them).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v haproxy >/dev/null || missing+=(haproxy)
 command -v nginx >/dev/null || missing+=(nginx)
+command -v caddy >/dev/null || missing+=(caddy)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v redis-sentinel >/dev/null || missing+=(redis-sentinel)
