@@ -54,7 +54,11 @@ export async function claimLink(db: Db, linkId: number, eventId: number, custome
     }
     // The link's tokens learn the claim too: retention deletes them RETENTION_DAYS after it, by an
     // index of their own that holds nothing else (pruneClaimedLinkTokens).
-    await tx.updateTable('holder_link_tokens').set({ claimed_at: now }).where('link_id', '=', linkId).execute()
+    await tx
+      .updateTable('holder_link_tokens')
+      .set({ claimed_at: now })
+      .where('link_id', '=', linkId)
+      .execute()
     const { balance, promo } = await claimTickets(tx, linkId, customerId, now)
     await tx
       .insertInto('wallets')

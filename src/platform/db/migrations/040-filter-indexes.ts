@@ -17,11 +17,7 @@ import type { MigrationContext } from './index.js'
  */
 export async function up(db: Kysely<unknown>, _ctx: MigrationContext): Promise<void> {
   for (const column of ['kind', 'actor', 'outcome'])
-    await db.schema
-      .createIndex(`audit_log_${column}_id`)
-      .on('audit_log')
-      .columns([column, 'id'])
-      .execute()
+    await db.schema.createIndex(`audit_log_${column}_id`).on('audit_log').columns([column, 'id']).execute()
   await db.schema
     .createIndex('webhook_deliveries_partner_status')
     .on('webhook_deliveries')
