@@ -79,6 +79,18 @@ function staticLoad(urlPath: string, bodies: string[]): StaticLoad {
 const verifyBody = (token: string, apiKey?: string) =>
   JSON.stringify(apiKey === undefined ? { token } : { token, api_key: apiKey })
 
+/** GET /tokens/check as a gateway asks it: the token as a bearer, the gateway's credential as `api_key`. */
+function checkLoad(tokens: string[], apiKey?: string): StaticLoad {
+  const n = Math.max(ADDRESSES, tokens.length)
+  const entries: Entry[] = []
+  for (let i = 0; i < n; i++) {
+    const headers: Record<string, string> = { authorization: `Bearer ${tokens[i % tokens.length]!}` }
+    if (apiKey !== undefined) headers.api_key = apiKey
+    entries.push({ address: address(i), body: '', headers })
+  }
+  return { kind: 'static', method: 'GET', path: '/tokens/check', entries }
+}
+
 interface Prepared {
   load: Load
   /** What the baseline gets: the same bytes on the wire (a static copy for dynamic loads). */
@@ -101,6 +113,21 @@ interface Scenario {
 
 const isValid = (want: boolean) => (status: number, body: string) =>
   status === 200 && (JSON.parse(body) as { valid: boolean }).valid === want
+
+/** The gateways' check of the same tokens as verifyScenario's, with or without a verify credential. */
+function checkScenario(id: string, title: string, credentialed: boolean): Scenario {
+  return {
+    id,
+    title,
+    connections: 64,
+    stores: ALL,
+    async prepare(service) {
+      const tokens = distinctTokens((await service.login()).access_token, TOKENS)
+      const load = checkLoad(tokens, credentialed ? service.verifyCredential : undefined)
+      return { load, baselineLoad: load, check: { body: null, expect: (status) => status === 200 } }
+    },
+  }
+}
 
 function verifyScenario(
   id: string,
@@ -203,6 +230,12 @@ const SCENARIOS: Scenario[] = [
     true,
     true,
   ),
+  checkScenario('check-access', `check (gateways): ${TOKENS} valid access tokens, GET with a bearer`, false),
+  checkScenario(
+    'check-credentialed',
+    `check (gateways): ${TOKENS} valid access tokens, with a verify credential`,
+    true,
+  ),
   verifyScenario(
     'verify-invalid',
     `verify: ${TOKENS} invalid tokens (bad signature)`,
@@ -286,6 +319,19 @@ const SCENARIOS: Scenario[] = [
     },
   },
 ]
+
+/** The scenario's first request (a GET load's first entry, else a POST of `check.body`), before the load. */
+async function probeOf(service: Service, prepared: Prepared): Promise<{ status: number; body: string }> {
+  const load = prepared.baselineLoad
+  if (load.method === 'GET') {
+    const e = load.entries[0]!
+    const res = await fetch(`${service.origin}${load.path}`, {
+      headers: { ...e.headers, 'x-forwarded-for': '192.168.0.1' },
+    })
+    return { status: res.status, body: await res.text() }
+  }
+  return service.post(load.path, prepared.check.body, '192.168.0.1')
+}
 
 interface Row {
   scenario: string
@@ -501,11 +547,7 @@ async function main(): Promise<void> {
         }
         for (const scenario of mine) {
           const prepared = await scenario.prepare(service)
-          const probe = await service.post(
-            (prepared.baselineLoad as StaticLoad).path,
-            prepared.check.body,
-            '192.168.0.1',
-          )
+          const probe = await probeOf(service, prepared)
           if (!prepared.check.expect(probe.status, probe.body))
             throw new Error(`${scenario.id}: unexpected answer ${probe.status} ${probe.body.slice(0, 200)}`)
           const n = scenario.connections

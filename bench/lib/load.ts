@@ -9,18 +9,27 @@ const run = promisify(execFile)
 
 export type Tool = 'wrk' | 'autocannon'
 
-/** One request of a static load: the client address (X-Forwarded-For) and the JSON body. */
+/**
+ * One request of a static load: the client address (X-Forwarded-For), the JSON body (none when empty)
+ * and other headers (GET /tokens/check's Authorization and api_key).
+ */
 export interface Entry {
   address: string
   body: string
+  headers?: Record<string, string>
 }
 
 /** Requests known in advance, sent round-robin; either load generator can send them. */
 export interface StaticLoad {
   kind: 'static'
-  method: 'POST'
+  method: 'POST' | 'GET'
   path: string
   entries: Entry[]
+}
+
+/** An entry's headers besides X-Forwarded-For: its own, and the JSON content type when it has a body. */
+function headersOf(e: Entry): Record<string, string> {
+  return { ...(e.body === '' ? {} : { 'content-type': 'application/json' }), ...e.headers }
 }
 
 /** Requests built from earlier answers (refresh-token rotation); only autocannon can send them. */
@@ -49,7 +58,8 @@ export interface Measurement {
 type Raw = Omit<Measurement, 'serverCpu'>
 
 // One request table per load, built once in wrk's init(); request() only picks the next entry, so the
-// client spends as little as possible per request.
+// client spends as little as possible per request. A line of the entries file: the address, a tab, the
+// headers (`name: value`, separated by the byte 0x1f), a tab, the body (empty: none).
 const WRK_SCRIPT = `
 local reqs = {}
 local n = 0
@@ -58,11 +68,16 @@ local i = 0
 function init(args)
   for line in io.lines(args[3]) do
     local tab = string.find(line, "\\t", 1, true)
+    local tab2 = string.find(line, "\\t", tab + 1, true)
+    local headers = { ["X-Forwarded-For"] = string.sub(line, 1, tab - 1) }
+    for h in string.gmatch(string.sub(line, tab + 1, tab2 - 1), "[^\\31]+") do
+      local colon = string.find(h, ": ", 1, true)
+      headers[string.sub(h, 1, colon - 1)] = string.sub(h, colon + 2)
+    end
+    local body = string.sub(line, tab2 + 1)
+    if body == "" then body = nil end
     n = n + 1
-    reqs[n] = wrk.format(args[1], args[2], {
-      ["Content-Type"] = "application/json",
-      ["X-Forwarded-For"] = string.sub(line, 1, tab - 1),
-    }, string.sub(line, tab + 1))
+    reqs[n] = wrk.format(args[1], args[2], headers, body)
   end
 end
 
@@ -111,7 +126,11 @@ export class LoadGenerator {
     let file = this.files.get(load)
     if (!file) {
       file = path.join(this.workDir, `load-${++this.counter}.tsv`)
-      fs.writeFileSync(file, `${load.entries.map((e) => `${e.address}\t${e.body}`).join('\n')}\n`)
+      const line = (e: Entry) => {
+        const headers = Object.entries(headersOf(e)).map(([name, value]) => `${name}: ${value}`)
+        return `${e.address}\t${headers.join('\x1f')}\t${e.body}`
+      }
+      fs.writeFileSync(file, `${load.entries.map(line).join('\n')}\n`)
       this.files.set(load, file)
     }
     return file
@@ -154,8 +173,8 @@ export class LoadGenerator {
           const e = entries[i++ % entries.length]!
           return {
             ...req,
-            headers: { 'content-type': 'application/json', 'x-forwarded-for': e.address },
-            body: e.body,
+            headers: { ...headersOf(e), 'x-forwarded-for': e.address },
+            ...(e.body === '' ? {} : { body: e.body }),
           }
         },
       }

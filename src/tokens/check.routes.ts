@@ -40,17 +40,19 @@ const requirementText: Record<RequirementName, string> = {
   scope: 'Scopes the token must hold, comma-separated: at `event` when given, else for every event',
 }
 
-const requirementSchema = (name: RequirementName, where: string) =>
-  name === 'event'
-    ? Type.Integer({ minimum: 1, description: `${requirementText.event} ${where}` })
-    : Type.String({ ...REQUIREMENT_FORMS[name], description: `${requirementText[name]} ${where}` })
+const requirementSchema = (name: RequirementName, where?: string) => {
+  const description = where ? `${requirementText[name]} ${where}` : requirementText[name]
+  return name === 'event'
+    ? Type.Integer({ minimum: 1, description })
+    : Type.String({ ...REQUIREMENT_FORMS[name], description })
+}
 
 const CheckQuery = Type.Object(
   {
-    role: Type.Optional(requirementSchema('role', '')),
-    type: Type.Optional(requirementSchema('type', '')),
-    event: Type.Optional(requirementSchema('event', '')),
-    scope: Type.Optional(requirementSchema('scope', '')),
+    role: Type.Optional(requirementSchema('role')),
+    type: Type.Optional(requirementSchema('type')),
+    event: Type.Optional(requirementSchema('event')),
+    scope: Type.Optional(requirementSchema('scope')),
   },
   // A misspelt requirement must not read as none: an unknown parameter is 422.
   { additionalProperties: false },
