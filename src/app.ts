@@ -23,6 +23,7 @@ import { createMetrics, type Metrics } from './metrics/metrics.js'
 import { instrumentRequests, metricsRoutes } from './metrics/metrics.routes.js'
 import { credentialGuard } from './mfa/fresh-mfa.js'
 import { mfaRoutes } from './mfa/mfa.routes.js'
+import { oauth2Routes } from './oauth2/oauth2.routes.js'
 import { offlineRoutes } from './offline/offline.routes.js'
 import { FEATURE_OPENAPI, INTERFACE_VERSION } from './openapi.js'
 import { indexRoutes } from './ops/index.routes.js'
@@ -144,6 +145,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   const verify = verifyWiring(a, shared, limiters)
   await app.register(tokenVerifyRoutes, { ...verify, logLevel: config.LOG_LEVEL })
   await app.register(tokenCheckRoutes, { ...verify, logLevel: config.LOG_LEVEL })
+  await app.register(oauth2Routes, { ...shared, callers: verify.callers })
   await app.register(adminRoutes, shared)
   await app.register(dashboardRoutes, dashboardOptions(shared))
   await app.register(mfaRoutes, { ...shared, sealer: core.mfaSealer })

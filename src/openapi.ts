@@ -16,6 +16,7 @@ import { HOLDER_OPENAPI } from './holder/holder.openapi.js'
 import { IDP_OPENAPI } from './idp/idp.openapi.js'
 import { METRICS_OPENAPI } from './metrics/metrics.openapi.js'
 import { MFA_OPENAPI } from './mfa/mfa.openapi.js'
+import { OAUTH2_OPENAPI } from './oauth2/oauth2.openapi.js'
 import { OFFLINE_OPENAPI } from './offline/offline.openapi.js'
 import { OPS_OPENAPI } from './ops/ops.openapi.js'
 import { PARTNER_OPENAPI } from './partner/partner.openapi.js'
@@ -39,6 +40,7 @@ export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
   METRICS_OPENAPI,
   AUTH_OPENAPI,
   TOKENS_OPENAPI,
+  OAUTH2_OPENAPI,
   EDGE_OPENAPI,
   OFFLINE_OPENAPI,
   ADMIN_OPENAPI,

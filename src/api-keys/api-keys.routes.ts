@@ -58,8 +58,8 @@ export interface ApiKeyRoutesDeps extends ApiKeyServiceDeps {
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
   // API keys are credentials of the token guard (the partner API, and verify credentials).
   const resolver = createApiKeyResolver(deps.db, deps.clock, deps.revocations)
-  deps.tokens.registerCredential(resolver.prefix, resolver.resolve)
   const apiKeys = new ApiKeyService(deps)
+  deps.tokens.registerCredential(resolver.prefix, resolver.resolve, (key) => apiKeys.revokePresented(key))
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 
   app.post(

@@ -7,10 +7,11 @@ import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import type { Revocation } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key.credential.js'
+import { API_KEY_REVOCATION_MS, apiKeyClaims, apiKeyJti } from './api-key.credential.js'
 import {
   type ApiKeyRecord,
   createApiKey,
+  findLiveApiKey,
   getApiKey,
   listApiKeys,
   partnerNames,
@@ -139,6 +140,22 @@ export class ApiKeyService {
         detail: { key_id: key.id, event_id: key.event_id },
       })
     }
+  }
+
+  /**
+   * Revokes a key on behalf of whoever presents it (POST /oauth2/revoke: possession is the authority,
+   * so a key found where it should not be can be ended by its finder). Its claims, or null when it was
+   * no live key. The caller audits.
+   */
+  async revokePresented(plaintext: string): Promise<Claims | null> {
+    const { db, clock, tokens } = this.deps
+    const key = await findLiveApiKey(db, plaintext)
+    if (!key) return null
+    const now = clock.now()
+    const revoked = await revokeKey(db, key.id, now)
+    if (!revoked) return null
+    await tokens.revokeCredential(revoked.jti, API_KEY_REVOCATION_MS)
+    return apiKeyClaims(key, now)
   }
 
   /** An event's keys, revoked ones included, without secrets. */

@@ -46,8 +46,17 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
     setup: { minutes: config.DEVICE_SETUP_CODE_MINUTES, publicBaseUrl: config.PUBLIC_BASE_URL },
   }
   const devices = new DeviceService(deps)
-  // Operator session tokens are credentials of the token guard, and end when the operator logs out.
-  tokens.registerCredential(SESSION_PREFIX, (token) => devices.resolveSession(token))
+  // Operator session tokens are credentials of the token guard, and end when the operator logs out
+  // or their holder revokes them (POST /oauth2/revoke).
+  tokens.registerCredential(
+    SESSION_PREFIX,
+    (token) => devices.resolveSession(token),
+    async (token) => {
+      const claims = await devices.resolveSession(token)
+      if (claims) await devices.endSession(Number(claims.sub))
+      return claims
+    },
+  )
   tokens.onLogout(async (caller) => {
     if (caller.role === 'operator') await devices.endSession(Number(caller.sub))
   })

@@ -38,6 +38,11 @@ export const ERROR_CODES = {
     field: 'error',
     when: 'PASSKEYS_REQUIRED_FOR: the administrator has a passkey and must sign in with it, not with a TOTP code',
   },
+  invalid_request: {
+    status: 400,
+    field: 'error',
+    when: 'an OAuth request (RFC 6749 section 5.2) lacks a required parameter, repeats one or gives one a bad value',
+  },
   username_taken: { status: 409, field: 'error', when: 'the dashboard username exists' },
   already_used: { status: 409, field: 'error', when: 'the ticket was used; `used_timestamp` tells when' },
   concurrent_change: {
@@ -60,7 +65,7 @@ export const ERROR_CODES = {
   invalid_token: {
     status: 401,
     field: 'error',
-    when: 'GET /tokens/check: the bearer token given is malformed, expired, revoked, unknown or of a type the check does not allow (also in `WWW-Authenticate`)',
+    when: 'GET /tokens/check: the bearer token given is malformed, expired, revoked, unknown or of a type the check does not allow; POST /oauth2/introspect: the credential given is no verify credential (also in `WWW-Authenticate`)',
   },
   insufficient_scope: {
     status: 403,
@@ -115,6 +120,18 @@ export abstract class AppError extends Error {
 export class BadRequestError extends AppError {
   constructor(message: string) {
     super(message, 'bad_request')
+  }
+}
+
+/**
+ * A malformed request to an OAuth endpoint (RFC 6749 section 5.2, which RFC 7009 and RFC 7662 take):
+ * 400 `invalid_request` with `error_description`, which OAuth clients read, besides `detail`.
+ */
+export class InvalidOAuthRequestError extends AppError {
+  override readonly extra: Record<string, unknown>
+  constructor(message: string) {
+    super(message, 'invalid_request')
+    this.extra = { error_description: message }
   }
 }
 

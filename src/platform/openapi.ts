@@ -170,8 +170,9 @@ function finishOperation(
   op.security ??= []
   for (const p of op.parameters ?? [])
     if (p.in === 'path' && p.example === undefined && params[p.name] !== undefined) p.example = params[p.name]
-  const requestJson = op.requestBody?.content?.['application/json']
-  if (requestJson && doc?.request !== undefined) requestJson.example = doc.request
+  // Every media type the operation takes (JSON, and a form for the OAuth endpoints) shows the example.
+  if (doc?.request !== undefined)
+    for (const media of Object.values(op.requestBody?.content ?? {})) media.example = doc.request
   if (op.requestBody && doc?.bodyOptional) op.requestBody.required = false
 
   for (const [status, res] of Object.entries(op.responses ?? {})) {
@@ -317,6 +318,12 @@ export async function registerOpenApi(
             flows: { password: { tokenUrl: '/auth/login', scopes: {} } },
           },
           APIKeyHeader: { type: 'apiKey', in: 'header', name: 'api_key' },
+          // A verify credential (an API key with scope tokens:verify) sent as a Bearer token (introspection).
+          VerifyCredentialBearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A verify credential: an API key with scope `tokens:verify`',
+          },
         },
       },
     },

@@ -26,6 +26,12 @@ export interface TokenResponse {
  */
 export type CredentialResolver = (credential: string) => Claims | null | Promise<Claims | null>
 
+/**
+ * Ends a credential that is not a JWT on behalf of whoever presents it (POST /oauth2/revoke: possession
+ * is the authority); answers its claims when it was good and is ended now, else null.
+ */
+export type CredentialRevoker = (credential: string) => Promise<Claims | null>
+
 export interface TokenServiceDeps {
   db: Db
   jwt: JwtCodec
@@ -46,6 +52,7 @@ const REMEMBERED_REFRESH = 10_000
 
 export class TokenService {
   private readonly resolvers: [string, CredentialResolver][] = []
+  private readonly revokers: [string, CredentialRevoker][] = []
   private readonly logoutListeners: ((caller: Claims) => Promise<void>)[] = []
   readonly accessLifetime: number
   readonly refreshLifetime: number
@@ -66,8 +73,9 @@ export class TokenService {
     this.refreshGoodMs = Math.min(1000, deps.config.REVOCATION_POLL_MS ?? 1000)
   }
 
-  registerCredential(prefix: string, resolver: CredentialResolver): void {
+  registerCredential(prefix: string, resolver: CredentialResolver, revoker?: CredentialRevoker): void {
     this.resolvers.push([prefix, resolver])
+    if (revoker) this.revokers.push([prefix, revoker])
   }
 
   /** Features with sessions of their own (operator session tokens) end them when the subject logs out. */
@@ -151,8 +159,11 @@ export class TokenService {
    *
    * The hot path of POST /tokens/verify: for a JWT it runs synchronously (no promise) while the
    * revocation list answers from memory, and a remembered token allocates nothing.
+   *
+   * `refreshTokens` false: a refresh token is answered null without reading its row, for a caller to
+   * whom a refresh token is never good (RFC 7662 introspection by a resource server).
    */
-  introspect(token: string): Claims | null | Promise<Claims | null> {
+  introspect(token: string, refreshTokens = true): Claims | null | Promise<Claims | null> {
     const resolve = this.resolverFor(token)
     if (resolve) {
       const resolved = resolve(token)
@@ -161,7 +172,7 @@ export class TokenService {
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.outcome(null)
     const byJti = this.deps.revocations.isRevoked(claims.jti)
-    if (claims.type === 'refresh') return this.refreshState(claims, byJti)
+    if (claims.type === 'refresh') return refreshTokens ? this.refreshState(claims, byJti) : this.outcome(null)
     // Access tokens, the bulk of verify calls, are bound to no device: one comparison more, nothing else.
     const revoked = claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti
     if (revoked === false) return this.outcome(claims)
@@ -272,6 +283,29 @@ export class TokenService {
    */
   async revokeCredential(jti: string, forMs: number): Promise<void> {
     await this.deps.revocations.revoke([{ jti, expiresAt: this.deps.clock.now() + forMs }])
+  }
+
+  /**
+   * Ends the credential its holder presents (RFC 7009): a refresh token's whole family, an access or
+   * offline token's `jti` (on the revocation list until its `exp`), another credential through the
+   * revoker its feature registered. Answers the claims of what was ended, or null when there was
+   * nothing to end: a forged, expired, unknown or already ended credential, whose holder learns
+   * nothing from the answer. A store that cannot be written throws (the revocation is not lost quietly).
+   */
+  async revokePresented(token: string): Promise<Claims | null> {
+    for (const [prefix, revoke] of this.revokers) if (token.startsWith(prefix)) return revoke(token)
+    if (this.resolverFor(token)) return null
+    const claims = this.deps.jwt.tryVerify(token)
+    if (!claims) return null
+    if (claims.type === 'refresh') {
+      const row = await findRefresh(this.deps.db, claims.jti)
+      if (!row || row.revoked_at !== null) return null
+      await this.revokeFamily(row.family_id)
+      return claims
+    }
+    if (await this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti))) return null
+    await this.deps.revocations.revoke([{ jti: claims.jti, expiresAt: claims.exp * 1000 }])
+    return claims
   }
 
   /** Ends a refresh-token family: its rows are marked revoked, which refuses each of its tokens. */

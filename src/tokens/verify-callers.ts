@@ -30,6 +30,8 @@ export interface VerifyCallers {
    * when a key must be looked up and the database cannot be asked.
    */
   count(ip: string, apiKey: string | undefined): CallerCount | Promise<CallerCount>
+  /** Whether a request was counted under a live verify credential (its own budget) or as anonymous. */
+  byCredential(count: CallerCount): boolean
 }
 
 /**
@@ -76,6 +78,7 @@ export function verifyCallers(deps: {
       if (known instanceof Promise) return known.then((id) => as(ip, id))
       return as(ip, known)
     },
+    byCredential: (c) => c.limiter === credentials,
   }
 }
 
