@@ -333,7 +333,11 @@ export const settings = {
     undefined,
     originList,
   ),
-  PUBLIC_BASE_URL: setting('Base address used in links sent by e-mail', 'http://127.0.0.1:8000', url),
+  PUBLIC_BASE_URL: setting(
+    'Base address used in links sent by e-mail; also the issuer of the OAuth metadata (GET /.well-known/oauth-authorization-server) and the base of its endpoint addresses',
+    'http://127.0.0.1:8000',
+    url,
+  ),
   SMTP_URL: setting(
     'SMTP server for mail (`smtp://user:pass@host:port`); unset: outbox folder',
     undefined,

@@ -91,7 +91,9 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
           op.responses?.['303'],
         `${method} ${url} success`,
       )
-      if (['POST', 'PUT', 'PATCH'].includes(method)) {
+      // The OAuth endpoints ignore unknown parameters and answer a malformed request 400
+      // invalid_request, as RFC 6749 section 3.2 and 5.2 require (src/oauth2/oauth2.test.ts).
+      if (['POST', 'PUT', 'PATCH'].includes(method) && !url.startsWith('/oauth2/')) {
         const schema = op.requestBody?.content?.['application/json']?.schema
         if (!schema) continue // a body-less action (e.g. MFA setup)
         assert.equal(

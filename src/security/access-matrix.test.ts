@@ -221,6 +221,9 @@ forEachBackend(
         return { payload: { refresh_token: refresh } }
       },
       'GET /admin/me': () => ({}),
+      'POST /oauth2/introspect': async () => ({
+        payload: { token: (await login(t, 'ev1@example.com')).access_token },
+      }),
       'POST /admin/mfa/setup': () => ({}),
       'POST /admin/mfa/verify': async (role) => {
         if (role !== 'admin' && role !== 'superadmin') return { payload: { code: '000000' } }

@@ -96,6 +96,8 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('GET /tokens/api-keys', EVENT_ADMIN),
   row('GET /tokens/check',                          ['200|403', '200|200',  '200|403',  '200|403',  '200|200',  '401|401',  '401|401',  '401|401'],
     "For gateways, asked with `?event=`: the token must reach the event (a consumer's grant is for every event); access tokens only unless `type` allows others (docs/gateways.md)"),
+  row('POST /oauth2/introspect', ['401', '401', '401', '401', '401', '401', '401', '401'],
+    'Only a verify credential (an API key with scope tokens:verify, as Bearer or api_key) is let in; none of these roles holds one, not even an API key with api:read and api:write'),
   row('POST /tokens/offline',                       ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     `The token lives for days: ${FRESH_MFA}`),
   row('POST /devices/{device_id}/token',            ['200|403', '200|200',  '403|403',  '200|403',  '403|403',  '401|401',  '401|401',  '401|401'],
