@@ -58,6 +58,7 @@ import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { checkAnswers } from './tokens/check.js'
 import { tokenCheckRoutes } from './tokens/check.routes.js'
+import type { RevocationStore } from './tokens/revocations.js'
 import { resolveSigningSecret } from './tokens/secret.js'
 import { tokenVerifyRoutes, VERIFY_LIMITS, type VerifyLimits } from './tokens/verify.routes.js'
 import { verifyAnswers } from './tokens/verify-answer.js'
@@ -154,7 +155,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(apiKeyRoutes, { ...shared, revocations: core.authority.revocations })
   await app.register(offlineRoutes, shared)
   await app.register(auditRoutes, shared)
-  const ops = await registerOps(app, a, platform, storage)
+  const ops = await registerOps(app, a, platform, storage, core.authority.revocations)
   await app.register(consumerRoutes, shared)
   await app.register(idpRoutes, shared)
   await app.register(deviceRoutes, { ...shared, revocations: core.authority.revocations })
@@ -356,7 +357,13 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
  * Operations: readiness, the drain the entry point starts on SIGTERM (beginDrain, then endKeepAlive
  * when its listener closes), and the dependency gauge.
  */
-async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform, storage: StorageHealth) {
+async function registerOps(
+  app: FastifyInstance,
+  a: Assembly,
+  platform: Platform,
+  storage: StorageHealth,
+  revocations: Pick<RevocationStore, 'freshness'>,
+) {
   const { database, redis } = platform
   let draining = false
   app.decorate('beginDrain', () => {
@@ -375,6 +382,7 @@ async function registerOps(app: FastifyInstance, a: Assembly, platform: Platform
     database,
     storage,
     draining: () => draining,
+    revocations: () => revocations.freshness(),
     logLevel: a.config.LOG_LEVEL,
     ...(redis ? { redis } : {}),
   })

@@ -41,7 +41,19 @@ const CACHED_KEYS = 10_000
 interface Cached {
   key: ApiKeyRecord
   fetchedAt: number
+  /** When the key was last found not revoked (read from the database, or checked on the revocation list). */
+  checkedAt: number
   claims: Claims
+}
+
+/**
+ * Whether a cached key may still be answered from memory while the database cannot be read: it was
+ * found not revoked less than API_KEY_REVOCATION_MS ago. A revocation made since then is still on
+ * the revocation list (which holds it that long), so checking the list now catches it; one made
+ * before was on the list at that check. A key nobody used for that long waits for the database.
+ */
+function stillVouchedFor(entry: { checkedAt: number }, now: number): boolean {
+  return now - entry.checkedAt < API_KEY_REVOCATION_MS
 }
 
 /**
@@ -50,7 +62,7 @@ interface Cached {
  * (the caller-cache window the specification allows, so a change made behind the service's back is
  * seen within it); a revocation through the service or the command line puts the key's `jti` on the
  * revocation list, which every instance checks on each hit and learns through the revocation feed.
- * Unknown keys are not remembered: a new key works at once.
+ * Keys found to be no live key are remembered as such (a new key is a new string, and works at once).
  */
 export function createApiKeyResolver(
   db: Db,
@@ -58,18 +70,43 @@ export function createApiKeyResolver(
   revocations: { isRevoked(jti: string): boolean | Promise<boolean> },
 ) {
   const cache = new Map<string, Cached>()
+  // Keys found to be no live key (revoked, or never issued), by digest. A key never comes back from
+  // revoked, and a made-up one never becomes real (keys are 256 random bits), so the answer holds for
+  // good: it lets the answer for a revoked key come from memory while the database is unreachable.
+  const absent = new Set<string>()
+  const rememberAbsent = (hash: string) => {
+    if (absent.size >= CACHED_KEYS) absent.delete(absent.values().next().value!)
+    absent.add(hash)
+  }
   // The claims of an answer carry iat/exp of the second they were made; one object per second and key.
   const claimsNow = (entry: Cached, now: number): Claims => {
     if (entry.claims.iat !== Math.floor(now / 1000)) entry.claims = apiKeyClaims(entry.key, now)
     return entry.claims
   }
   async function fetch(hash: string, plaintext: string, now: number): Promise<Claims | null> {
-    const key = await findLiveApiKey(db, plaintext)
-    if (!key) return null
+    let key: ApiKeyRecord | null
+    try {
+      key = await findLiveApiKey(db, plaintext)
+    } catch (err) {
+      // The database unreachable: a key in use goes on being answered from memory (see stillVouchedFor).
+      const stale = cache.get(hash)
+      if (stale === undefined || !stillVouchedFor(stale, now)) throw err
+      if (await revocations.isRevoked(apiKeyJti(stale.key.id))) {
+        cache.delete(hash)
+        return null
+      }
+      stale.checkedAt = now
+      return claimsNow(stale, now)
+    }
+    cache.delete(hash)
+    if (!key) {
+      rememberAbsent(hash)
+      return null
+    }
     const revoked = await revocations.isRevoked(apiKeyJti(key.id))
     if (revoked) return null
     if (cache.size >= CACHED_KEYS) cache.delete(cache.keys().next().value!)
-    const entry = { key, fetchedAt: now, claims: apiKeyClaims(key, now) }
+    const entry = { key, fetchedAt: now, checkedAt: now, claims: apiKeyClaims(key, now) }
     cache.set(hash, entry)
     return entry.claims
   }
@@ -77,19 +114,26 @@ export function createApiKeyResolver(
     prefix: API_KEY_PREFIX,
     resolve(plaintext: string): Claims | null | Promise<Claims | null> {
       const hash = sha256Hex(plaintext)
+      if (absent.has(hash)) return null
       const now = clock.now()
       const entry = cache.get(hash)
-      if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
-        if (entry) cache.delete(hash)
+      // An old entry stays until the database answers: fetch falls back on it while it cannot.
+      if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000)
         return fetch(hash, plaintext, now)
-      }
       const revoked = revocations.isRevoked(apiKeyJti(entry.key.id))
-      if (revoked === false) return claimsNow(entry, now)
+      if (revoked === false) {
+        entry.checkedAt = now
+        return claimsNow(entry, now)
+      }
       if (revoked === true) {
         cache.delete(hash)
         return null
       }
-      return revoked.then((r) => (r ? null : claimsNow(entry, now)))
+      return revoked.then((r) => {
+        if (r) return null
+        entry.checkedAt = now
+        return claimsNow(entry, now)
+      })
     },
   }
 }
@@ -101,6 +145,8 @@ interface VerifyCredential {
   id: string
   jti: string
   fetchedAt: number
+  /** When the key was last found not revoked (see stillVouchedFor). */
+  checkedAt: number
 }
 
 /**
@@ -123,12 +169,27 @@ export function createVerifyCredentials(
   // One look-up per key at a time: a busy backend's first calls after a start share it.
   const pending = new Map<string, Promise<string | null>>()
   async function lookUp(plaintext: string, now: number): Promise<string | null> {
-    const key = await findLiveApiKey(db, plaintext)
+    let key: ApiKeyRecord | null
+    try {
+      key = await findLiveApiKey(db, plaintext)
+    } catch (err) {
+      // The database unreachable: a credential in use keeps working from memory (see stillVouchedFor);
+      // one this instance cannot vouch for cannot be checked, and its caller is answered 503.
+      const stale = cache.get(plaintext)
+      if (stale === undefined || !stillVouchedFor(stale, now)) throw err
+      if (await revocations.isRevoked(stale.jti)) {
+        cache.delete(plaintext)
+        return null
+      }
+      stale.checkedAt = now
+      return stale.id
+    }
+    cache.delete(plaintext)
     if (!key?.scopes.includes(VERIFY_SCOPE)) return null
     const jti = apiKeyJti(key.id)
     if (await revocations.isRevoked(jti)) return null
     if (cache.size >= CACHED_KEYS) cache.delete(cache.keys().next().value!)
-    const entry = { id: String(key.id), jti, fetchedAt: now }
+    const entry = { id: String(key.id), jti, fetchedAt: now, checkedAt: now }
     cache.set(plaintext, entry)
     return entry.id
   }
@@ -136,18 +197,23 @@ export function createVerifyCredentials(
     known(plaintext) {
       if (!plaintext.startsWith(API_KEY_PREFIX)) return null
       const entry = cache.get(plaintext)
-      if (entry === undefined) return undefined
-      if (clock.now() - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) {
-        cache.delete(plaintext)
-        return undefined
-      }
+      const now = clock.now()
+      // An old entry stays until the database answers: fetch falls back on it while it cannot.
+      if (entry === undefined || now - entry.fetchedAt >= CLAIMS_WINDOW_SECONDS * 1000) return undefined
       const revoked = revocations.isRevoked(entry.jti)
-      if (revoked === false) return entry.id
+      if (revoked === false) {
+        entry.checkedAt = now
+        return entry.id
+      }
       if (revoked === true) {
         cache.delete(plaintext)
         return null
       }
-      return revoked.then((r) => (r ? null : entry.id))
+      return revoked.then((r) => {
+        if (r) return null
+        entry.checkedAt = now
+        return entry.id
+      })
     },
     fetch(plaintext) {
       let p = pending.get(plaintext)

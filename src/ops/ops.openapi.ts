@@ -9,6 +9,14 @@ export const OPS_OPENAPI: FeatureOpenApi = {
       returns: 'Where to go from here',
       response: { service: 'wristband', version: '0.3.0', links: INDEX_LINKS },
     },
+    'GET /ready/verify': {
+      operationId: 'getVerifyReadiness',
+      returns: 'The instance can verify: its revocation list is complete without the database',
+      response: {
+        status: 'ready',
+        checks: { revocations: { status: 'fresh', via: 'feed', last_read_seconds_ago: 0.4 } },
+      },
+    },
     'GET /ready': {
       operationId: 'getReadiness',
       returns: 'The database (and Redis, when configured) answer',

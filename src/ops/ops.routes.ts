@@ -3,6 +3,7 @@ import { Type } from 'typebox'
 import { quietRouteLevel } from '../platform/logging.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
+import type { RevocationFreshness } from '../tokens/revocations.js'
 import { checkReadiness, type ReadinessDeps } from './readiness.js'
 
 const DependencyState = Type.Object({
@@ -42,9 +43,29 @@ declare module 'fastify' {
   }
 }
 
+const VerifyReadinessBody = Type.Object({
+  status: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')]),
+  shutting_down: Type.Optional(Type.Literal(true)),
+  checks: Type.Object({
+    revocations: Type.Object({
+      status: Type.Union([Type.Literal('fresh'), Type.Literal('stale')]),
+      via: Type.Union([Type.Literal('feed'), Type.Literal('database'), Type.Literal('none')], {
+        description:
+          '`feed`: the Redis revocation feed, followed without a break since the last read of the database; ' +
+          '`database`: a read of the revocations a few seconds ago at most; `none`: neither',
+      }),
+      last_read_seconds_ago: Type.Number({
+        description: "Since the last read of the database's revocations",
+      }),
+    }),
+  }),
+})
+
 export interface OpsRoutesDeps extends ReadinessDeps {
   /** Whether the instance is draining (see beginDrain). */
   draining: () => boolean
+  /** Whether this instance's revocation list is complete without the database (GET /ready/verify). */
+  revocations: () => RevocationFreshness
   /** LOG_LEVEL: probes are logged at debug (their request lines left out at info). */
   logLevel: string
 }
@@ -74,6 +95,40 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
       if (deps.draining()) return reply.code(503).send({ status: 'unavailable', shutting_down: true, checks })
       if (!ready) return reply.code(503).send({ status: 'unavailable', checks })
       return reply.code(200).send({ status: degraded ? 'degraded' : 'ready', checks })
+    },
+  )
+
+  app.get(
+    '/ready/verify',
+    {
+      config: perMinute(600),
+      logLevel: quietRouteLevel(deps.logLevel),
+      schema: {
+        tags: ['health'],
+        summary: 'Readiness of the verify lane: 200 while the instance can verify, the database down or not',
+        description:
+          'For a balancer that routes POST /tokens/verify, /tokens/check and POST /oauth2/introspect apart ' +
+          '(deploy/haproxy.cfg): they are answered from memory (the signing keys, loaded at start, and the ' +
+          'revocation list) and go on while the database is unreachable, when GET /ready is 503. 200 while ' +
+          'the revocation list in memory is known to be complete: the Redis revocation feed is followed ' +
+          'without a break since the last read of the database (no revocation can be written while the ' +
+          'database is down, and each one is published as it is written), or, without the feed, the ' +
+          'database was read a few seconds ago at most (3 polls, at least 5 s). 503 otherwise, and from ' +
+          'the moment the instance is told to stop. Touches neither the database nor Redis.',
+        response: { 200: VerifyReadinessBody, 503: VerifyReadinessBody, ...errorResponses() },
+      },
+    },
+    async (_request, reply) => {
+      const { fresh, via, lastReadAgoMs } = deps.revocations()
+      const checks = {
+        revocations: {
+          status: fresh ? ('fresh' as const) : ('stale' as const),
+          via,
+          last_read_seconds_ago: Math.max(0, Math.round(lastReadAgoMs / 100) / 10),
+        },
+      }
+      if (deps.draining()) return reply.code(503).send({ status: 'unavailable', shutting_down: true, checks })
+      return reply.code(fresh ? 200 : 503).send({ status: fresh ? 'ready' : 'unavailable', checks })
     },
   )
 }

@@ -28,9 +28,35 @@ export interface Revocation {
 export interface RevocationStore {
   isRevoked(jti: string): boolean | Promise<boolean>
   revoke(entries: Revocation[]): Promise<void>
+  /**
+   * Whether this instance's memory is known to hold every revocation written so far, so that it can
+   * verify without the database (GET /ready/verify; docs/operations.md, "During a database outage").
+   */
+  freshness(): RevocationFreshness
   /** Loads the live revocations and starts following the feed; a command-line process never starts it. */
   start(): Promise<void>
   stop(): void
+}
+
+export interface RevocationFreshness {
+  fresh: boolean
+  /**
+   * What vouches for it: `feed`, the Redis feed followed without a break since the last read of the
+   * database (every revocation is published as it is written, and none can be written while the
+   * database is down); `database`, a read of the database's revocations less than STALE_AFTER_MS ago.
+   */
+  via: 'feed' | 'database' | 'none'
+  /** Milliseconds since the last successful read of the database's revocations. */
+  lastReadAgoMs: number
+}
+
+/**
+ * How old the last read of the database's revocations may be, without the Redis feed, for the memory
+ * to count as complete: a few polls, so one slow query does not count, while a database outage does
+ * within seconds (a revocation another process wrote just before it may have been missed).
+ */
+export function staleAfterMs(pollMs: number): number {
+  return Math.max(5_000, 3 * pollMs)
 }
 
 export interface RevocationDeps {
@@ -105,11 +131,16 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
   let sweeper: NodeJS.Timeout | undefined
   let stopped = false
   let failing = false
+  let readAt = Number.NEGATIVE_INFINITY
   const add = (entries: Revocation[]) => {
     const now = clock.now()
     for (const e of entries) if (e.expiresAt > now) revoked.set(e.jti, e.expiresAt)
   }
-  const catchUp = async () => add(await cursor.next())
+  const catchUp = async () => {
+    const started = clock.now()
+    add(await cursor.next())
+    readAt = started
+  }
   const poll = async () => {
     try {
       await catchUp()
@@ -123,12 +154,19 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
     }
     if (!stopped) poller = setTimeout(poll, pollMs).unref()
   }
+  const staleAfter = staleAfterMs(pollMs)
   return {
     has: (jti: string) => revoked.has(jti),
     add,
     catchUp,
+    /** Milliseconds since the last read of the database's revocations began (that succeeded). */
+    readAgoMs: () => clock.now() - readAt,
+    /** Whether that read is recent enough to vouch for the memory on its own. */
+    readRecently: () => clock.now() - readAt < staleAfter,
     async start() {
+      const started = clock.now()
       await cursor.all(add)
+      readAt = started
       poller = setTimeout(poll, pollMs).unref()
       sweeper = setInterval(() => {
         const now = clock.now()
@@ -151,6 +189,10 @@ export function memoryRevocations(deps: RevocationDeps): RevocationStore {
     async revoke(entries) {
       await insertRevocations(deps.db, deps.clock.now(), entries)
       local.add(entries)
+    },
+    freshness: () => {
+      const fresh = local.readRecently()
+      return { fresh, via: fresh ? 'database' : 'none', lastReadAgoMs: local.readAgoMs() }
     },
     start: () => local.start(),
     stop: () => local.stop(),
@@ -279,6 +321,12 @@ export function redisRevocations(
     isRevoked(jti) {
       if (local.has(jti)) return true
       return live ? false : lookUp(jti)
+    },
+    freshness() {
+      const lastReadAgoMs = local.readAgoMs()
+      if (live) return { fresh: true, via: 'feed', lastReadAgoMs }
+      const fresh = local.readRecently()
+      return { fresh, via: fresh ? 'database' : 'none', lastReadAgoMs }
     },
     async revoke(entries) {
       if (entries.length === 0) return

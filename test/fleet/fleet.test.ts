@@ -117,21 +117,32 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
   let redis: ChildProcess | undefined
   let redisPort = 0
 
-  /** The state HAProxy gives each instance (UP, DOWN, ...), from its CSV statistics. */
-  async function serverStates(): Promise<Record<string, string>> {
+  /**
+   * The state HAProxy gives each instance (UP, DOWN, ...) in a backend, from its CSV statistics:
+   * `wristband` (checked on /ready) or `wristband_verify` (the verify lane, checked on /ready/verify).
+   */
+  async function serverStates(backend = 'wristband'): Promise<Record<string, string>> {
     const csv = await (await fetch(`${stats}/stats;csv`)).text()
     const [head, ...rows] = csv.replace(/^# /, '').trim().split('\n')
     const cols = head!.split(',')
     const out: Record<string, string> = {}
     for (const row of rows) {
       const f = row.split(',')
-      if (f[cols.indexOf('pxname')] === 'wristband' && /^app\d$/.test(f[cols.indexOf('svname')]!))
+      if (f[cols.indexOf('pxname')] === backend && /^app\d$/.test(f[cols.indexOf('svname')]!))
         out[f[cols.indexOf('svname')]!] = f[cols.indexOf('status')]!
     }
     return out
   }
+  const BACKENDS = ['wristband', 'wristband_verify']
   const upInHaproxy = (name: string) =>
-    until(`HAProxy to see ${name} UP`, async () => (await serverStates())[name] === 'UP', 60_000)
+    until(
+      `HAProxy to see ${name} UP in both backends`,
+      async () => {
+        for (const backend of BACKENDS) if ((await serverStates(backend))[name] !== 'UP') return false
+        return true
+      },
+      60_000,
+    )
 
   before(async () => {
     const postgres = httpBackends.find((b) => b.name.startsWith('postgres'))!
@@ -275,7 +286,8 @@ describe('fleet: rolling restart behind HAProxy', skip ? { skip } : {}, () => {
           60_000,
         )
       assert.ok(load.total > from, 'requests went on without Redis')
-      assert.deepEqual(await serverStates(), { app1: 'UP', app2: 'UP' })
+      for (const backend of BACKENDS)
+        assert.deepEqual(await serverStates(backend), { app1: 'UP', app2: 'UP' })
       redis = await startRedisServer(redisPort)
       for (const i of instances)
         await until(`${i.origin} to say ready`, async () => (await ready(i)).status === 'ready', 30_000)
