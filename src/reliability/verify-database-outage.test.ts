@@ -228,9 +228,11 @@ describe('verify through a database outage, a fleet of two', skip ? { skip } : {
       assert.equal(unknown.status, 503)
       const duringOutage = load.total - atCut
       assert.ok(duringOutage >= 600, `${duringOutage} answers during the outage`)
+      console.log(`verify through a database outage: ${duringOutage} answers while the database was cut`)
     } finally {
       await load.stop()
     }
+    console.log(`verify through a database outage: ${load.total} answers, ${load.wrong.length} wrong or 5xx`)
     assert.deepEqual(load.wrong.slice(0, 20), [], `${load.wrong.length} wrong answers of ${load.total}`)
 
     // The database returns: readiness, sign-in, revocation (seen by the other instance) all recover.
