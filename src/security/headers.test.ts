@@ -82,8 +82,13 @@ forEachBackend(
           ...(['POST', 'PUT', 'PATCH'].includes(method) ? { payload: {} } : {}),
         })
         assertSecurityHeaders(res, `${method} ${url} (${res.statusCode})`)
-        // The public key set is meant to be cached by scanners and proxies; it holds no secret.
-        if (`${method} ${route}` === 'GET /.well-known/jwks.json')
+        // The public key set and the OAuth metadata are meant to be cached by scanners, clients and
+        // proxies; they hold no secret.
+        if (
+          ['GET /.well-known/jwks.json', 'GET /.well-known/oauth-authorization-server'].includes(
+            `${method} ${route}`,
+          )
+        )
           assert.equal(res.headers['cache-control'], 'public, max-age=300')
         else assert.equal(res.headers['cache-control'], 'no-store', `${method} ${url}: no-store`)
         const limit = res.headers['x-ratelimit-limit']
