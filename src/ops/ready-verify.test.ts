@@ -21,10 +21,14 @@ forEachBackend(
 
     test('200 and fresh after start: the feed with Redis, a recent read of the database without', async () => {
       const via = t.config.REDIS_URL ? 'feed' : 'database'
-      await until(`the revocation list vouched for by ${via}`, async () => {
-        const res = await readyVerify()
-        return res.statusCode === 200 && res.json().checks.revocations.via === via
-      })
+      await until(
+        `the revocation list vouched for by ${via}`,
+        async () => {
+          const res = await readyVerify()
+          return res.statusCode === 200 && res.json().checks.revocations.via === via
+        },
+        60_000,
+      )
       const body = (await readyVerify()).json()
       assert.equal(body.status, 'ready')
       assert.equal(body.checks.revocations.status, 'fresh')
