@@ -39,7 +39,7 @@ secret="$(node -e 'console.log(require("crypto").randomBytes(32).toString("base6
 edge_key="$(node -e 'console.log(require("crypto").generateKeyPairSync("ed25519").privateKey.export({format:"pem",type:"pkcs8"}).toString())')"
 # Production refuses to start without an edge key and without SMTP/SMS (or mail as files, explicitly).
 NODE_ENV=production JWT_SECRET="$secret" EDGE_SIGNING_KEY="$edge_key" MAIL_TRANSPORT=outbox \
-  DATA_DIR="$work/data" HOST=127.0.0.1 PORT="$port" \
+  DATA_DIR="$work/data" DATABASE_URL="sqlite:$work/data/wristband.db" HOST=127.0.0.1 PORT="$port" \
   SHUTDOWN_DRAIN_SECONDS=1 LOG_LEVEL=warn node bin/wristband.js serve &
 pid=$!
 wait_ready "$port" "$pid" "production install"

@@ -15,9 +15,9 @@ import {
 } from './cli/command.js'
 import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
-import { type Config, ConfigError, loadConfig, settingTypos } from './platform/config.js'
+import { type Config, ConfigError, loadConfig, settingWarnings } from './platform/config.js'
 import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
-import { databaseUnavailable, listenFailure, StartupError } from './platform/startup.js'
+import { databaseUnavailable, EXIT_STATUS, listenFailure, StartupError } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
 import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
@@ -77,7 +77,8 @@ async function withDatabase<T>(
 function configFromEnvironment(overrides: Record<string, string> = {}): Config {
   readEnvFile()
   // Workers of `serve --workers N` run this too; the primary has warned once.
-  if (cluster.isPrimary) for (const w of settingTypos(process.env)) console.error(`wristband: warning: ${w}`)
+  if (cluster.isPrimary)
+    for (const w of settingWarnings(process.env)) console.error(`wristband: warning: ${w}`)
   return loadConfig({ ...process.env, ...overrides })
 }
 
@@ -118,9 +119,19 @@ Options:
   async run(values, loadConfig) {
     const config = loadConfig()
     if (values.status) {
-      const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+      const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA }).catch(
+        (err) => {
+          throw databaseUnavailable(config.databaseUrl, err)
+        },
+      )
       try {
-        console.log(formatMigrationStatus(await handle.migrationStatus()))
+        console.log(
+          formatMigrationStatus(
+            await handle.migrationStatus().catch((err) => {
+              throw databaseUnavailable(config.databaseUrl, err)
+            }),
+          ),
+        )
       } finally {
         await handle.close()
       }
@@ -240,21 +251,26 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code)
   },
   (err) => {
-    // What a user can act on is one line without a stack; anything else is a bug, shown in full.
+    // What a user can act on is one line without a stack, with its own exit status (EXIT_STATUS);
+    // anything else is a bug, shown in full.
     const known = err instanceof StartupError ? err : listenFailure(err)
     if (known) {
       console.error(`wristband: ${known.message}`)
-      process.exit(1)
+      process.exit(known.exitStatus)
     }
-    if (err instanceof ConfigError || err instanceof SeedError || err instanceof ServeError) {
+    if (err instanceof ConfigError) {
       console.error(err.message)
-      process.exit(2)
+      process.exit(err.exitStatus)
+    }
+    if (err instanceof SeedError || err instanceof ServeError) {
+      console.error(err.message)
+      process.exit(EXIT_STATUS.usage)
     }
     if (err instanceof CliError) {
       console.error(err.message)
       process.exit(err.exitCode)
     }
     console.error(err)
-    process.exit(1)
+    process.exit(EXIT_STATUS.unexpected)
   },
 )

@@ -9,7 +9,7 @@ import { availableCpus } from './ops/cpu-quota.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
 import { LEVEL_RANK } from './platform/logging.js'
-import { listenFailure } from './platform/startup.js'
+import { databaseUnavailable, listenFailure } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
 
 export class ServeError extends Error {}
@@ -41,9 +41,14 @@ export function workerCount(config: Config, requested: number | undefined): numb
 export async function serve(config: Config, requestedWorkers?: number): Promise<void> {
   const workers = workerCount(config, requestedWorkers)
   if (cluster.isWorker) return serveWorker(config)
-  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  // Opening checks DATABASE_SCHEMA at once: a database that is down fails here, in one line.
+  const handle = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA }).catch((err) => {
+    throw databaseUnavailable(config.databaseUrl, err)
+  })
   try {
-    const { applied } = await handle.migrate()
+    const { applied } = await handle.migrate().catch((err) => {
+      throw databaseUnavailable(config.databaseUrl, err)
+    })
     if (applied.length > 0)
       logLine(config, 'info', `applied migrations: ${applied.join(', ')}`, { migrations: applied })
   } finally {

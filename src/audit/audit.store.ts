@@ -3,6 +3,7 @@ import type { Selectable } from 'kysely'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import type { AuditLogTable } from '../platform/db/schema.js'
+import { storageProblem } from '../platform/storage.js'
 
 export type AuditOutcome = 'success' | 'failure' | 'denied'
 
@@ -19,17 +20,37 @@ export interface AuditLog {
   record(entry: AuditEntry): Promise<void>
 }
 
+/** While storage takes no writes, lost audit records are told at most this often, without a stack. */
+const STORAGE_LINE_EVERY_MS = 60_000
+
 /**
  * Security events go to the database. A failed audit write is logged and does not fail the request
- * that caused it: the request's own writes decide its outcome.
+ * that caused it: the request's own writes decide its outcome. A full disk or read-only database fails
+ * every request's record: that is one line a minute with the count (the storage outage itself is
+ * logged by readiness), not a stack trace per request.
  */
 export function createAuditLog(db: Db, clock: Clock, log: FastifyBaseLogger): AuditLog {
+  const lost = { since: 0, count: 0, toldAt: Number.NEGATIVE_INFINITY }
   return {
     async record(entry) {
       try {
         await insertAuditEntry(db, clock.now(), entry)
       } catch (err) {
-        log.error({ err, kind: entry.kind }, 'audit write failed')
+        const problem = storageProblem(err)
+        if (!problem) {
+          log.error({ err, kind: entry.kind }, 'audit write failed')
+          return
+        }
+        const now = clock.now()
+        if (lost.count === 0) lost.since = now
+        lost.count++
+        if (now - lost.toldAt < STORAGE_LINE_EVERY_MS) return
+        log.error(
+          { kind: entry.kind, problem, code: (err as { code?: string }).code, lost: lost.count },
+          `audit write failed: the database takes no writes (${problem}); ${lost.count} audit record${lost.count === 1 ? '' : 's'} not written since ${new Date(lost.since).toISOString()}`,
+        )
+        lost.toldAt = now
+        lost.count = 0
       }
     },
   }

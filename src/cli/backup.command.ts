@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import type { Config } from '../platform/config.js'
+import { EXIT_STATUS } from '../platform/startup.js'
 import { CliError, type Subcommand, stringOption } from './command.js'
 
 /** The key files the service generates into DATA_DIR when their setting is unset. */
@@ -20,6 +21,21 @@ function keysOf(config: Config): { setting: string; file: string | undefined }[]
     setting,
     file: config[setting] === undefined ? path.join(config.DATA_DIR, file) : undefined,
   }))
+}
+
+/** The folder a backup goes into exists and may be written, or one line says which it is not. */
+function assertFolderTakesFile(dir: string): void {
+  const refuse = (problem: string) => {
+    throw new CliError(`wristband backup: the folder ${dir} ${problem}`, EXIT_STATUS.backupTarget)
+  }
+  try {
+    if (!fs.statSync(dir).isDirectory()) refuse('is not a folder')
+    fs.accessSync(dir, fs.constants.W_OK)
+  } catch (err) {
+    if (err instanceof CliError) throw err
+    const code = (err as NodeJS.ErrnoException).code
+    refuse(code === 'ENOENT' ? 'does not exist (create it first)' : `is not writable (${code})`)
+  }
 }
 
 /**
@@ -63,6 +79,7 @@ For PostgreSQL use pg_dump (see docs/operations.md), and keep JWT_SECRET and EDG
       throw new CliError('wristband backup: an in-memory database has nothing to keep', 2)
     if (fs.existsSync(file))
       throw new CliError(`wristband backup: ${file} exists already; give a new file`, 2)
+    assertFolderTakesFile(path.dirname(path.resolve(file)))
     if (!fs.existsSync(source)) throw new CliError(`wristband backup: no database at ${source}`, 1)
     const db = new SqliteDatabase(source, { fileMustExist: true })
     try {

@@ -10,11 +10,14 @@ import { connectRedis, createRedis } from '../platform/redis.js'
 import { databaseUnavailable } from '../platform/startup.js'
 import { createTokenAuthority, type TokenAuthority } from '../tokens/authority.js'
 
-/** A failure the user can act on: printed without a stack. 2: bad input; 1: the operation failed. */
+/**
+ * A failure the user can act on: printed without a stack. 2: bad input; 1: the operation failed; a
+ * refusal of docs/operations.md's table has its own (EXIT_STATUS).
+ */
 export class CliError extends Error {
   constructor(
     message: string,
-    readonly exitCode: 1 | 2 = 2,
+    readonly exitCode: number = 2,
   ) {
     super(message)
   }

@@ -1,13 +1,15 @@
 // The command line as a platform engineer meets it first: help and version, start-up failures in one
 // line, typos in the environment. Each case runs the built command in its own process.
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { TEST_SECRET } from '../../test/helpers/app.js'
-import { type Run, wristband } from '../../test/helpers/cli.js'
+import { PRODUCTION_ENV, TEST_SECRET } from '../../test/helpers/app.js'
+import { BIN, type Run, wristband } from '../../test/helpers/cli.js'
+import { EXIT_STATUS } from '../platform/startup.js'
 import { SeedDocument } from '../seed/seed.js'
 
 const PG = process.env.TEST_DATABASE_URL
@@ -114,7 +116,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
       const run = await wristband(command, { ...env, DATABASE_URL: url, ...workers })
       oneLine(
         run,
-        1,
+        EXIT_STATUS.database,
         /^wristband: cannot use the database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/nowhere: connect ECONNREFUSED/,
       )
       assert.doesNotMatch(run.stderr, /hunter2|migration {2}failed/)
@@ -130,7 +132,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
     const run = await wristband(['migrate'], { ...env, DATABASE_URL: url.toString() })
     oneLine(
       run,
-      1,
+      EXIT_STATUS.database,
       /cannot use the database .*: (role "no_such_role_wristband" does not exist|password authentication failed)/,
     )
   })
@@ -144,7 +146,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
         HOST: '127.0.0.1',
         PORT: String(busyPort),
       })
-      assert.equal(run.code, 1, run.stderr)
+      assert.equal(run.code, EXIT_STATUS.listen, run.stderr)
       assert.match(
         run.stderr,
         new RegExp(`^wristband: cannot listen on 127\\.0\\.0\\.1:${busyPort}: the port is in use`, 'm'),
@@ -171,7 +173,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
       })
       oneLine(
         run,
-        1,
+        EXIT_STATUS.dataDir,
         new RegExp(`^wristband: DATA_DIR ${dataDir.replaceAll('.', '\\.')} is not writable \\(ENOTDIR\\)`),
       )
     } finally {
@@ -189,7 +191,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
         PORT: '0',
         METRICS_PORT: String(busyPort),
       })
-      assert.equal(run.code, 1, run.stderr)
+      assert.equal(run.code, EXIT_STATUS.listen, run.stderr)
       assert.match(
         run.stderr,
         new RegExp(
@@ -204,12 +206,12 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
 
   test('TRUST_PROXY=maybe is refused by the configuration check, not by a TypeError later', async () => {
     const run = await wristband(['serve'], { ...env, DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'maybe' })
-    assert.equal(run.code, 2, run.stderr)
+    assert.equal(run.code, EXIT_STATUS.setting, run.stderr)
     assert.match(run.stderr, /TRUST_PROXY: must be true, false, a hop count or .* got "maybe"/)
     assert.doesNotMatch(run.stderr, /TypeError|\n\s+at /)
   })
 
-  test('a setting that looks like a typo of a known one is warned about with "did you mean"', async () => {
+  test('a setting that looks like a typo of a known one is refused with "did you mean", exit 11', async () => {
     const run = await wristband(['migrate'], {
       ...env,
       DATABASE_URL: 'sqlite::memory:',
@@ -222,7 +224,7 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
       SHELL: '/bin/sh',
       TERM: 'xterm',
     })
-    assert.equal(run.code, 0, run.stderr)
+    assert.equal(run.code, EXIT_STATUS.unknownVariable, run.stderr)
     for (const [typo, meant] of [
       ['JWT_SECRETS', 'JWT_SECRET'],
       ['REDIS_URLS', 'REDIS_URL'],
@@ -230,9 +232,141 @@ describe('wristband start-up failures: one line, no stack trace', { concurrency:
       // Short names: two letters swapped count as one slip.
       ['PROT', 'PORT'],
     ])
-      assert.match(run.stderr, new RegExp(`warning: ${typo} is not a setting .*did you mean ${meant}\\?`))
+      assert.match(
+        run.stderr,
+        new RegExp(`^wristband: ${typo}: not a setting of wristband; did you mean ${meant}\\?$`, 'm'),
+      )
     assert.match(run.stderr, /warning: WORKERS is not a setting .*wristband serve --workers N/)
     // The variables every environment has are not taken for typos.
     assert.equal(run.stderr.trim().split('\n').length, 5, run.stderr)
+    assert.doesNotMatch(run.stderr, /\n\s+at /)
+  })
+})
+
+describe('refusals at start: one line, its own exit status', { concurrency: true }, () => {
+  const env = { JWT_SECRET: TEST_SECRET }
+
+  test('production without DATABASE_URL, or with it misspelt in any case, does not start on a new SQLite file', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-prod-db-'))
+    try {
+      const production = { ...PRODUCTION_ENV, ...env, DATA_DIR: dir, HOST: '127.0.0.1', PORT: '0' }
+      oneLine(
+        await wristband(['serve'], production),
+        EXIT_STATUS.productionDatabase,
+        /^wristband: DATABASE_URL: required when NODE_ENV=production/,
+      )
+      const typo = await wristband(['serve'], { ...production, Database_Url: 'postgres://db/app' })
+      assert.equal(typo.code, EXIT_STATUS.unknownVariable, typo.stderr)
+      assert.match(
+        typo.stderr,
+        /^wristband: Database_Url: settings are upper case; did you mean DATABASE_URL\?$/m,
+      )
+      assert.deepEqual(fs.readdirSync(dir), [], 'no database file was created')
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('URLs with a scheme their setting cannot use are refused at start, not by a worker later', async () => {
+    for (const [name, value, pattern] of [
+      [
+        'REDIS_URL',
+        'http://127.0.0.1:6379',
+        /^wristband: REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/,
+      ],
+      ['REDIS_URL', 'redis+sentinel://127.0.0.1:26379', /^wristband: REDIS_URL: must be a redis:\/\//],
+      ['SMTP_URL', 'http://127.0.0.1:25', /^wristband: SMTP_URL: must be a smtp:\/\/ or smtps:\/\/ URL/],
+    ] as const)
+      oneLine(
+        await wristband(['serve'], { ...env, DATABASE_URL: 'sqlite::memory:', PORT: '0', [name]: value }),
+        EXIT_STATUS.urlScheme,
+        pattern,
+      )
+  })
+
+  test('DATABASE_SCHEMA with the database down: one line', async () => {
+    for (const command of [['serve'], ['migrate'], ['migrate', '--status']])
+      oneLine(
+        await wristband(command, {
+          ...env,
+          DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere',
+          DATABASE_SCHEMA: 'wristband_app',
+          PORT: '0',
+        }),
+        EXIT_STATUS.database,
+        /^wristband: cannot use the database postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere: connect ECONNREFUSED/,
+      )
+  })
+
+  test('a secret given twice is refused; a production start takes every secret from systemd credentials', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-creds-'))
+    try {
+      const secretFile = path.join(dir, 'jwt')
+      fs.writeFileSync(secretFile, `${TEST_SECRET}\n`)
+      oneLine(
+        await wristband(['migrate'], {
+          ...env,
+          JWT_SECRET_FILE: secretFile,
+          DATABASE_URL: 'sqlite::memory:',
+        }),
+        EXIT_STATUS.secretSource,
+        /^wristband: JWT_SECRET: given twice \(JWT_SECRET and JWT_SECRET_FILE\); keep one$/,
+      )
+      // As the shipped unit runs it: no secret in the environment, each a file of LoadCredential=.
+      const creds = path.join(dir, 'credentials')
+      fs.mkdirSync(creds, { mode: 0o700 })
+      fs.writeFileSync(path.join(creds, 'jwt-secret'), `${TEST_SECRET}\n`)
+      fs.writeFileSync(path.join(creds, 'edge-signing-key'), PRODUCTION_ENV.EDGE_SIGNING_KEY!)
+      fs.writeFileSync(path.join(creds, 'database-url'), `sqlite:${path.join(dir, 'wristband.db')}\n`)
+      const { EDGE_SIGNING_KEY: _fromCredential, ...production } = PRODUCTION_ENV
+      const run = await wristband(['migrate'], { ...production, CREDENTIALS_DIRECTORY: creds })
+      assert.equal(run.code, 0, run.stderr)
+      assert.ok(fs.existsSync(path.join(dir, 'wristband.db')), 'the database named by the credential')
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('a backup into a folder that does not exist, or that is a file: one line', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-backup-target-'))
+    try {
+      const base = { ...env, DATABASE_URL: `sqlite:${path.join(dir, 'wristband.db')}` }
+      assert.equal((await wristband(['migrate'], base)).code, 0)
+      const missing = path.join(dir, 'no-such-folder')
+      oneLine(
+        await wristband(['backup', path.join(missing, 'copy.db')], base),
+        EXIT_STATUS.backupTarget,
+        new RegExp(`^wristband backup: the folder ${missing} does not exist \\(create it first\\)$`),
+      )
+      const file = path.join(dir, 'a-file')
+      fs.writeFileSync(file, '')
+      oneLine(
+        await wristband(['backup', path.join(file, 'copy.db')], base),
+        EXIT_STATUS.backupTarget,
+        /^wristband backup: the folder .*a-file is not a folder$/,
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  // The machine's own node (Debian's) may be older than 22: what a unit pointing at /usr/bin/node runs.
+  const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((bin) => {
+    const r = spawnSync(bin, ['-e', 'process.stdout.write(process.versions.node)'], { encoding: 'utf8' })
+    return r.status === 0 && Number(r.stdout.split('.')[0]) < 22
+  })
+  test('an unsupported Node is refused in one line before any native module loads', {
+    skip: oldNode ? false : 'no Node older than 22 on this machine (/usr/bin/node): nothing to refuse',
+  }, () => {
+    const r = spawnSync(oldNode!, [BIN, 'serve'], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', ...env, DATABASE_URL: 'sqlite::memory:', PORT: '0' },
+    })
+    oneLine(
+      { code: r.status, stdout: r.stdout, stderr: r.stderr },
+      EXIT_STATUS.node,
+      /^wristband: Node \d+\.\d+\.\d+ is not supported: Node 22, 24 or 26 is needed/,
+    )
+    assert.equal(r.signal, null, 'no crash')
   })
 })

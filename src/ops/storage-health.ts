@@ -2,7 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Clock } from '../platform/clock.js'
-import { StartupError } from '../platform/startup.js'
+import { EXIT_STATUS, StartupError } from '../platform/startup.js'
 import { type StorageProblem, storageProblem } from '../platform/storage.js'
 
 /** How long a failed write keeps readiness at 503 without a further failure (disk full on PostgreSQL). */
@@ -105,6 +105,7 @@ export async function assertDataDirWritable(dataDir: string): Promise<void> {
     const code = (err as { code?: string }).code ?? 'error'
     throw new StartupError(
       `DATA_DIR ${path.resolve(dataDir)} is not writable (${code}): the service keeps its generated keys, SQLite file and outbox there`,
+      EXIT_STATUS.dataDir,
     )
   }
 }

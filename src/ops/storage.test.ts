@@ -103,6 +103,7 @@ describe('storage that takes no writes', () => {
       // The write-ahead log emptied, so the next write has to grow a file on the full disk.
       await sql`pragma wal_checkpoint(TRUNCATE)`.execute(t.db.db)
       const filler = fill(dir)
+      const outageFrom = t.logs.length
 
       const ready = await readyUntil(t, 503)
       assert.equal(ready.json().status, 'unavailable')
@@ -118,6 +119,17 @@ describe('storage that takes no writes', () => {
         assert.match(String(line.msg), new RegExp(`cannot write ${dir}.*disk full`))
       }
       assert.ok(!t.logs.some((l) => l.includes('unhandled error')), 'a write failure was a 500')
+      // One outage, a few lines, not one per request: the refused sign-ins (each would audit) add no
+      // stack trace, and their lost audit records are told once within the minute.
+      const during = t.logs
+        .slice(outageFrom)
+        .map((l) => JSON.parse(l) as { msg: string; err?: { stack?: string } })
+      assert.deepEqual(
+        during.filter((l) => l.err?.stack !== undefined).map((l) => JSON.stringify(l).slice(0, 300)),
+        [],
+        'stack traces logged during the outage',
+      )
+      assert.equal(during.filter((l) => l.msg.startsWith('audit write failed')).length, 1)
 
       fs.rmSync(filler)
       t.clock.advance(60_000)

@@ -6,7 +6,11 @@ import { ConfigError, loadConfig } from '../platform/config.js'
 /** WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS and PASSKEYS_REQUIRED_FOR, checked at start (issue 27). */
 const SECRET = 'a-production-secret-of-at-least-32-bytes'
 /** What production needs besides (the edge key, mail and SMS as files), so only the passkey settings differ. */
-const PRODUCTION = { ...PRODUCTION_ENV, JWT_SECRET: SECRET }
+const PRODUCTION = {
+  ...PRODUCTION_ENV,
+  JWT_SECRET: SECRET,
+  DATABASE_URL: 'postgres://wristband@db.example.com/wristband',
+}
 
 function problemsOf(env: Record<string, string>): string[] {
   try {

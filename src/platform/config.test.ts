@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
-import { describe, test } from 'node:test'
+import { after, describe, test } from 'node:test'
 import { PRODUCTION_ENV } from '../../test/helpers/app.js'
-import { ConfigError, loadConfig } from './config.js'
+import { ConfigError, credentialName, loadConfig, SECRET_SETTINGS, settings } from './config.js'
+import { EXIT_STATUS } from './startup.js'
 
 const SECRET = 'x'.repeat(32)
+/** Production refuses to start without a DATABASE_URL (exit 12): the cases below are about other settings. */
+const PROD_DB = { DATABASE_URL: 'postgres://wristband@db.example.com/wristband' }
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -85,18 +90,18 @@ describe('configuration', () => {
     for (const p of problems) assert.ok(!p.includes('\n'), `one line: ${p}`)
     assert.ok(problems.find((p) => p.startsWith('PORT'))?.includes('80a'), 'the bad value is quoted')
     const message = new ConfigError(problems).message
-    assert.equal(message.split('\n').length, problems.length + 1)
+    assert.equal(message.split('\n').length, problems.length)
   })
 
   test('NODE_ENV=production refuses to start without JWT_SECRET', () => {
-    const problems = problemsOf({ ...PRODUCTION_ENV })
+    const problems = problemsOf({ ...PRODUCTION_ENV, ...PROD_DB })
     assert.equal(problems.length, 1)
     assert.match(problems[0]!, /^JWT_SECRET: required when NODE_ENV=production/)
-    assert.equal(loadConfig({ ...PRODUCTION_ENV, JWT_SECRET: SECRET }).JWT_SECRET, SECRET)
+    assert.equal(loadConfig({ ...PRODUCTION_ENV, ...PROD_DB, JWT_SECRET: SECRET }).JWT_SECRET, SECRET)
   })
 
   test('production refuses mail and SMS to the outbox unless told MAIL_TRANSPORT=outbox, and a missing EDGE_SIGNING_KEY', () => {
-    const problems = problemsOf({ NODE_ENV: 'production', JWT_SECRET: SECRET })
+    const problems = problemsOf({ NODE_ENV: 'production', JWT_SECRET: SECRET, ...PROD_DB })
     assert.equal(problems.length, 3, problems.join('\n'))
     assert.match(problems[0]!, /^SMTP_URL: required when NODE_ENV=production \(or MAIL_TRANSPORT=outbox/)
     assert.match(problems[1]!, /^SMS_WEBHOOK_URL: required when NODE_ENV=production/)
@@ -104,6 +109,7 @@ describe('configuration', () => {
     const EDGE_SIGNING_KEY = PRODUCTION_ENV.EDGE_SIGNING_KEY!
     // Real transports, or the files asked for by name.
     const withTransports = {
+      ...PROD_DB,
       NODE_ENV: 'production',
       JWT_SECRET: SECRET,
       EDGE_SIGNING_KEY,
@@ -111,7 +117,7 @@ describe('configuration', () => {
       SMS_WEBHOOK_URL: 'https://sms.example.com/send',
     }
     assert.equal(loadConfig(withTransports).SMTP_URL, 'smtp://mail.example.com:587')
-    assert.equal(loadConfig({ ...PRODUCTION_ENV, JWT_SECRET: SECRET }).MAIL_TRANSPORT, 'outbox')
+    assert.equal(loadConfig({ ...PRODUCTION_ENV, ...PROD_DB, JWT_SECRET: SECRET }).MAIL_TRANSPORT, 'outbox')
     // SMTP alone still leaves SMS to a folder nobody reads.
     assert.match(
       problemsOf({ ...withTransports, SMS_WEBHOOK_URL: '' })[0]!,
@@ -175,5 +181,165 @@ describe('Redis through Sentinel', () => {
         .sort(),
       ['REDIS_PASSWORD', 'REDIS_SENTINEL_MASTER'],
     )
+  })
+})
+
+/** The refusal's lines and exit status. */
+function refusalOf(env: Record<string, string>): { problems: string[]; status: number } {
+  try {
+    loadConfig(env)
+  } catch (err) {
+    assert.ok(err instanceof ConfigError)
+    return { problems: err.problems, status: err.exitStatus }
+  }
+  assert.fail('configuration was accepted')
+}
+
+describe('refusals at start, each with its exit status', () => {
+  test('production without DATABASE_URL is refused (12); SQLite in production only when named', () => {
+    const env = { ...PRODUCTION_ENV, JWT_SECRET: SECRET }
+    const r = refusalOf(env)
+    assert.equal(r.status, EXIT_STATUS.productionDatabase)
+    assert.match(r.problems[0]!, /^DATABASE_URL: required when NODE_ENV=production/)
+    const named = loadConfig({ ...env, DATABASE_URL: 'sqlite:/var/lib/wristband/wristband.db' })
+    assert.equal(named.databaseUrl, 'sqlite:/var/lib/wristband/wristband.db')
+    // Outside production the SQLite default stays: `npm start` needs no setting.
+    assert.match(loadConfig({}).databaseUrl, /^sqlite:/)
+  })
+
+  test('a setting in the wrong case, a near-miss or a name with the service prefix is refused (11)', () => {
+    for (const [name, pattern] of [
+      ['Database_Url', /^Database_Url: settings are upper case; did you mean DATABASE_URL\?/],
+      ['database_url', /did you mean DATABASE_URL\?/],
+      ['JWT_SECRETS', /^JWT_SECRETS: not a setting of wristband; did you mean JWT_SECRET\?/],
+      ['redis_urls', /did you mean REDIS_URL\?/],
+      ['PROT', /did you mean PORT\?/],
+      ['EDGE_SIGNING_KEY_PEM', /^EDGE_SIGNING_KEY_PEM: not a setting of wristband/],
+      ['REDIS_HOST', /^REDIS_HOST: not a setting of wristband/],
+    ] as const) {
+      const r = refusalOf({ [name]: 'x' })
+      assert.equal(r.status, EXIT_STATUS.unknownVariable, name)
+      assert.match(r.problems[0]!, pattern)
+    }
+    // What every environment has, Kubernetes' service links and the secret files are no typos.
+    loadConfig({
+      PATH: '/usr/bin',
+      HOME: '/root',
+      USER: 'wristband',
+      SHELL: '/bin/sh',
+      TERM: 'xterm',
+      HOSTNAME: 'vm',
+      LANG: 'C.UTF-8',
+      NODE_OPTIONS: '--max-old-space-size=512',
+      npm_config_cache: '/tmp/npm',
+      REDIS_PORT: 'tcp://10.0.0.11:6379',
+      REDIS_SERVICE_HOST: '10.0.0.11',
+      REDIS_PORT_6379_TCP_ADDR: '10.0.0.11',
+      WORKERS: '4',
+    })
+  })
+
+  test('URL settings with a scheme they cannot use are refused (13), without repeating the value', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [
+        { REDIS_URL: 'http://:hunter2@cache:6379' },
+        /^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL, got http:\/\/…$/,
+      ],
+      [{ REDIS_URL: 'redis+sentinel://cache:26379' }, /^REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/],
+      [{ SMTP_URL: 'http://mail:25' }, /^SMTP_URL: must be a smtp:\/\/ or smtps:\/\/ URL/],
+      [
+        { DATABASE_URL: 'mysql://db/app' },
+        /^DATABASE_URL: must start with postgres:\/\/, postgresql:\/\/ or sqlite:, got mysql:/,
+      ],
+      [{ PUBLIC_BASE_URL: 'ftp://example.com' }, /^PUBLIC_BASE_URL: must be a http:\/\/ or https:\/\/ URL/],
+      [
+        {
+          ...PRODUCTION_ENV,
+          ...PROD_DB,
+          JWT_SECRET: SECRET,
+          MAIL_TRANSPORT: '',
+          SMTP_URL: 'smtps://mail:465',
+          SMS_WEBHOOK_URL: 'http://sms.example.com/send',
+        },
+        /^SMS_WEBHOOK_URL: must be an https:\/\/ URL when NODE_ENV=production$/,
+      ],
+    ]
+    for (const [env, pattern] of cases) {
+      const r = refusalOf(env)
+      assert.equal(r.status, EXIT_STATUS.urlScheme, JSON.stringify(env))
+      assert.equal(r.problems.length, 1, r.problems.join('\n'))
+      assert.match(r.problems[0]!, pattern)
+      assert.doesNotMatch(r.problems[0]!, /hunter2/)
+    }
+    for (const ok of ['redis://cache:6379', 'rediss://cache:6380'])
+      assert.equal(loadConfig({ REDIS_URL: ok }).REDIS_URL, ok)
+    assert.equal(loadConfig({ SMTP_URL: 'smtps://u:p@mail:465' }).SMTP_URL, 'smtps://u:p@mail:465')
+    assert.equal(loadConfig({ DATABASE_URL: 'postgresql://db/app' }).databaseUrl, 'postgresql://db/app')
+  })
+
+  test('several problems: one line each, the exit status of the first', () => {
+    const r = refusalOf({ Database_Url: 'x', PORT: 'eighty' })
+    assert.equal(r.problems.length, 2)
+    assert.equal(r.status, EXIT_STATUS.unknownVariable)
+    assert.equal(new ConfigError(r.problems).message.split('\n').length, 2)
+  })
+})
+
+describe('secrets from files', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-secrets-'))
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const write = (name: string, content: string) => {
+    const file = path.join(dir, name)
+    fs.writeFileSync(file, content, { mode: 0o600 })
+    return file
+  }
+
+  test('NAME_FILE: the file holds the value, its trailing newline dropped', () => {
+    const file = write('jwt', `${SECRET}\n`)
+    assert.equal(loadConfig({ JWT_SECRET_FILE: file }).JWT_SECRET, SECRET)
+    const pem = PRODUCTION_ENV.EDGE_SIGNING_KEY!
+    const key = loadConfig({ EDGE_SIGNING_KEY_FILE: write('edge.pem', `${pem}\n`) }).EDGE_SIGNING_KEY
+    assert.equal(key?.asymmetricKeyType, 'ed25519')
+    const url = write('db-url', 'postgres://app:hunter2@db/app\n')
+    assert.equal(loadConfig({ DATABASE_URL_FILE: url }).databaseUrl, 'postgres://app:hunter2@db/app')
+  })
+
+  test('systemd credentials: $CREDENTIALS_DIRECTORY/<name in lower case, - for _>', () => {
+    const creds = fs.mkdtempSync(path.join(dir, 'creds-'))
+    fs.writeFileSync(path.join(creds, 'jwt-secret'), SECRET)
+    fs.writeFileSync(path.join(creds, 'smtp-url'), 'smtp://u:p@mail:587\n')
+    const c = loadConfig({ CREDENTIALS_DIRECTORY: creds })
+    assert.equal(c.JWT_SECRET, SECRET)
+    assert.equal(c.SMTP_URL, 'smtp://u:p@mail:587')
+    assert.equal(credentialName('SMS_WEBHOOK_AUTHORIZATION'), 'sms-webhook-authorization')
+    // Only secrets have a file form: that of another setting is refused as no setting.
+    for (const name of SECRET_SETTINGS) assert.ok(name in settings, name)
+    const r = refusalOf({ DATABASE_SCHEMA_FILE: write('schema', 'app') })
+    assert.equal(r.status, EXIT_STATUS.unknownVariable)
+  })
+
+  test('two sources of one secret, or a file that cannot be read, are refused (14)', () => {
+    const file = write('jwt2', SECRET)
+    const creds = fs.mkdtempSync(path.join(dir, 'creds-'))
+    fs.writeFileSync(path.join(creds, 'jwt-secret'), SECRET)
+    for (const [env, pattern] of [
+      [
+        { JWT_SECRET: SECRET, JWT_SECRET_FILE: file },
+        /^JWT_SECRET: given twice \(JWT_SECRET and JWT_SECRET_FILE\); keep one$/,
+      ],
+      [
+        { JWT_SECRET: SECRET, CREDENTIALS_DIRECTORY: creds },
+        /given twice \(JWT_SECRET and the credential jwt-secret\)/,
+      ],
+      [
+        { JWT_SECRET_FILE: path.join(dir, 'missing') },
+        /^JWT_SECRET: cannot read .*missing \(JWT_SECRET_FILE\): ENOENT$/,
+      ],
+    ] as const) {
+      const r = refusalOf(env)
+      assert.equal(r.status, EXIT_STATUS.secretSource, JSON.stringify(env))
+      assert.equal(r.problems.length, 1, r.problems.join('\n'))
+      assert.match(r.problems[0]!, pattern)
+    }
   })
 })

@@ -1,6 +1,8 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto'
+import fs from 'node:fs'
 import { isIP } from 'node:net'
 import path from 'node:path'
+import { EXIT_STATUS, type ExitStatus } from './startup.js'
 
 /**
  * Every setting of the service, declared once: the parser validates it at start and the README's
@@ -48,14 +50,37 @@ function oneOf<T extends string>(...values: T[]): Parser<T> {
   }
 }
 
-const url: Parser<string> = (raw) => {
-  try {
-    new URL(raw)
-  } catch {
-    throw new Error(`must be a URL, got "${raw}"`)
+/** A problem of one setting that is refused with its own exit status (a plain Error is `setting`). */
+class Refusal extends Error {
+  constructor(
+    message: string,
+    readonly status: ExitStatus,
+  ) {
+    super(message)
   }
-  return raw
 }
+
+/**
+ * A URL of one of `schemes` (`['redis:', 'rediss:']`). A wrong scheme is refused at start: accepted,
+ * it would fail only when a worker first uses it. The value is not repeated (it may hold a password).
+ */
+function urlOf(...schemes: string[]): Parser<string> {
+  return (raw) => {
+    let u: URL
+    try {
+      u = new URL(raw)
+    } catch {
+      throw new Error('must be a URL')
+    }
+    if (!schemes.includes(u.protocol))
+      throw new Refusal(
+        `must be a ${schemes.map((s) => `${s}//`).join(' or ')} URL, got ${u.protocol}//…`,
+        EXIT_STATUS.urlScheme,
+      )
+    return raw
+  }
+}
+const url = urlOf('http:', 'https:')
 
 /** The longest OFFLINE_TOKEN_EXPIRE_HOURS: what outlives every offline token, whatever a process's setting. */
 export const MAX_OFFLINE_TOKEN_HOURS = 24 * 30
@@ -227,7 +252,7 @@ export const settings = {
   ),
   DATA_DIR: setting('Folder for the SQLite file, the generated secret and the outbox', './data', text),
   DATABASE_URL: setting(
-    '`sqlite:<path>` or `postgres://…`; default `sqlite:<DATA_DIR>/wristband.db`',
+    '`postgres://…` (or `postgresql://`) or `sqlite:<path>`; unset: `sqlite:<DATA_DIR>/wristband.db`, except in production, which refuses to start without it',
     undefined,
     text,
   ),
@@ -248,9 +273,9 @@ export const settings = {
     integer(0, 3600),
   ),
   REDIS_URL: setting(
-    'Redis for rate-limit counters and revocations shared by instances; unset: in-process',
+    'Redis for rate-limit counters and revocations shared by instances (`redis://` or `rediss://`); unset: in-process',
     undefined,
-    url,
+    urlOf('redis:', 'rediss:'),
   ),
   REDIS_PREFIX: setting('Prefix of every Redis key this deployment writes', 'wb:', text),
   REDIS_SENTINELS: setting(
@@ -339,9 +364,9 @@ export const settings = {
     url,
   ),
   SMTP_URL: setting(
-    'SMTP server for mail (`smtp://user:pass@host:port`); unset: outbox folder',
+    'SMTP server for mail (`smtp://user:pass@host:port`, or `smtps://` for TLS from the start); unset: outbox folder',
     undefined,
-    url,
+    urlOf('smtp:', 'smtps:'),
   ),
   MAIL_TRANSPORT: setting(
     '`outbox`: mail and SMS are written as files under DATA_DIR/outbox even when SMTP_URL / SMS_WEBHOOK_URL are set; `smtp`: needs SMTP_URL; unset: SMTP_URL when set, else the outbox (production refuses to start without SMTP_URL and SMS_WEBHOOK_URL unless this is `outbox`)',
@@ -381,7 +406,7 @@ export const settings = {
     integer(1, 60),
   ),
   SMS_WEBHOOK_URL: setting(
-    'SMS provider endpoint: the service POSTs `{to, text}` as JSON there; unset: outbox folder DATA_DIR/outbox/sms',
+    'SMS provider endpoint (https in production): the service POSTs `{to, text}` as JSON there; unset: outbox folder DATA_DIR/outbox/sms',
     undefined,
     url,
   ),
@@ -507,9 +532,74 @@ export type Config = {
   readonly redis: RedisTarget | undefined
 }
 
+/**
+ * The settings that hold a secret (or a URL with a password). Each may also be given as a file: the
+ * path in `<NAME>_FILE`, or the credential `<name in lower case, - for _>` in `$CREDENTIALS_DIRECTORY`
+ * (systemd's LoadCredential=); one source each, or the start is refused.
+ */
+export const SECRET_SETTINGS = [
+  'JWT_SECRET',
+  'JWT_PREVIOUS_SECRETS',
+  'EDGE_SIGNING_KEY',
+  'EDGE_PREVIOUS_KEYS',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
+  'SMTP_URL',
+  'SMS_WEBHOOK_AUTHORIZATION',
+  'METRICS_TOKEN',
+] as const satisfies readonly (keyof typeof settings)[]
+
+/** The credential name of a secret setting: `JWT_SECRET` → `jwt-secret`. */
+export const credentialName = (setting: string): string => setting.toLowerCase().replaceAll('_', '-')
+
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  /** The exit status of the first problem listed (unknown variables come first, then settings in order). */
+  readonly exitStatus: ExitStatus
+  constructor(
+    readonly problems: string[],
+    statuses: ExitStatus[] = [],
+  ) {
+    super(problems.map((p) => `wristband: ${p}`).join('\n'))
+    this.exitStatus = statuses[0] ?? EXIT_STATUS.setting
+  }
+}
+
+/**
+ * A secret's value from its one source: the variable, the file named by `<NAME>_FILE`, or the
+ * credential systemd passed. The end of a file (a trailing newline an editor adds) is trimmed.
+ */
+function secretSource(
+  name: string,
+  env: Record<string, string | undefined>,
+  refuse: (text: string, status: ExitStatus) => void,
+): string | undefined {
+  const given = (v: string | undefined) => v !== undefined && v !== ''
+  const sources: { what: string; file?: string }[] = []
+  if (given(env[name])) sources.push({ what: name })
+  const fileVar = `${name}_FILE`
+  if (given(env[fileVar])) sources.push({ what: fileVar, file: env[fileVar]! })
+  const dir = env.CREDENTIALS_DIRECTORY
+  if (given(dir)) {
+    const file = path.join(dir!, credentialName(name))
+    if (fs.existsSync(file)) sources.push({ what: `the credential ${credentialName(name)}`, file })
+  }
+  if (sources.length > 1) {
+    refuse(
+      `${name}: given twice (${sources.map((s) => s.what).join(' and ')}); keep one`,
+      EXIT_STATUS.secretSource,
+    )
+    return undefined
+  }
+  const [source] = sources
+  if (!source?.file) return env[name]
+  try {
+    return fs.readFileSync(source.file, 'utf8').trimEnd()
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message
+    refuse(`${name}: cannot read ${source.file} (${source.what}): ${code}`, EXIT_STATUS.secretSource)
+    return undefined
   }
 }
 
@@ -517,8 +607,23 @@ export class ConfigError extends Error {
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const out: Record<string, unknown> = {}
   const problems: string[] = []
+  const statuses: ExitStatus[] = []
+  const refuse = (text: string, status: ExitStatus = EXIT_STATUS.setting) => {
+    problems.push(text)
+    statuses.push(status)
+  }
+  for (const p of unknownVariables(env)) refuse(p, EXIT_STATUS.unknownVariable)
+  const secrets = new Set<string>(SECRET_SETTINGS)
+  /** Settings given with a bad value: already refused, so not "required" too. */
+  const refused = new Set<string>()
   for (const [name, s] of Object.entries(settings) as [string, Setting<unknown>][]) {
-    const raw = env[name] !== undefined && env[name] !== '' ? env[name] : s.default
+    const value = secrets.has(name)
+      ? secretSource(name, env, (text, status) => {
+          refused.add(name)
+          refuse(text, status)
+        })
+      : env[name]
+    const raw = value !== undefined && value !== '' ? value : s.default
     if (raw === undefined) {
       out[name] = undefined
       continue
@@ -526,50 +631,62 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     try {
       out[name] = s.parse(raw)
     } catch (err) {
-      problems.push(`${name}: ${(err as Error).message}`)
+      refused.add(name)
+      refuse(`${name}: ${(err as Error).message}`, err instanceof Refusal ? err.status : EXIT_STATUS.setting)
     }
   }
   if (typeof out.JWT_SECRET === 'string' && Buffer.byteLength(out.JWT_SECRET) < 32) {
-    problems.push('JWT_SECRET: must be at least 32 bytes')
+    refuse('JWT_SECRET: must be at least 32 bytes')
   }
-  if (out.NODE_ENV === 'production' && out.JWT_SECRET === undefined) {
-    problems.push(
-      'JWT_SECRET: required when NODE_ENV=production (generate one with `wristband secret generate`)',
-    )
+  const production = out.NODE_ENV === 'production'
+  if (production && out.JWT_SECRET === undefined && !refused.has('JWT_SECRET')) {
+    refuse('JWT_SECRET: required when NODE_ENV=production (generate one with `wristband secret generate`)')
   }
   for (const s of (out.JWT_PREVIOUS_SECRETS as string[] | undefined) ?? []) {
-    if (Buffer.byteLength(s) < 32)
-      problems.push('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
+    if (Buffer.byteLength(s) < 32) refuse('JWT_PREVIOUS_SECRETS: every secret must be at least 32 bytes')
   }
   // Production mistakes that would otherwise go unnoticed: mails counted as sent while they pile up in
-  // a folder, ticket codes and the scanners' key set silently off.
-  if (out.NODE_ENV === 'production' && out.MAIL_TRANSPORT !== 'outbox') {
-    if (out.SMTP_URL === undefined)
-      problems.push(
+  // a folder, ticket codes and the scanners' key set silently off, a new empty SQLite file.
+  if (production && out.MAIL_TRANSPORT !== 'outbox') {
+    if (out.SMTP_URL === undefined && !refused.has('SMTP_URL'))
+      refuse(
         'SMTP_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
       )
-    if (out.SMS_WEBHOOK_URL === undefined)
-      problems.push(
+    if (out.SMS_WEBHOOK_URL === undefined && !refused.has('SMS_WEBHOOK_URL'))
+      refuse(
         'SMS_WEBHOOK_URL: required when NODE_ENV=production (or MAIL_TRANSPORT=outbox to write mail and SMS as files under DATA_DIR/outbox)',
       )
   }
+  // The SMS provider gets every sign-in code and the provider's credential: never in clear text.
+  if (production && typeof out.SMS_WEBHOOK_URL === 'string' && !out.SMS_WEBHOOK_URL.startsWith('https:'))
+    refuse('SMS_WEBHOOK_URL: must be an https:// URL when NODE_ENV=production', EXIT_STATUS.urlScheme)
   if (out.MAIL_TRANSPORT === 'smtp' && out.SMTP_URL === undefined)
-    problems.push('MAIL_TRANSPORT: smtp needs SMTP_URL')
-  if (out.NODE_ENV === 'production' && out.EDGE_SIGNING_KEY === undefined)
-    problems.push(
+    refuse('MAIL_TRANSPORT: smtp needs SMTP_URL')
+  if (production && out.EDGE_SIGNING_KEY === undefined && !refused.has('EDGE_SIGNING_KEY'))
+    refuse(
       "EDGE_SIGNING_KEY: required when NODE_ENV=production (ticket codes and the scanners' key set; generate one with `openssl genpkey -algorithm ed25519`)",
     )
   if (out.METRICS_PORT !== undefined && out.METRICS_PORT === out.PORT)
-    problems.push('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
+    refuse('METRICS_PORT: must differ from PORT (the metrics listener is a server of its own)')
+  if (production && out.DATABASE_URL === undefined && !refused.has('DATABASE_URL'))
+    refuse(
+      'DATABASE_URL: required when NODE_ENV=production (postgres://…, or sqlite:/var/lib/wristband/wristband.db for a single instance); without it the service would start on a new, empty SQLite file',
+      EXIT_STATUS.productionDatabase,
+    )
   const dbUrl =
     (out.DATABASE_URL as string | undefined) ?? `sqlite:${path.join(String(out.DATA_DIR), 'wristband.db')}`
   if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(dbUrl))
-    problems.push('DATABASE_URL: must start with sqlite: or postgres://')
-  problems.push(...resolveWebAuthn(out))
-  const redis = resolveRedis(out, problems)
-  if (problems.length > 0) throw new ConfigError(problems)
+    refuse(
+      `DATABASE_URL: must start with postgres://, postgresql:// or sqlite:, got ${/^[a-z][a-z0-9+.-]*:/i.exec(dbUrl)?.[0] ?? 'no scheme'}`,
+      EXIT_STATUS.urlScheme,
+    )
+  for (const p of resolveWebAuthn(out)) refuse(p)
+  const redisProblems: string[] = []
+  const redis = resolveRedis(out, redisProblems)
+  for (const p of redisProblems) refuse(p)
+  if (problems.length > 0) throw new ConfigError(problems, statuses)
   // Key-less device sign-in (the specification's) stays the development default only.
-  out.DEVICE_KEYS_REQUIRED ??= out.NODE_ENV === 'production'
+  out.DEVICE_KEYS_REQUIRED ??= production
   return Object.freeze({ ...out, databaseUrl: dbUrl, redis }) as Config
 }
 
@@ -665,39 +782,97 @@ function distance(a: string, b: string): number {
   return d[a.length]![b.length]!
 }
 
-/** Variables people set for what is not a setting here, with where it is set instead. */
+/** Variables people set for what is not a setting here, with where it is set instead (warned about). */
 const NOT_SETTINGS: Readonly<Record<string, string>> = {
   WORKERS: 'the number of workers is an option: `wristband serve --workers N`',
   WEB_CONCURRENCY: 'the number of workers is an option: `wristband serve --workers N`',
 }
 
+/** Variables of the environment that are not settings but are read by the service or its runtime. */
+const OTHER_KNOWN = new Set(['CREDENTIALS_DIRECTORY'])
+
 /**
- * Variables of the environment that look like a misspelt setting (`JWT_SECRETS`, `REDIS_URLS`,
- * `LOGLEVEL`): one warning each, naming the setting meant. A setting that is not read silently
- * falls back to its default, which is how a typo in a deployment goes unnoticed.
+ * Prefixes of this service's settings that no other program of a deployment uses: a variable that
+ * starts with one and is no setting is a mistake (`EDGE_SIGNING_KEY_PEM`, `REDIS_PASSWORD`).
  */
-export function settingTypos(env: Record<string, string | undefined>): string[] {
+const SERVICE_PREFIXES = [
+  'WRISTBAND_',
+  'JWT_',
+  'EDGE_',
+  'DATABASE_',
+  'REDIS_',
+  'SMTP_',
+  'MAIL_',
+  'SMS_',
+  'WEBHOOK_',
+  'WEBAUTHN_',
+  'PASSKEYS_',
+  'IDP_',
+  'METRICS_',
+  'JOBS_',
+  'PARTNER_',
+  'TRANSFER_',
+  'OFFLINE_',
+  'VERIFY_',
+  'DEVICE_',
+  'RETENTION_',
+  'AUDIT_',
+  'PASSWORD_RESET_',
+  'ACCESS_TOKEN_',
+  'REFRESH_TOKEN_',
+  'MFA_',
+]
+
+/**
+ * Kubernetes puts `<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT=tcp://…` and the like into every pod for
+ * each service of its namespace (a service named redis gives REDIS_PORT): not the operator's typos.
+ */
+function serviceLink(name: string, value: string | undefined): boolean {
+  return (
+    /_SERVICE_(HOST|PORT)(_[A-Z0-9_]+)?$/.test(name) ||
+    /_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name) ||
+    (/_PORT$/.test(name) && /^(tcp|udp|sctp):\/\//.test(value ?? ''))
+  )
+}
+
+/**
+ * Variables of the environment that look like settings but are none, in any case: the wrong case of a
+ * setting (`Database_Url`), a near-miss of one (`JWT_SECRETS`, `REDIS_URLS`, `LOGLEVEL`, `PROT`), or a
+ * name with one of the service's prefixes. A setting that is not read silently falls back to its
+ * default, which is how a typo in a deployment goes unnoticed (a production instance on a new, empty
+ * SQLite file): each is refused, one line naming it.
+ */
+function unknownVariables(env: Record<string, string | undefined>): string[] {
   const known = Object.keys(settings)
-  const warnings: string[] = []
+  const knownNames = new Set([...known, ...SECRET_SETTINGS.map((s) => `${s}_FILE`), ...OTHER_KNOWN])
+  const problems: string[] = []
   for (const name of Object.keys(env)) {
-    if (!/^[A-Z][A-Z0-9_]*$/.test(name) || known.includes(name)) continue
-    const instead = NOT_SETTINGS[name]
-    if (instead) {
-      warnings.push(`${name} is not a setting of wristband and is ignored; ${instead}`)
+    if (knownNames.has(name) || NOT_SETTINGS[name]) continue
+    const upper = name.toUpperCase()
+    if (knownNames.has(upper)) {
+      problems.push(`${name}: settings are upper case; did you mean ${upper}?`)
       continue
     }
+    if (!/^[A-Z][A-Z0-9_]*$/.test(upper) || serviceLink(upper, env[name])) continue
     // Short names (HOST, PORT) allow one edit, so that PATH or HOME are not taken for them.
     const near = known.filter((k) => {
-      const d = distance(name, k)
+      const d = distance(upper, k)
       return (
-        d <= (Math.min(name.length, k.length) < 6 ? 1 : 2) ||
-        name.replaceAll('_', '') === k.replaceAll('_', '')
+        d <= (Math.min(upper.length, k.length) < 6 ? 1 : 2) ||
+        upper.replaceAll('_', '') === k.replaceAll('_', '')
       )
     })
     if (near.length > 0)
-      warnings.push(
-        `${name} is not a setting of wristband and is ignored; did you mean ${near.join(' or ')}?`,
-      )
+      problems.push(`${name}: not a setting of wristband; did you mean ${near.join(' or ')}?`)
+    else if (SERVICE_PREFIXES.some((p) => upper.startsWith(p)))
+      problems.push(`${name}: not a setting of wristband (the settings are listed in the README)`)
   }
-  return warnings
+  return problems
+}
+
+/** Variables set for what is no setting of the service, with where it is set instead: one warning each. */
+export function settingWarnings(env: Record<string, string | undefined>): string[] {
+  return Object.keys(env)
+    .filter((name) => NOT_SETTINGS[name])
+    .map((name) => `${name} is not a setting of wristband and is ignored; ${NOT_SETTINGS[name]}`)
 }

@@ -179,6 +179,7 @@ forEachBackend(
 
 test('DEVICE_KEYS_REQUIRED defaults to true in production only', () => {
   const base = {
+    DATABASE_URL: 'postgres://wristband@db.example.com/wristband',
     JWT_SECRET: 'x'.repeat(32),
     EDGE_SIGNING_KEY: PRODUCTION.EDGE_SIGNING_KEY,
     MAIL_TRANSPORT: 'outbox',
