@@ -46,6 +46,20 @@ export function isRealLocalDateTime(value: string): boolean {
  * Formats instants as local wall-clock time of an event's time zone, in the spec's
  * YYYY-MM-DDThh:mm:ss.SSS form. One formatter per zone, kept by the owning service instance.
  */
+/**
+ * Whether the runtime's zone database knows `timeZone` (an IANA name such as Europe/Berlin, or one of
+ * its aliases): every local time of an event is formatted in it, so a misspelt zone would fail every
+ * later use of the event's tickets.
+ */
+export function isTimeZone(timeZone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone })
+    return true
+  } catch {
+    return false
+  }
+}
+
 export class LocalTimeFormatter {
   private readonly formatters = new Map<string, Intl.DateTimeFormat>()
 

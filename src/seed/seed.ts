@@ -14,6 +14,7 @@ import {
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
+import { isTimeZone } from '../platform/formats.js'
 import { hashPassword } from '../platform/passwords.js'
 import type { Revocation } from '../tokens/revocations.js'
 
@@ -141,7 +142,17 @@ export class SeedError extends Error {}
 
 /** Checks a parsed seed document; throws SeedError listing every problem. */
 export function parseSeed(doc: unknown): SeedDocument {
-  if (Value.Check(SeedDocument, doc)) return doc
+  if (Value.Check(SeedDocument, doc)) {
+    const zones = (doc.events ?? []).flatMap((e, i) =>
+      e.timezone !== undefined && !isTimeZone(e.timezone)
+        ? [
+            `/events/${i}/timezone: "${e.timezone}" is not a time zone of the zone database (such as Europe/Berlin or UTC); event ${e.uid}`,
+          ]
+        : [],
+    )
+    if (zones.length === 0) return doc
+    throw new SeedError(`invalid seed document:\n${zones.map((p) => `  - ${p}`).join('\n')}`)
+  }
   const problems = [...Value.Errors(SeedDocument, doc)]
     .slice(0, 20)
     .map((e) => `${e.instancePath || '/'}: ${e.message}`)
