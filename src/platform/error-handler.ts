@@ -43,8 +43,9 @@ function isUnavailable(err: unknown): boolean {
     code === '57P01' || // admin_shutdown
     code === '57P03' || // cannot_connect_now
     code === '57014' || // query_canceled: DATABASE_STATEMENT_TIMEOUT_SECONDS ran out
-    code === '08006' ||
-    code === '08001' ||
+    // Connection exceptions; PgBouncer sends its own failures as 08P01 (a server it cannot log in to,
+    // query_wait_timeout: no server connection came free in time).
+    code?.startsWith('08') === true ||
     code === 'SQLITE_BUSY' ||
     /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(
       (err as Error)?.message ?? '',

@@ -102,6 +102,63 @@ export function startRedisSentinel(
   return startAnswering('redis-sentinel', [file], port, password)
 }
 
+/** PgBouncer's binary (Debian installs it in /usr/sbin, which a user's PATH may lack), or undefined. */
+export const pgbouncerBinary = ['pgbouncer', '/usr/sbin/pgbouncer'].find(
+  (bin) => spawnSync(bin, ['--version']).status === 0,
+)
+
+/**
+ * A PgBouncer of our own on `port`, in transaction mode, its configuration and log in `dir`.
+ * `databases` are the lines of its [databases] section, `settings` further lines of [pgbouncer];
+ * clients log in as anyone (`auth_type = any`: each entry names the server's user), and the service's
+ * startup parameters it cannot pass on (search_path in `options`, statement_timeout) are accepted and
+ * dropped, as a deployment must configure it. PgBouncer refuses to run as root: as root it is started
+ * as `nobody`, who is given the folder.
+ */
+export async function startPgBouncer(
+  port: number,
+  dir: string,
+  databases: string[],
+  settings: string[],
+): Promise<ChildProcess> {
+  const file = path.join(dir, 'pgbouncer.ini')
+  fs.writeFileSync(
+    file,
+    [
+      '[databases]',
+      ...databases,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = any',
+      'pool_mode = transaction',
+      'ignore_startup_parameters = options, statement_timeout',
+      ...settings,
+      `logfile = ${path.join(dir, 'pgbouncer.log')}`,
+      '',
+    ].join('\n'),
+  )
+  const asRoot = process.getuid?.() === 0
+  if (asRoot) {
+    const nobody = spawnSync('id', ['-u', 'nobody'], { encoding: 'utf8' })
+    fs.chownSync(dir, Number(nobody.stdout.trim()), -1)
+  }
+  const child = spawn(pgbouncerBinary!, [...(asRoot ? ['-u', 'nobody'] : []), file], { stdio: 'ignore' })
+  try {
+    await until('pgbouncer to accept connections', async () => {
+      const probe = net.connect(port, '127.0.0.1')
+      return new Promise<boolean>((resolve) => {
+        probe.once('connect', () => resolve(true)).once('error', () => resolve(false))
+      }).finally(() => probe.destroy())
+    })
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return child
+}
+
 /** SIGKILLs a child process (if still running) and waits until it is gone. */
 export async function killProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return

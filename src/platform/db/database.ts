@@ -3,9 +3,11 @@ import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import {
   type DatabaseIntrospector,
+  type DialectAdapter,
   Kysely,
   type LogEvent,
   Migrator,
+  PostgresAdapter,
   PostgresDialect,
   SqliteDialect,
   sql,
@@ -87,6 +89,56 @@ async function ensureSchema(db: Db, schema: string): Promise<void> {
   } catch (err) {
     const code = (err as { code?: unknown }).code
     if (code !== '23505' && code !== '42P06') throw err
+  }
+}
+
+/**
+ * Every query must land in DATABASE_SCHEMA. The service asks for it as a connection parameter
+ * (`-c search_path=…`), which a pooler in transaction mode drops (PgBouncer accepts it only as an
+ * ignored startup parameter): the tables would then be created and read in the role's default schema,
+ * perhaps beside another deployment's. Refused at start instead, naming the fix.
+ */
+async function checkSchema(db: Db, schema: string): Promise<void> {
+  const r = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db)
+  const current = r.rows[0]?.schema ?? null
+  if (current !== schema)
+    throw new Error(
+      `queries would land in schema ${current ?? '(none)'}, not DATABASE_SCHEMA ${schema}: the search_path the service sets was not applied (a pooler such as PgBouncer drops it; set it on the pooler's database entry, connect_query='SET search_path = ${schema}', or on the role: ALTER ROLE … SET search_path = ${schema}; docs/operations.md, "PgBouncer")`,
+    )
+}
+
+/** Kysely's own key, so that a release still on Kysely's lock and this one exclude each other. */
+const MIGRATION_LOCK_ID = 3853314791062309107n
+
+/**
+ * The migrations' lock held by their transaction. Kysely's PostgreSQL lock is a session-level advisory
+ * lock taken and released in statements of their own, before and after the migrations' transaction.
+ * Behind a pooler in transaction mode (PgBouncer) each of those may run on another server connection:
+ * the unlock then misses, the lock stays with one of the pooler's connections, and every later
+ * migration (each instance's start) waits for it, up to an hour. Here `begin` is sent first on the
+ * migration's connection and the lock taken in that transaction, which the transaction Kysely opens next
+ * on the same connection continues (PostgreSQL notes the second `begin` and carries on): lock,
+ * migrations and commit run on one server connection, and the lock ends with the transaction.
+ */
+class TransactionLockAdapter extends PostgresAdapter {
+  override async acquireMigrationLock(db: Kysely<unknown>): Promise<void> {
+    await sql`begin`.execute(db)
+    try {
+      await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(db)
+    } catch (err) {
+      await sql`rollback`.execute(db)
+      throw err
+    }
+  }
+
+  override async releaseMigrationLock(): Promise<void> {
+    // Released by the transaction's commit or rollback.
+  }
+}
+
+class PooledPostgresDialect extends PostgresDialect {
+  override createAdapter(): DialectAdapter {
+    return new TransactionLockAdapter()
   }
 }
 
@@ -174,8 +226,14 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     // already rejected (and answered 503).
     pool.on('error', (err) => onError?.(err))
     pool.on('connect', (client) => client.on('error', () => {}))
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...(log ? { log } : {}) })
-    if (schema !== 'public') await ensureSchema(db, schema)
+    db = new Kysely<Database>({ dialect: new PooledPostgresDialect({ pool }), ...(log ? { log } : {}) })
+    try {
+      if (schema !== 'public') await ensureSchema(db, schema)
+      await checkSchema(db, schema)
+    } catch (err) {
+      await db.destroy()
+      throw databaseUnavailable(url, err)
+    }
     migrationDb = seeingOnly(db, schema)
     readOnly = async () => {
       const r = await sql<{ transaction_read_only: string }>`show transaction_read_only`.execute(db)
