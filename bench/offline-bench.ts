@@ -22,6 +22,7 @@ import { BASELINE_SCOPES } from '../src/identities/grants.js'
 import { loadConfig } from '../src/platform/config.js'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
+import { fillLedger } from '../test/helpers/ledger.js'
 import { hasCommand, pinSelf } from './lib/processes.js'
 
 const TICKETS = Number(process.env.OFFLINE_BENCH_TICKETS ?? 100_000)
@@ -121,34 +122,8 @@ async function feedBench() {
       })
       .returning('id')
       .executeTakeFirstOrThrow()
-    const link = await db
-      .insertInto('holder_links')
-      .values({ event_id: 1, email: 'bench@example.com', created_at: now, updated_at: now })
-      .returning('id')
-      .executeTakeFirstOrThrow()
     const fillStart = performance.now()
-    const uids = Array.from({ length: TICKETS }, () => randomBytes(16).toString('hex'))
-    for (let i = 0; i < TICKETS; i += 1000) {
-      const rows = Array.from({ length: Math.min(1000, TICKETS - i) }, (_, j) => ({
-        uid: uids[i + j]!,
-        event_id: 1,
-        ticket_type_id: type.id,
-        company_ticket_id: `b-${i + j}`,
-        email: 'bench@example.com',
-        balance: 0,
-        promo_balance: 0,
-        access_gate: null,
-        seat_number: null,
-        link_id: link.id,
-        status: 'TRANSFERRED',
-        created_at: now,
-        code_digest: randomBytes(16).toString('base64url').slice(0, 22),
-        feed_seq: i + j + 1,
-      }))
-      // PostgreSQL takes at most 65,535 parameters per statement: 1000 rows of 14 columns fit.
-      await db.insertInto('transfers').values(rows).execute()
-    }
-    await db.updateTable('events').set({ feed_seq: TICKETS }).where('id', '=', 1).execute()
+    const uids = await fillLedger(db, { eventId: 1, ticketTypeId: type.id, count: TICKETS, now })
     const fillMs = performance.now() - fillStart
 
     const token = new JwtCodec({

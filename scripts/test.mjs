@@ -33,6 +33,11 @@ const build = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-
   stdio: 'inherit',
 })
 if (build.status !== 0) process.exit(build.status ?? 1)
+// The scanner page the service serves (dist/scanner-page), as `npm run build` writes it.
+const page = spawnSync(process.execPath, ['packages/scanner/build.mjs', '--page', 'dist/scanner-page'], {
+  stdio: 'inherit',
+})
+if (page.status !== 0) process.exit(page.status ?? 1)
 
 const result = spawnSync(
   process.execPath,

@@ -52,8 +52,9 @@ import { createDummyHash } from './platform/passwords.js'
 import { perMinute } from './platform/rate-limit.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
 import type { SmsSender } from './platform/sms.js'
-import { releaseVersion } from './platform/version.js'
+import { packageRoot, releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
+import { scannerPageRoutes } from './scanner-page/scanner-page.routes.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { checkAnswers } from './tokens/check.js'
@@ -77,6 +78,8 @@ export interface AppDependencies {
   sms?: SmsSender
   /** POST /tokens/verify's limits (VERIFY_LIMITS when absent); tests try others on the route and the lane. */
   verifyLimits?: VerifyLimits
+  /** The built scanner page (dist/scanner-page when absent); tests build it from the sources. */
+  scannerPage?: string
 }
 
 /** The release's version: the one GET / shows, wristband_build_info's and the OpenAPI document's `x-release`. */
@@ -168,6 +171,9 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(webhookRoutes, shared)
   await app.register(ticketRoutes, shared)
   await app.register(holderRoutes, shared)
+  await app.register(scannerPageRoutes, {
+    dir: a.deps.scannerPage ?? path.join(packageRoot(), 'dist', 'scanner-page'),
+  })
 
   // The verify lane in front of Fastify on the same server (tokens/verify-lane.ts); once the listener
   // closed, Fastify answers verify too (its answers close the connection).

@@ -1,7 +1,5 @@
-import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import cookie from '@fastify/cookie'
 import formbody from '@fastify/formbody'
 import fastifyStatic from '@fastify/static'
@@ -16,6 +14,7 @@ import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '..
 import { randomToken } from '../platform/random.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
+import { packageRoot } from '../platform/version.js'
 import { latestFlaggedCodeUses } from '../tickets/tickets.service.js'
 import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
@@ -172,17 +171,6 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, 
       return figuresFor(deps, session.viewer, event_id, stats, webhooks)
     },
   )
-}
-
-/** The package root, found from this file both in src/ (tsx) and in dist/src/ (built). */
-function packageRoot(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url))
-  while (!fs.existsSync(path.join(dir, 'package.json'))) {
-    const up = path.dirname(dir)
-    if (up === dir) throw new Error('package.json not found above the dashboard module')
-    dir = up
-  }
-  return dir
 }
 
 const SignInForm = Type.Object(

@@ -37,12 +37,15 @@ type OpenApi = {
 }
 
 // The documentation's own routes are deliberately not part of the document they serve, and the
-// dashboard's static files (scripts, styles) are files, not operations.
+// dashboard's static files (scripts, styles) and the scanner page's (src/scanner-page) are files, not
+// operations.
 const DOCS_MACHINERY = (url: string) =>
   url === '/openapi.json' ||
   url === '/docs' ||
   url.startsWith('/docs/') ||
-  url.startsWith('/dashboard/assets/')
+  url.startsWith('/dashboard/assets/') ||
+  url === '/scanner' ||
+  url.startsWith('/scanner/')
 
 // GET /tokens/check stands for the other methods and the paths under it that gateways ask with
 // (`/tokens/check/*`, which the route tree prints as `/tokens/check*`); its description says they

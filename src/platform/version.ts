@@ -8,10 +8,21 @@ import path from 'node:path'
  * told apart. The document's `info.version` is the interface's version (src/openapi.ts), not this.
  */
 export function releaseVersion(): string {
-  // src/platform under tsx, dist/src/platform once compiled.
+  const file = path.join(packageRoot(), 'package.json')
+  return fs.existsSync(file)
+    ? (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version
+    : 'unknown'
+}
+
+/**
+ * The folder of the service's package.json (the checkout or the installed package), found from this
+ * module both in src/platform (tsx) and in dist/src/platform (built): the dashboard's assets and the
+ * scanner page are served from below it.
+ */
+export function packageRoot(): string {
   for (const up of ['../..', '../../..']) {
-    const file = path.join(import.meta.dirname, up, 'package.json')
-    if (fs.existsSync(file)) return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version
+    const dir = path.join(import.meta.dirname, up)
+    if (fs.existsSync(path.join(dir, 'package.json'))) return dir
   }
-  return 'unknown'
+  return path.join(import.meta.dirname, '../..')
 }

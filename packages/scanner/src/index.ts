@@ -1,3 +1,9 @@
+export type { CheckinDirection, CheckinRules } from './checkin-rules.js'
+export {
+  IndexedDbStorage,
+  type IndexedDbStorageOptions,
+  openIndexedDbStorage,
+} from './indexeddb.js'
 export {
   type Conflict,
   codeDigest,
@@ -5,13 +11,16 @@ export {
   Scanner,
   ScannerError,
   type ScannerOptions,
+  type ScanOptions,
+  type ScanPlace,
   type ScanResult,
   type SyncReport,
   type TicketCodeClaims,
 } from './scanner.js'
 export { type DeviceCredentials, DeviceSession, parseSetupCode, setUpDevice } from './setup.js'
 export type {
-  LocalUse,
+  CheckinList,
+  LocalScan,
   QueuedScan,
   ScannerMeta,
   ScannerState,

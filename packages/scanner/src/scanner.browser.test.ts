@@ -38,6 +38,21 @@ window.syncNow = () =>
 window.scanNow = (code) => window.scanner.scan(code)
 window.loaded = 'esm'
 </script>`
+/** The same application after its upgrade: the state in IndexedDB, moved there from localStorage once. */
+const IDB_PAGE = `<!doctype html><meta charset="utf-8"><title>scanner</title>
+<script type="module">
+import { Scanner, openIndexedDbStorage } from './scanner.mjs'
+window.make = async (options) => {
+  const storage = await openIndexedDbStorage({ fromLocalStorage: 'scanner' })
+  window.scanner = await Scanner.open({ ...options, storage })
+  return window.scanner.pending
+}
+window.legacy = () => localStorage.getItem('scanner')
+window.syncNow = () =>
+  window.scanner.sync().then((r) => r, (e) => ({ used: [], error: { kind: e.kind, message: e.message } }))
+window.scanNow = (code) => window.scanner.scan(code)
+window.loaded = 'idb'
+</script>`
 const IIFE_PAGE = `<!doctype html><meta charset="utf-8"><title>scanner</title>
 <script src="./scanner.iife.js"></script>
 <script>
@@ -78,6 +93,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         const files: Record<string, [string, string]> = {
           '/': [ESM_PAGE, 'text/html'],
           '/iife.html': [IIFE_PAGE, 'text/html'],
+          '/idb.html': [IDB_PAGE, 'text/html'],
           '/scanner.mjs': [fs.readFileSync(esm, 'utf8'), 'text/javascript'],
           '/scanner.iife.js': [fs.readFileSync(iife, 'utf8'), 'text/javascript'],
         }
@@ -107,12 +123,12 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       /** The page's globals (the functions its script defines). */
       type PageGlobals = {
         loaded?: string
-        make(o: unknown): number
+        make(o: unknown): number | Promise<number>
         save(): void
         syncNow(): Promise<{ used: string[]; error?: { kind: string; message: string } }>
         scanNow(code: string): Promise<Outcome>
       }
-      const open = async (url: string, kind: 'esm' | 'iife') => {
+      const open = async (url: string, kind: 'esm' | 'iife' | 'idb') => {
         await page.goto(url)
         await page.waitForFunction(() => (globalThis as unknown as PageGlobals).loaded !== undefined)
         assert.equal(await page.evaluate(() => (globalThis as unknown as PageGlobals).loaded), kind)
@@ -189,6 +205,48 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         assert.deepEqual(
           browser!.problems.filter((x) => !/Failed to load resource|ERR_INTERNET_DISCONNECTED/.test(x)),
           [],
+        )
+      })
+
+      test('an application that kept the state in localStorage, upgraded to IndexedDB: the state moves over once, scans answer as before, localStorage is cleared', async () => {
+        const type = await newTicketType(t, keys.write)
+        const [a, b] = await Promise.all([1, 2].map(() => newTransfer(t, keys.write, type)))
+        const [codeA, codeB] = await Promise.all([codeOf(a!.company_ticket_id), codeOf(b!.company_ticket_id)])
+        // The application as it was: its state saved as JSON in localStorage (from an empty start).
+        await page.goto(`${PAGE_ORIGIN}/`)
+        await page.evaluate('localStorage.clear()')
+        assert.equal(await open(`${PAGE_ORIGIN}/`, 'esm'), 0)
+        assert.equal((await sync()).error, undefined)
+        await browser!.context.setOffline(true)
+        assert.equal((await scan(codeA)).status, 'VALID')
+        await page.evaluate(() => (globalThis as unknown as PageGlobals).save())
+        const known = JSON.parse((await page.evaluate("localStorage.getItem('scanner')")) as string)
+        assert.equal(known.queue.length, 1)
+
+        // The upgrade: the page loads (online), takes the state over into IndexedDB, and scans offline.
+        await browser!.context.setOffline(false)
+        assert.equal(await open(`${PAGE_ORIGIN}/idb.html`, 'idb'), 1)
+        assert.equal(await page.evaluate("localStorage.getItem('scanner')"), null)
+        await browser!.context.setOffline(true)
+        const again = await scan(codeA)
+        assert.deepEqual([again.status, again.source, again.gate], ['ALREADY_USED', 'device', 'Browser'])
+        assert.equal((await scan(codeB)).status, 'VALID')
+
+        // Loaded again, the state is IndexedDB's alone; then the network returns and both are uploaded.
+        await browser!.context.setOffline(false)
+        assert.equal(await open(`${PAGE_ORIGIN}/idb.html`, 'idb'), 2)
+        assert.equal((await scan(codeB)).status, 'ALREADY_USED')
+        const report = await sync()
+        assert.equal(report.error, undefined)
+        assert.deepEqual(report.used.sort(), [a!.transfer_uid, b!.transfer_uid].sort())
+        const rows = await t.db.db
+          .selectFrom('transfers')
+          .select(['uid', 'status'])
+          .where('uid', 'in', [a!.transfer_uid, b!.transfer_uid])
+          .execute()
+        assert.deepEqual(
+          rows.map((r) => r.status),
+          ['USED', 'USED'],
         )
       })
 

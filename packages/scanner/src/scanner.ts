@@ -1,8 +1,16 @@
 import { base64url, compactVerify, importJWK, type JWK } from 'jose'
 import {
+  type CheckinDirection,
+  type CheckinRuleReason,
+  type CheckinRules,
+  decideCheckin,
+  type PriorScan,
+} from './checkin-rules.js'
+import {
+  type CheckinList,
   KEY_CHARS,
   keyOf,
-  type LocalUse,
+  type LocalScan,
   MemoryStorage,
   type QueuedScan,
   type ScannerMeta,
@@ -13,19 +21,34 @@ import {
   type UsePatch,
 } from './storage.js'
 
+/**
+ * Where a scan was decided, with a service that has check-in lists (and only then): the list's id and
+ * the direction.
+ */
+export interface ScanPlace {
+  checkin_list_id?: number
+  direction?: CheckinDirection
+}
+
 /** What `scan(code)` answers, decided on the device alone. */
 export type ScanResult =
-  | { status: 'VALID'; transfer_uid: string; ticket_uid: string }
-  | {
+  | ({ status: 'VALID'; transfer_uid: string; ticket_uid: string } & ScanPlace)
+  | ({
       status: 'ALREADY_USED'
       transfer_uid: string
-      /** Where the first use is known from: this device (not yet uploaded, or uploaded) or the service. */
+      /** Where the entry that stands in the way is known from: this device's scans or the service. */
       source: 'device' | 'service'
-      /** When (UTC, ISO 8601): the use the service counted, or this device's scan. */
+      /** When (UTC, ISO 8601): the ticket's use the service counted, or this device's entry on the list. */
       used_at: string | null
-      /** Where: the gate of the first use, when known. */
+      /** Where: the gate of that entry, when known. */
       gate: string | null
-    }
+    } & ScanPlace)
+  | ({
+      status: 'REFUSED'
+      transfer_uid: string
+      /** `product`: the ticket's type is not on the list; `invalid_time`: outside the list's windows. */
+      reason: Exclude<CheckinRuleReason, 'already_used'>
+    } & ScanPlace)
   | { status: 'REVOKED'; transfer_uid: string }
   | { status: 'EXPIRED'; transfer_uid: string }
   | { status: 'FORGED'; reason: string }
@@ -44,8 +67,11 @@ export interface SyncReport {
   /** Transfer uids of the scans uploaded and counted as the first use. */
   used: string[]
   conflicts: Conflict[]
-  /** Scans the service refused (NOT_FOUND, FORBIDDEN): kept out of the queue, reported once. */
-  rejected: { transfer_uid: string; status: string }[]
+  /**
+   * Scans this device accepted that the service refused (NOT_FOUND, FORBIDDEN; REFUSED with its `reason`
+   * when the list changed since the last sync): kept out of the queue, reported once.
+   */
+  rejected: { transfer_uid: string; status: string; reason?: string }[]
   /**
    * Uploads the service recorded with a flag: `clock_adjusted` (the scan time lay outside its window, or
    * before the ticket existed, and the service's time was recorded instead), `revoked_code` (a re-issued
@@ -68,6 +94,10 @@ export interface ScannerOptions {
   token: string | (() => string | Promise<string>)
   /** Gate recorded with each scan: 1 to 100 characters, no NUL (the service refuses others). */
   gate?: string
+  /** The check-in list scans are on (an id of `checkinLists`); absent: the event's default list. */
+  listId?: number
+  /** `entry` (the default) or `exit`; exits need a service with check-in lists. */
+  direction?: CheckinDirection
   /** Restores a state from `exportState()` (the in-memory storage). */
   state?: ScannerState
   /**
@@ -104,6 +134,35 @@ export class ScannerError extends Error {
   override readonly name = 'ScannerError'
 }
 
+/** What one scan may say beyond the code, instead of the scanner's options. */
+export interface ScanOptions {
+  /** The gate of this scan (the same rules as the scanner's `gate`). */
+  gate?: string
+  listId?: number
+  direction?: CheckinDirection
+}
+
+/**
+ * The rules of a service without check-in lists: the specification's single use (the rules of every
+ * event's default list).
+ */
+const SINGLE_USE: CheckinRules = {
+  ticket_type_ids: null,
+  allow_multiple_entries: false,
+  allow_entry_after_exit: false,
+  windows: null,
+  exit_all_at: null,
+}
+
+/**
+ * The service refuses an upload whose gate is not 1 to 100 characters or holds a NUL, as a whole: every
+ * sync would be refused and the scans stay queued. Such a gate is refused here, before any scan.
+ */
+function checkGate(gate: string | undefined): void {
+  if (gate !== undefined && ([...gate].length < 1 || [...gate].length > 100 || gate.includes('\0')))
+    throw new TypeError('gate must be 1 to 100 characters, without NUL (U+0000)')
+}
+
 /**
  * The JOSE `typ` of ticket codes (codes issued before it existed have none). The service's edge key also
  * signs offline tokens, with another `typ`: a token is never taken for a code.
@@ -122,7 +181,14 @@ export async function codeDigest(code: string): Promise<string> {
 const DIGEST_CHARS = 22
 
 /** A page of the scan-sync feed: the compact encoding this scanner asks for, or the object form. */
-type FeedPage = { key_ids: string[]; cursor: string; has_more: boolean } & (
+type FeedPage = {
+  key_ids: string[]
+  cursor: string
+  has_more: boolean
+  /** From a service with check-in lists: the event's time zone and its lists as they are now. */
+  timezone?: string
+  checkin_lists?: CheckinList[]
+} & (
   | {
       format: 'columns'
       count: number
@@ -174,6 +240,9 @@ interface UploadResult {
   status: string
   used_timestamp?: string
   used_at?: string
+  /** From a service with check-in lists: whether this accepted scan made the ticket USED. */
+  first_use?: boolean
+  reason?: string
   clock_adjusted?: true
   revoked_code?: true
   unknown_code?: true
@@ -263,6 +332,11 @@ export class Scanner {
   private knownCount: number
   /** Added to the device's time: the service's time as estimated from its Date header at each sync. */
   private clockOffsetMs: number
+  /** The event's time zone and check-in lists, from the feed (undefined from a service without lists). */
+  private timezone: string | undefined
+  private lists: CheckinList[] | undefined
+  /** Formats instants as the event's local time (Intl formatters are costly to make). */
+  private readonly formatters = new Map<string, Intl.DateTimeFormat>()
   /**
    * The storage is read and written by one step at a time (a scan, a feed page, an upload's answer), so
    * two scans of one code at once cannot both find it unused, and a sync never overwrites a scan.
@@ -284,11 +358,7 @@ export class Scanner {
     this.now = opts.now ?? Date.now
     this.fetchFn = opts.fetch ?? globalThis.fetch.bind(globalThis)
     this.digest = opts.digest ?? codeDigest
-    // The service refuses an upload whose gate is not 1 to 100 characters or holds a NUL, as a whole:
-    // every sync would be refused and the scans stay queued. Such a gate is refused here, at set-up.
-    const gate = opts.gate
-    if (gate !== undefined && ([...gate].length < 1 || [...gate].length > 100 || gate.includes('\0')))
-      throw new TypeError('gate must be 1 to 100 characters, without NUL (U+0000)')
+    checkGate(opts.gate)
     if (opts.storage && !stored)
       throw new TypeError('a scanner with a storage is opened with `await Scanner.open(options)`')
     const memory = opts.storage ? undefined : new MemoryStorage(opts.state)
@@ -301,6 +371,8 @@ export class Scanner {
     this.queue = s.queue
     this.knownCount = s.known
     this.clockOffsetMs = s.meta?.clock_offset_ms ?? 0
+    this.timezone = s.meta?.timezone
+    this.lists = s.meta?.checkin_lists
     this.importKeys()
   }
 
@@ -317,6 +389,8 @@ export class Scanner {
       cursor: this.cursor,
       keys: this.jwks,
       clock_offset_ms: this.clockOffsetMs,
+      ...(this.timezone !== undefined ? { timezone: this.timezone } : {}),
+      ...(this.lists !== undefined ? { checkin_lists: this.lists } : {}),
     }
   }
 
@@ -344,11 +418,44 @@ export class Scanner {
     return this.storage.export(this.opts.eventId)
   }
 
-  scan(presented: string): Promise<ScanResult> {
-    return this.inTurn(() => this.decide(presented.trim()))
+  /** The event's check-in lists as last synced (empty from a service without lists). */
+  get checkinLists(): readonly CheckinList[] {
+    return this.lists ?? []
   }
 
-  private async decide(code: string): Promise<ScanResult> {
+  /**
+   * Decides on a presented code offline, on the scanner's list and direction or those of `options`.
+   * An accepted scan (VALID) is queued for upload and counts for the check-in rules from then on; with a
+   * service that has check-in lists, a scan refused by them or a revoked code is queued too (the service
+   * keeps refused scans: who, where, when, why). Throws TypeError for a list the scanner does not know.
+   */
+  scan(presented: string, options: ScanOptions = {}): Promise<ScanResult> {
+    checkGate(options.gate)
+    const how = {
+      gate: options.gate ?? this.opts.gate,
+      listId: options.listId ?? this.opts.listId,
+      direction: options.direction ?? this.opts.direction ?? 'entry',
+    }
+    return this.inTurn(() => this.decide(presented.trim(), how))
+  }
+
+  /** The list a scan is on: undefined without lists; the default list when none is named. */
+  private listOf(listId: number | undefined, direction: CheckinDirection): CheckinList | undefined {
+    if (!this.lists) {
+      if (listId !== undefined || direction !== 'entry')
+        throw new TypeError('the service has no check-in lists (or the scanner has not synced yet)')
+      return undefined
+    }
+    const list = this.lists.find((l) => (listId === undefined ? l.is_default : l.id === listId))
+    if (!list) throw new TypeError(`no check-in list ${listId ?? '(default)'} at this event`)
+    return list
+  }
+
+  private async decide(
+    code: string,
+    how: { gate: string | undefined; listId: number | undefined; direction: CheckinDirection },
+  ): Promise<ScanResult> {
+    const list = this.listOf(how.listId, how.direction)
     const claims = readTicketCode(code)
     if (!claims) return { status: 'FORGED', reason: 'not a ticket code' }
     const key = keyOf(claims.t)
@@ -368,43 +475,78 @@ export class Scanner {
     }
     if (claims.e !== this.opts.eventId)
       return { status: 'WRONG_EVENT', transfer_uid: claims.t, event_id: claims.e }
-    if (known && claims.n < known.v) return { status: 'REVOKED', transfer_uid: claims.t }
     const now = this.correctedNow()
-    if (claims.exp * 1000 < now) return { status: 'EXPIRED', transfer_uid: claims.t }
-    if (known?.u != null)
-      return {
-        status: 'ALREADY_USED',
-        transfer_uid: claims.t,
-        source: 'service',
-        used_at: known.u,
-        gate: known.g,
-      }
-    if (local)
-      return {
-        status: 'ALREADY_USED',
-        transfer_uid: claims.t,
-        source: 'device',
-        used_at: local.at,
-        gate: local.gate,
-      }
-    const usedAt = new Date(now).toISOString()
+    const at = new Date(now).toISOString()
+    const place: ScanPlace = list ? { checkin_list_id: list.id, direction: how.direction } : {}
     const queued: QueuedScan = {
       transfer_uid: claims.t,
-      used_at: usedAt,
-      ...(this.opts.gate !== undefined ? { access_gate: this.opts.gate } : {}),
+      used_at: at,
+      ...(how.gate !== undefined ? { access_gate: how.gate } : {}),
       version: claims.n,
+      ...(list ? { ...place, nonce: newNonce() } : {}),
     }
-    const use: LocalUse = { at: usedAt, gate: this.opts.gate ?? null }
-    // A ticket issued after the last sync is kept with its code's version: an older code of it is REVOKED.
-    await this.storage.recordScan(
-      key,
-      use,
-      queued,
-      known ? undefined : { v: claims.n, d: null, u: null, g: null },
-    )
-    this.queue.push(queued)
-    if (!known) this.knownCount++
-    return { status: 'VALID', transfer_uid: claims.t, ticket_uid: claims.k }
+    /** A refusal is recorded for upload where the service keeps refused scans (it has lists). */
+    const refuse = async (reason: string) => {
+      if (!list) return
+      await this.storage.recordScan(key, { ...queued, reason })
+      this.queue.push({ ...queued, reason })
+    }
+    if (known && claims.n < known.v) {
+      await refuse('revoked')
+      return { status: 'REVOKED', transfer_uid: claims.t }
+    }
+    if (claims.exp * 1000 < now) return { status: 'EXPIRED', transfer_uid: claims.t }
+
+    // This list's accepted scans: this device's, and the ticket's use the service reported where that
+    // can only have been an entry on this list: the default list of an event without others (the feed
+    // tells a ticket's first use, not on which list).
+    const listKey = list && !list.is_default ? list.id : null
+    const onlyList = !this.lists || this.lists.length === 1
+    const serviceUse = listKey === null && onlyList && known?.u != null ? known.u : undefined
+    const prior: PriorScan[] = []
+    if (serviceUse !== undefined)
+      prior.push({ direction: 'entry', at: this.localTime(Date.parse(serviceUse)) })
+    const mine = local.filter((l) => l.list === listKey)
+    for (const l of mine) prior.push({ direction: l.direction, at: this.localTime(Date.parse(l.at)) })
+    const decision = decideCheckin(list ?? SINGLE_USE, claims.k, prior, how.direction, this.localTime(now))
+    if (decision.accepted) {
+      const scan: LocalScan = { at, gate: how.gate ?? null, list: listKey, direction: how.direction }
+      // A ticket issued after the last sync is kept with its code's version: an older code is REVOKED.
+      const ticket = known ? undefined : { v: claims.n, d: null, u: null, g: null }
+      await this.storage.recordScan(key, queued, [...local, scan], ticket)
+      this.queue.push(queued)
+      if (!known) this.knownCount++
+      return { status: 'VALID', transfer_uid: claims.t, ticket_uid: claims.k, ...place }
+    }
+    await refuse(decision.reason)
+    if (decision.reason !== 'already_used')
+      return { status: 'REFUSED', transfer_uid: claims.t, reason: decision.reason, ...place }
+    // The entry in the way: the service's use, else this device's latest entry on the list.
+    const entry = mine.findLast((l) => l.direction === 'entry')
+    return {
+      status: 'ALREADY_USED',
+      transfer_uid: claims.t,
+      ...(serviceUse !== undefined
+        ? { source: 'service', used_at: serviceUse, gate: known?.g ?? null }
+        : { source: 'device', used_at: entry?.at ?? null, gate: entry?.gate ?? null }),
+      ...place,
+    }
+  }
+
+  /**
+   * An instant as the event's local time, `YYYY-MM-DDTHH:MM:SS`, which the check-in rules compare (a
+   * service without lists gives no time zone; its single use compares no times, and UTC serves).
+   */
+  private localTime(ms: number): string {
+    const timeZone = this.timezone
+    if (timeZone === undefined) return new Date(ms).toISOString().slice(0, 19)
+    let f = this.formatters.get(timeZone)
+    if (!f) {
+      // Swedish writes date and time as ISO 8601 does, a space between them: `2027-07-16 23:00:00`.
+      f = new Intl.DateTimeFormat('sv-SE', { timeZone, dateStyle: 'short', timeStyle: 'medium' })
+      this.formatters.set(timeZone, f)
+    }
+    return f.format(ms).replace(' ', 'T')
   }
 
   /**
@@ -439,25 +581,39 @@ export class Scanner {
       const uses: [string, UsePatch][] = []
       body.results.forEach((r, i) => {
         const scan = batch[i]!
-        if (r.status === 'USED' || r.status === 'ALREADY_USED') {
-          const patch: UsePatch = r.used_at === undefined ? {} : { u: r.used_at }
-          if (r.status === 'USED') patch.g = scan.access_gate ?? null
-          uses.push([keyOf(r.transfer_uid), patch])
-          if (r.status === 'USED') report.used.push(r.transfer_uid)
-          else
-            report.conflicts.push({
-              transfer_uid: r.transfer_uid,
-              scanned_at: scan.used_at,
-              used_at: r.used_at ?? null,
-            })
-          if (r.status === 'USED' && (r.clock_adjusted || r.revoked_code || r.unknown_code))
+        // A refusal this device made offline is recorded as one by the service: nothing to report.
+        if (scan.reason !== undefined) return
+        const key = keyOf(r.transfer_uid)
+        if (r.status === 'USED') {
+          // The ticket's first use: every USED of a service without lists, `first_use` of one with them
+          // (an exit, or an entry after the first, is accepted without being the first use).
+          if (r.first_use !== false) {
+            uses.push([
+              key,
+              { ...(r.used_at !== undefined ? { u: r.used_at } : {}), g: scan.access_gate ?? null },
+            ])
+            report.used.push(r.transfer_uid)
+          }
+          if (r.clock_adjusted || r.revoked_code || r.unknown_code)
             report.flagged.push({
               transfer_uid: r.transfer_uid,
               ...(r.clock_adjusted ? { clock_adjusted: true } : {}),
               ...(r.revoked_code ? { revoked_code: true } : {}),
               ...(r.unknown_code ? { unknown_code: true } : {}),
             })
-        } else report.rejected.push({ transfer_uid: r.transfer_uid, status: r.status })
+        } else if (r.status === 'ALREADY_USED') {
+          if (r.used_at !== undefined) uses.push([key, { u: r.used_at }])
+          report.conflicts.push({
+            transfer_uid: r.transfer_uid,
+            scanned_at: scan.used_at,
+            used_at: r.used_at ?? null,
+          })
+        } else
+          report.rejected.push({
+            transfer_uid: r.transfer_uid,
+            status: r.status,
+            ...(r.reason !== undefined ? { reason: r.reason } : {}),
+          })
       })
       await this.inTurn(async () => {
         await this.storage.applyUploads(batch.length, uses)
@@ -480,7 +636,11 @@ export class Scanner {
       keyIds = page.key_ids
       await this.inTurn(async () => {
         this.cursor = page.cursor
-        this.knownCount = (await this.storage.applyFeed(ticketsOf(page), this.meta())).known
+        if (page.checkin_lists !== undefined) {
+          this.lists = page.checkin_lists
+          this.timezone = page.timezone
+        }
+        await this.storage.applyFeed(ticketsOf(page), this.meta())
       })
       report.changes += page.format === 'columns' ? page.count : page.tickets.length
       if (!page.has_more && !inSnapshot) break
@@ -496,7 +656,10 @@ export class Scanner {
     const offset = clock.offset()
     if (offset !== undefined) this.clockOffsetMs = offset
     report.clockOffsetMs = this.clockOffsetMs
-    await this.inTurn(() => this.storage.saveMeta(this.meta()))
+    await this.inTurn(async () => {
+      await this.storage.saveMeta(this.meta())
+      this.knownCount = await this.storage.count()
+    })
     return report
   }
 
@@ -596,4 +759,9 @@ class OffsetEstimate {
     // server may cache its Date text for a second) is left alone.
     return low - DATE_SLACK_MS <= 0 && 0 <= high + DATE_SLACK_MS ? 0 : Math.round((low + high) / 2)
   }
+}
+
+/** 128 random bits, base64url: a scan's nonce, unique across devices without asking anyone. */
+function newNonce(): string {
+  return base64url.encode(globalThis.crypto.getRandomValues(new Uint8Array(16)))
 }
