@@ -3,7 +3,9 @@
 # (exposure at most 3.0) on the systemd unit, `nginx -t` on the nginx example (inside a minimal
 # nginx.conf, with a throw-away certificate in place of the example's), `haproxy -c` on the HAProxy
 # configuration, `nginx -t` and `caddy validate` on the gateway recipes of deploy/gateways/
-# (test/gateways runs them too). A tool that is missing is
+# (test/gateways runs them too), `promtool check rules` and `promtool test rules` on the alert rules of
+# deploy/prometheus/ (src/metrics/deploy-queries.test.ts runs them too, and checks every metric their
+# queries and the Grafana dashboard's read against a real scrape). A tool that is missing is
 # skipped with a loud note (scripts/ci-system-deps.sh installs them from Debian's packages).
 # `promtool check metrics` runs in the test suite (src/metrics/promtool.test.ts), on a real scrape.
 set -euo pipefail
@@ -115,6 +117,26 @@ if command -v haproxy >/dev/null; then
   fi
 else
   skipped haproxy deploy/haproxy.cfg haproxy
+fi
+
+if command -v promtool >/dev/null; then
+  if out="$(promtool check rules deploy/prometheus/alerts.yml 2>&1)"; then
+    echo "ok: promtool check rules deploy/prometheus/alerts.yml ($(grep -o '[0-9]* rules found' <<<"$out"))"
+  else
+    echo "!! promtool check rules deploy/prometheus/alerts.yml:"
+    echo "$out"
+    failed=1
+  fi
+  # The test file names alerts.yml relative to itself.
+  if out="$(cd deploy/prometheus && promtool test rules alerts.test.yml 2>&1)"; then
+    echo "ok: promtool test rules deploy/prometheus/alerts.test.yml"
+  else
+    echo "!! promtool test rules deploy/prometheus/alerts.test.yml:"
+    echo "$out"
+    failed=1
+  fi
+else
+  skipped promtool deploy/prometheus/alerts.yml prometheus
 fi
 
 exit "$failed"

@@ -140,7 +140,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   // What most features are built on; a plugin takes the parts its options name.
   const shared = { ...platform, ...core, clock, config, metrics }
   // Retention: old rows deleted in small batches by an hourly job (src/retention/retention.ts).
-  await startRetention(jobs, { db, clock, log: app.log, config })
+  await startRetention(jobs, { db, clock, log: app.log, config }, metrics)
 
   // The features.
   await app.register(healthRoutes, { logLevel: config.LOG_LEVEL })

@@ -2,11 +2,13 @@ import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
 import { forEachBackend, STANDARD_SEED, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { sample } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
 import { claimLink } from '../holder/holder.store.js'
 import { RETENTION_BATCH, RETENTION_INTERVAL_MS } from './retention.js'
 
 const DAY = 86_400_000
+const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
 
 /**
  * The retention job deletes what has served its time, in batches, and nothing else: old finished
@@ -202,4 +204,63 @@ forEachBackend(
     })
   },
   { JOBS_POLL_MS: '20' },
+)
+
+/**
+ * `wristband_retention_lag_seconds`, through a scrape: 0 while the next run is ahead; how long a due run
+ * has waited when no runner takes it (here: held by a runner that hangs); after the last run failed for
+ * good and nothing is queued, the time since that failure. The alert "retention lag" reads it.
+ */
+forEachBackend(
+  httpBackends,
+  'retention lag metric',
+  (ctx) => {
+    let t: TestApp
+    before(() => {
+      t = ctx()
+    })
+    const HOUR = 3_600_000
+    const lag = async () => {
+      const res = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
+      assert.equal(res.statusCode, 200)
+      return sample(res.body, 'wristband_retention_lag_seconds')
+    }
+    const queued = () =>
+      t.db.db
+        .updateTable('jobs')
+        .where('dedupe_key', '=', 'retention')
+        .where('done_at', 'is', null)
+        .where('failed_at', 'is', null)
+
+    test('0 while the next run is ahead, then how late a due run is, then the time since a final failure', async () => {
+      // The run queued at start has run and queued the next one an hour on.
+      await until('the first retention run queued the next', async () => {
+        const row = await t.db.db
+          .selectFrom('jobs')
+          .select('run_at')
+          .where('dedupe_key', '=', 'retention')
+          .where('done_at', 'is', null)
+          .executeTakeFirst()
+        return row !== undefined && Number(row.run_at) > t.clock.now()
+      })
+      assert.equal(await lag(), 0)
+
+      t.clock.freeze()
+      try {
+        const now = t.clock.now()
+        await queued()
+          .set({ run_at: now - 3 * HOUR, locked_until: now + 10 * HOUR })
+          .execute()
+        assert.equal(await lag(), 3 * 3600, 'due three hours ago, held by a runner that hangs')
+
+        await queued()
+          .set({ failed_at: now - 2 * HOUR, dedupe_key: null, locked_until: null, last_error: 'boom' })
+          .execute()
+        assert.equal(await lag(), 2 * 3600, 'failed for good two hours ago, nothing queued')
+      } finally {
+        t.clock.thaw()
+      }
+    })
+  },
+  { JOBS_POLL_MS: '20', METRICS_TOKEN },
 )

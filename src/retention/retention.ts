@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { pruneAudit } from '../audit/audit.store.js'
 import { pruneSetupCodes } from '../devices/setup-codes.store.js'
 import { pruneClaimedLinkTokens } from '../holder/holder.store.js'
+import type { Metrics } from '../metrics/metrics.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
@@ -10,6 +11,7 @@ import {
   type JobHandler,
   type JobRunner,
   pruneFinishedJobs,
+  recurringJobLagMs,
   releaseDedupeKey,
 } from '../platform/jobs/jobs.js'
 import { pruneExpiredRefresh } from '../tokens/refresh.store.js'
@@ -97,8 +99,25 @@ export async function scheduleRetention({ db, clock }: Pick<RetentionDeps, 'db' 
   await enqueue(db, clock.now(), { kind: RETENTION_JOB, payload: {}, runAt, dedupeKey: RETENTION_JOB })
 }
 
-/** Registers the job and queues its first run (now, unless a run is queued already). */
-export async function startRetention(jobs: JobRunner, deps: RetentionDeps): Promise<void> {
+/**
+ * Registers the job and queues its first run (now, unless a run is queued already), and exports how
+ * late retention is, `wristband_retention_lag_seconds`, read from the jobs table at scrape time (every
+ * instance of a fleet reads the same row, whichever of them runs the job): 0 while the next run is
+ * ahead, growing while a due run does not happen or after the last one failed for good.
+ */
+export async function startRetention(
+  jobs: JobRunner,
+  deps: RetentionDeps,
+  metrics: Pick<Metrics, 'gauge' | 'onCollect'>,
+): Promise<void> {
   jobs.register(RETENTION_JOB, retentionJob(deps))
   await scheduleRetention(deps, deps.clock.now())
+  const lag = metrics.gauge({
+    name: 'wristband_retention_lag_seconds',
+    help: 'How late the retention job is: 0 while its next run is ahead, else seconds since it was due or since its last run failed for good',
+    aggregator: 'max',
+  })
+  metrics.onCollect(async () =>
+    lag.set((await recurringJobLagMs(deps.db, RETENTION_JOB, RETENTION_JOB, deps.clock.now())) / 1000),
+  )
 }

@@ -283,3 +283,36 @@ export async function pruneFinishedJobs(db: Db, before: number, limit: number): 
   }
   return n
 }
+
+/**
+ * How late a recurring job (one that queues its next run under `dedupeKey`) is, in ms: 0 while its next
+ * run is in the future; how long it has been due when it has not run (the runners stopped, or it keeps
+ * being retried); and, when no run is queued at all (its last run failed for good, or finished without
+ * queuing the next), the time since that last run ended. The queued run is found by the unique
+ * dedupe key; only when there is none is the newest job of `kind` looked for. 0 when it never ran.
+ */
+export async function recurringJobLagMs(
+  db: Db,
+  kind: string,
+  dedupeKey: string,
+  now: number,
+): Promise<number> {
+  const queued = await db
+    .selectFrom('jobs')
+    .select('run_at')
+    .where('dedupe_key', '=', dedupeKey)
+    .where('done_at', 'is', null)
+    .where('failed_at', 'is', null)
+    .executeTakeFirst()
+  if (queued) return Math.max(0, now - Number(queued.run_at))
+  const last = await db
+    .selectFrom('jobs')
+    .select(['run_at', 'done_at', 'failed_at'])
+    .where('kind', '=', kind)
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst()
+  if (!last) return 0
+  const ended = last.failed_at ?? last.done_at
+  return Math.max(0, now - Number(ended ?? last.run_at))
+}
