@@ -40,6 +40,7 @@ import {
 } from './passkeys/passkeys.service.js'
 import { passwordResetRoutes } from './password-reset/password-reset.routes.js'
 import { createBackoff } from './platform/backoff.js'
+import { IPV6_PREFIX_BITS } from './platform/client-address.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { createHttpApp, registerHttp, registerRateLimits } from './platform/http.js'
@@ -346,6 +347,21 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
     onLimited: (ip, route) =>
       void audit.record({ kind: 'rate_limit_hit', ip, outcome: 'denied', detail: { route } }),
   })
+  // The limits' settings that decide who shares a budget, visible beside the refusals they cause.
+  a.metrics
+    .gauge({
+      name: 'wristband_rate_limit_ipv6_prefix_bits',
+      help: 'Per-address limits count an IPv6 caller by this prefix of its address (64: a /64 shares one budget)',
+      aggregator: 'max',
+    })
+    .set(IPV6_PREFIX_BITS)
+  a.metrics
+    .gauge({
+      name: 'wristband_sms_global_limit_per_minute',
+      help: 'SMS_GLOBAL_RATE_LIMIT: text messages a minute the fleet sends; past it wristband_sms_sends_total{outcome="refused"}',
+      aggregator: 'max',
+    })
+    .set(a.config.SMS_GLOBAL_RATE_LIMIT)
   await registerSecurityHeaders(app, a.config.CORS_ORIGINS)
   // Large JSON answers (lists, the scanner feed) compressed as the client accepts; small ones (verify's,
   // which its fast lane answers before Fastify anyway) are not worth it. Brotli at a quality that keeps

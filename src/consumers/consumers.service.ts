@@ -14,7 +14,7 @@ import {
 import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import type { SmsSender } from '../platform/sms.js'
+import { SmsBudgetSpentError, type SmsSender } from '../platform/sms.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 import {
   type CustomerRecord,
@@ -109,9 +109,15 @@ export class ConsumerService {
     const code = await this.codes.issue('login', phone)
     const known = await findCustomerCredentials(this.deps.db, phone)
     if (!known) return
+    // Sent after the answer, which must not tell a registered phone: a text over the fleet's budget
+    // (SMS_GLOBAL_RATE_LIMIT) is dropped here and counted (wristband_sms_sends_total{outcome="refused"}).
     const delivery = this.deps.sms
       .send({ to: phone, text: codeMessage(code) })
-      .catch((err: unknown) => this.deps.log.error({ err }, 'SMS delivery of a sign-in code failed'))
+      .catch((err: unknown) =>
+        err instanceof SmsBudgetSpentError
+          ? this.deps.log.warn('SMS_GLOBAL_RATE_LIMIT spent: a sign-in code was not sent')
+          : this.deps.log.error({ err }, 'SMS delivery of a sign-in code failed'),
+      )
       .finally(() => this.deliveries.delete(delivery))
     this.deliveries.add(delivery)
   }
@@ -138,6 +144,8 @@ export class ConsumerService {
     try {
       await this.deps.sms.send({ to: phone, text: codeMessage(code) })
     } catch (err) {
+      // The fleet's SMS budget (SMS_GLOBAL_RATE_LIMIT) is spent: 429, as the caller's own limits answer.
+      if (err instanceof SmsBudgetSpentError) throw err
       this.deps.log.error({ err }, 'SMS delivery of a verification code failed')
       throw new ServiceUnavailableError('The SMS could not be sent; try again later')
     }

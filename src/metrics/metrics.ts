@@ -166,7 +166,7 @@ export function createMetrics(build: { version: string } = { version: 'unknown' 
   })
   const smsSends = new Counter({
     name: 'wristband_sms_sends_total',
-    help: 'Text messages handed to the SMS transport, by outcome (sent, failed)',
+    help: 'Text messages handed to the SMS transport, by outcome (sent, failed; refused: over SMS_GLOBAL_RATE_LIMIT, not handed over)',
     labelNames: ['outcome'] as const,
     registers,
   })

@@ -421,6 +421,11 @@ export const settings = {
     '2',
     integer(0, 10),
   ),
+  SMS_GLOBAL_RATE_LIMIT: setting(
+    'Text messages per minute the whole fleet sends (sign-in and verification codes, to any number, for any caller), besides the per-number and per-address limits; past it code requests answer 429 (Redis counts it across instances when REDIS_URL is set)',
+    '600',
+    integer(1, 1_000_000),
+  ),
   WEBHOOK_ALLOW_PRIVATE: setting('Allow webhook receivers on loopback or private addresses', 'false', bool),
   WEBHOOK_RETRY_SCHEDULE: setting(
     'Seconds between webhook attempts',

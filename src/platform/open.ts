@@ -7,8 +7,9 @@ import { type DatabaseHandle, type Db, openDatabase, servicePoolOptions } from '
 import { createHttpClient, type HttpClient } from './http-client.js'
 import { JobRunner } from './jobs/jobs.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './mail.js'
+import { memoryCounters, redisCounters } from './rate-limit.js'
 import { connectRedis, createRedis } from './redis.js'
-import { createSmsSender, type SmsSender } from './sms.js'
+import { budgetedSmsSender, createSmsSender, type SmsSender } from './sms.js'
 import { databaseUnavailable } from './startup.js'
 
 /** What the platform counts (the app's metrics registry fits it). */
@@ -16,7 +17,8 @@ export interface PlatformCounters {
   dbErrors: { inc(): void }
   redisErrors: { inc(): void }
   mailSends: { inc(labels: { outcome: 'sent' | 'failed' }): void }
-  smsSends: { inc(labels: { outcome: 'sent' | 'failed' }): void }
+  /** `refused`: over SMS_GLOBAL_RATE_LIMIT, never handed to the transport. */
+  smsSends: { inc(labels: { outcome: 'sent' | 'failed' | 'refused' }): void }
 }
 
 export interface OpenOptions {
@@ -115,7 +117,12 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
       jobs.runDue().catch((err) => log.warn({ err: { message: (err as Error).message } }, 'job run failed'))
     },
     mail,
-    sms: counted(sms, counters.smsSends),
+    // The fleet's budget first: a refused text is never handed to the transport.
+    sms: budgetedSmsSender(counted(sms, counters.smsSends), {
+      perMinute: config.SMS_GLOBAL_RATE_LIMIT,
+      counters: redis ? redisCounters(redis, `${config.REDIS_PREFIX}sms-global|`) : memoryCounters(clock, 1),
+      onRefused: () => counters.smsSends.inc({ outcome: 'refused' }),
+    }),
     http,
   }
 }

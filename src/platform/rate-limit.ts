@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Redis } from 'ioredis'
+import { addressKey } from './client-address.js'
 import type { Clock } from './clock.js'
 import { TooManyRequestsError } from './errors.js'
 
@@ -395,7 +396,7 @@ export interface RateLimits {
 /**
  * Per-address, per-route limits. A route opts in with `config: perMinute(n)`; its limit is checked in
  * an `onRequest` hook, before the body is read. The address is `request.ip`, which Fastify takes from
- * X-Forwarded-For as TRUST_PROXY allows. Every limited answer carries `x-ratelimit-limit`,
+ * X-Forwarded-For as TRUST_PROXY allows, counted under its `addressKey` (an IPv6 address by its /64). Every limited answer carries `x-ratelimit-limit`,
  * `-remaining` and `-reset`; a refusal is 429 with `Retry-After`. When the counter store fails (Redis
  * unreachable) the request goes through without the headers; the Redis client logs the outage once.
  *
@@ -462,12 +463,14 @@ export function registerRateLimit(app: FastifyInstance, opts: RateLimitOptions):
         const limiter = byCredential
         Promise.resolve(credential.of(request)).then(
           (id) =>
-            id === undefined ? count(routeLimiter, ip, reply, ip, done) : count(limiter, id, reply, ip, done),
+            id === undefined
+              ? count(routeLimiter, addressKey(ip), reply, ip, done)
+              : count(limiter, id, reply, ip, done),
           (err: Error) => done(err),
         )
         return
       }
-      count(routeLimiter, ip, reply, ip, done)
+      count(routeLimiter, addressKey(ip), reply, ip, done)
     }
     const existing = route.onRequest
     route.onRequest =

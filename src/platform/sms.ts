@@ -3,7 +3,9 @@ import path from 'node:path'
 import { Agent, RetryAgent, request } from 'undici'
 import type { Clock } from './clock.js'
 import type { Config } from './config.js'
+import { TooManyRequestsError } from './errors.js'
 import { randomToken } from './random.js'
+import { type CounterStore, resetSeconds } from './rate-limit.js'
 
 export interface SmsMessage {
   /** E.164 number. */
@@ -110,4 +112,37 @@ export function createSmsSender(
       retries: config.SMS_WEBHOOK_RETRIES,
     })
   return { ...outboxSmsSender(path.join(config.DATA_DIR, 'outbox', 'sms'), clock), close: async () => {} }
+}
+
+/** The fleet's SMS budget is spent: no text goes out until the minute's window ends. */
+export class SmsBudgetSpentError extends TooManyRequestsError {
+  constructor(limit: number, retryAfterSeconds: number) {
+    super(limit, retryAfterSeconds, 'Too many text messages are being sent; try again in a minute')
+  }
+}
+
+/**
+ * SMS_GLOBAL_RATE_LIMIT: at most `perMinute` texts a minute from the whole fleet, whoever asks for them
+ * and to whichever numbers, besides the per-number and per-address limits (a botnet of many addresses
+ * asking for codes to many numbers would otherwise spend the SMS bill). `counters` are exact across the
+ * fleet in Redis when it is configured, in process otherwise; a counter store that fails (Redis
+ * unreachable) lets the text through, as every limit fails open. A refused text rejects with
+ * SmsBudgetSpentError (429) before the transport is asked, and `onRefused` is told.
+ */
+export function budgetedSmsSender(
+  sender: SmsSender,
+  budget: { perMinute: number; counters: CounterStore; onRefused: () => void },
+): SmsSender {
+  const windowMs = 60_000
+  return {
+    async send(message) {
+      const hit = budget.counters.hit('all', windowMs)
+      const [count, resetInMs] = typeof hit === 'number' ? [hit, budget.counters.resetInMs] : await hit
+      if (count > budget.perMinute) {
+        budget.onRefused()
+        throw new SmsBudgetSpentError(budget.perMinute, resetSeconds(resetInMs))
+      }
+      await sender.send(message)
+    },
+  }
 }

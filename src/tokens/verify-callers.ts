@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { addressKey } from '../platform/client-address.js'
 import { applyCount, type RouteLimiter } from '../platform/rate-limit.js'
 
 /**
@@ -71,7 +72,9 @@ export function verifyCallers(deps: {
     return as(ip, await lookup.fetch(apiKey))
   }
   return {
-    count(ip, apiKey) {
+    count(address, apiKey) {
+      // Every budget per address counts an IPv6 caller by its /64 (platform/client-address.ts).
+      const ip = addressKey(address)
       if (apiKey === undefined) return hit(anonymous, ip)
       const known = lookup.known(apiKey)
       if (known === undefined) return lookedUp(ip, apiKey)
