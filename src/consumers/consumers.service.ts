@@ -14,7 +14,7 @@ import {
 import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import { SmsBudgetSpentError, type SmsSender } from '../platform/sms.js'
+import type { BudgetedSmsSender } from '../platform/sms.js'
 import type { TokenResponse, TokenService } from '../tokens/token.service.js'
 import {
   type CustomerRecord,
@@ -46,7 +46,7 @@ export interface ConsumerDeps {
   audit: AuditLog
   passwords: PasswordSignInDeps
   authEvents: AuthEvents
-  sms: SmsSender
+  sms: BudgetedSmsSender
   /** The key the one-time phone codes are kept under (derived from the signing secret). */
   phoneCodeKey: Buffer
   log: FastifyBaseLogger
@@ -106,18 +106,15 @@ export class ConsumerService {
    * the answer.
    */
   async startPhoneLogin(phone: string): Promise<void> {
+    // The fleet's SMS budget (SMS_GLOBAL_RATE_LIMIT) is charged for every request, registered phone
+    // or not, so its 429 tells nothing about the number.
+    await this.deps.sms.charge()
     const code = await this.codes.issue('login', phone)
     const known = await findCustomerCredentials(this.deps.db, phone)
     if (!known) return
-    // Sent after the answer, which must not tell a registered phone: a text over the fleet's budget
-    // (SMS_GLOBAL_RATE_LIMIT) is dropped here and counted (wristband_sms_sends_total{outcome="refused"}).
     const delivery = this.deps.sms
-      .send({ to: phone, text: codeMessage(code) })
-      .catch((err: unknown) =>
-        err instanceof SmsBudgetSpentError
-          ? this.deps.log.warn('SMS_GLOBAL_RATE_LIMIT spent: a sign-in code was not sent')
-          : this.deps.log.error({ err }, 'SMS delivery of a sign-in code failed'),
-      )
+      .sendCharged({ to: phone, text: codeMessage(code) })
+      .catch((err: unknown) => this.deps.log.error({ err }, 'SMS delivery of a sign-in code failed'))
       .finally(() => this.deliveries.delete(delivery))
     this.deliveries.add(delivery)
   }
@@ -140,12 +137,13 @@ export class ConsumerService {
 
   /** Sends a phone-ownership code. Delivery is awaited: the caller learns when the SMS did not go out. */
   async startVerification(phone: string): Promise<void> {
+    // The fleet's SMS budget (SMS_GLOBAL_RATE_LIMIT) first: when it is spent, 429 and the number's
+    // hourly codes are left as they were.
+    await this.deps.sms.charge()
     const code = await this.codes.issue('verify', phone)
     try {
-      await this.deps.sms.send({ to: phone, text: codeMessage(code) })
+      await this.deps.sms.sendCharged({ to: phone, text: codeMessage(code) })
     } catch (err) {
-      // The fleet's SMS budget (SMS_GLOBAL_RATE_LIMIT) is spent: 429, as the caller's own limits answer.
-      if (err instanceof SmsBudgetSpentError) throw err
       this.deps.log.error({ err }, 'SMS delivery of a verification code failed')
       throw new ServiceUnavailableError('The SMS could not be sent; try again later')
     }

@@ -9,7 +9,7 @@ import { JobRunner } from './jobs/jobs.js'
 import { MAIL_JOB, type MailTransport, mailJob, outboxTransport, smtpTransport } from './mail.js'
 import { memoryCounters, redisCounters } from './rate-limit.js'
 import { connectRedis, createRedis } from './redis.js'
-import { budgetedSmsSender, createSmsSender, type SmsSender } from './sms.js'
+import { type BudgetedSmsSender, budgetedSmsSender, createSmsSender, type SmsSender } from './sms.js'
 import { databaseUnavailable } from './startup.js'
 
 /** What the platform counts (the app's metrics registry fits it). */
@@ -46,7 +46,8 @@ export interface Platform {
   /** Runs due jobs now (a committed notification goes out at once instead of at the next poll). */
   runDueJobs: () => void
   mail: MailTransport
-  sms: SmsSender
+  /** Under the fleet's budget, SMS_GLOBAL_RATE_LIMIT. */
+  sms: BudgetedSmsSender
   /** The HTTP client for caller-chosen addresses (webhooks): refuses non-public ones unless allowed. */
   http: HttpClient
 }

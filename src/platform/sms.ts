@@ -121,27 +121,41 @@ export class SmsBudgetSpentError extends TooManyRequestsError {
   }
 }
 
+/** An SMS sender under the fleet's budget (see `budgetedSmsSender`). */
+export interface BudgetedSmsSender extends SmsSender {
+  /** Spends one text of the budget; rejects with SmsBudgetSpentError when the minute's budget is spent. */
+  charge(): Promise<void>
+  /** Sends a text that `charge` paid for (a flow that must answer before it sends: phone sign-in). */
+  sendCharged(message: SmsMessage): Promise<void>
+}
+
 /**
  * SMS_GLOBAL_RATE_LIMIT: at most `perMinute` texts a minute from the whole fleet, whoever asks for them
  * and to whichever numbers, besides the per-number and per-address limits (a botnet of many addresses
  * asking for codes to many numbers would otherwise spend the SMS bill). `counters` are exact across the
  * fleet in Redis when it is configured, in process otherwise; a counter store that fails (Redis
- * unreachable) lets the text through, as every limit fails open. A refused text rejects with
- * SmsBudgetSpentError (429) before the transport is asked, and `onRefused` is told.
+ * unreachable) lets the text through, as every limit fails open. `send` charges, then hands the text to
+ * the transport; a refused text rejects with SmsBudgetSpentError (429) before the transport is asked,
+ * and `onRefused` is told.
  */
 export function budgetedSmsSender(
   sender: SmsSender,
   budget: { perMinute: number; counters: CounterStore; onRefused: () => void },
-): SmsSender {
+): BudgetedSmsSender {
   const windowMs = 60_000
+  const charge = async () => {
+    const hit = budget.counters.hit('all', windowMs)
+    const [count, resetInMs] = typeof hit === 'number' ? [hit, budget.counters.resetInMs] : await hit
+    if (count > budget.perMinute) {
+      budget.onRefused()
+      throw new SmsBudgetSpentError(budget.perMinute, resetSeconds(resetInMs))
+    }
+  }
   return {
+    charge,
+    sendCharged: (message) => sender.send(message),
     async send(message) {
-      const hit = budget.counters.hit('all', windowMs)
-      const [count, resetInMs] = typeof hit === 'number' ? [hit, budget.counters.resetInMs] : await hit
-      if (count > budget.perMinute) {
-        budget.onRefused()
-        throw new SmsBudgetSpentError(budget.perMinute, resetSeconds(resetInMs))
-      }
+      await charge()
       await sender.send(message)
     },
   }
