@@ -10,7 +10,7 @@ import type { TokenService } from '../tokens/token.service.js'
 import { MAX_SCANNED_CODE, verifyScannedCode } from './scanned-code.js'
 import { TicketsService, type TicketsServiceDeps, USED_AT_MAX_AHEAD_MS } from './tickets.service.js'
 
-export interface TicketRoutesDeps extends TicketsServiceDeps {
+export interface TicketRoutesDeps extends Omit<TicketsServiceDeps, 'log'> {
   tokens: TokenService
   /** OFFLINE_TOKEN_EXPIRE_HOURS: how far back an offline scan's `used_at` may lie before it is clock_adjusted. */
   config: Pick<Config, 'OFFLINE_TOKEN_EXPIRE_HOURS'>
@@ -120,7 +120,7 @@ const BatchResult = Type.Object({
 })
 
 export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (app, deps) => {
-  const tickets = new TicketsService(deps)
+  const tickets = new TicketsService({ ...deps, log: app.log })
   const guard = protect(deps.tokens, { types: ['access', 'offline'] })
 
   app.post(

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify'
 import type { Static } from 'typebox'
 import { insertAuditEntry } from '../audit/audit.store.js'
 import type { Clock } from '../platform/clock.js'
@@ -14,6 +15,8 @@ export interface TicketsServiceDeps {
   clock: Clock
   /** Called after a notification was committed, so it goes out without waiting for the next poll. */
   runDueJobs: () => void
+  /** Where a ticket's event with a time zone the runtime does not know is reported (once per zone). */
+  log: Pick<FastifyBaseLogger, 'error'>
 }
 
 /** How a use was recorded, said in the answer only when true. */
@@ -66,8 +69,32 @@ const FLAGGED_CODE_USES_SHOWN = 50
  */
 export class TicketsService {
   private readonly localTime = new LocalTimeFormatter()
+  /** The unknown zones already reported, so a gate's scans log one line, not one each. */
+  private readonly unknownZones = new Set<string>()
 
   constructor(private readonly deps: TicketsServiceDeps) {}
+
+  /**
+   * The use's time in the event's time zone. An event stored with a zone the runtime's zone database
+   * does not know (`Europe/Berln`, from before seeds were checked) fails every format: the use still
+   * counts (the person got in), its local time given in UTC, and one error line per zone names the
+   * event so that an operator corrects its zone (docs/operations.md, runbook).
+   */
+  private localTimestamp(at: number, timeZone: string, eventId: number): string {
+    try {
+      return this.localTime.format(at, timeZone)
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err
+      if (!this.unknownZones.has(timeZone)) {
+        this.unknownZones.add(timeZone)
+        this.deps.log.error(
+          { event_id: eventId, timezone: timeZone },
+          `event ${eventId} has the time zone "${timeZone}", which the zone database does not know: ticket uses are recorded with their local time in UTC until the event's timezone is corrected`,
+        )
+      }
+      return this.localTime.format(at, 'UTC')
+    }
+  }
 
   async use(
     claims: Claims,
@@ -101,7 +128,7 @@ export class TicketsService {
     if (t.used_timestamp !== null)
       return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp, usedAt: Number(t.used_at), ...flags }
 
-    const usedTimestamp = this.localTime.format(usedAt, t.timezone)
+    const usedTimestamp = this.localTimestamp(usedAt, t.timezone, t.event_id)
     const now = this.deps.clock.now()
     const outcome = await db.transaction().execute(async (tx) => {
       // The ledger also moves the ticket to the end of the sync feed, so scanners learn of the use.

@@ -149,6 +149,51 @@ forEachBackend(httpBackends, 'ticket use', (ctx) => {
     assert.equal(again.json().used_timestamp, '2026-07-18T22:15:30.123')
   })
 
+  test('an event stored with a time zone the runtime does not know: each scan answered, the uses counted in UTC, one error line', async () => {
+    const [a, b] = await atTime(t, '2026-07-18T12:00:00Z', () =>
+      Promise.all([newTransfer(t, keys.write, ticketUid), newTransfer(t, keys.write, ticketUid)]),
+    )
+    // As an event seeded before zones were checked (the seed refuses Europe/Berln now).
+    const setZone = (timezone: string) =>
+      t.db.db.updateTable('events').set({ timezone }).where('uid', '=', 'summer-fest-2026').execute()
+    await setZone('Europe/Berln')
+    try {
+      const res = await atTime(t, '2026-07-19T01:30:00Z', () =>
+        t.request({
+          method: 'POST',
+          url: '/tickets/use-batch',
+          token: deviceToken(t, 1, 1),
+          payload: {
+            scans: [
+              { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:15:30.123Z', access_gate: 'South' },
+              { transfer_uid: a.transfer_uid, used_at: '2026-07-18T20:16:00Z' },
+              { transfer_uid: 'f'.repeat(32), used_at: '2026-07-18T20:10:00Z' },
+              { transfer_uid: b.transfer_uid, used_at: '2026-07-18T20:17:00Z' },
+            ],
+          },
+        }),
+      )
+      assert.equal(res.statusCode, 200, res.body)
+      const { results } = res.json()
+      assert.deepEqual(
+        results.map((r: { status: string }) => r.status),
+        ['USED', 'ALREADY_USED', 'NOT_FOUND', 'USED'],
+      )
+      assert.equal(results[0].used_timestamp, '2026-07-18T20:15:30.123', 'the local time in UTC')
+      assert.equal(results[1].used_timestamp, '2026-07-18T20:15:30.123')
+      assert.equal(results[3].used_timestamp, '2026-07-18T20:17:00.000')
+      // Online too: 409 for the used ticket, as for any.
+      assert.equal((await use(b.transfer_uid, scanner)).statusCode, 409)
+      const lines = t.logs.filter((l) => l.includes('which the zone database does not know'))
+      assert.equal(lines.length, 1, 'one error line for the zone, not one per scan')
+      const line = JSON.parse(lines[0]!)
+      assert.equal(line.level, 'error')
+      assert.equal(line.timezone, 'Europe/Berln')
+    } finally {
+      await setZone('Europe/Berlin')
+    }
+  })
+
   test('use-batch: a scan of a re-issued code version counts, flagged revoked_code in the result and the use record', async () => {
     const old = await newTransfer(t, keys.write, ticketUid)
     const current = await newTransfer(t, keys.write, ticketUid)
