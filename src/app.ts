@@ -81,6 +81,11 @@ export interface AppDependencies {
   verifyLimits?: VerifyLimits
   /** The built scanner page (dist/scanner-page when absent); tests build it from the sources. */
   scannerPage?: string
+  /**
+   * Awaited before each page of the revocation list's load at start (a turn of the event loop when
+   * absent); tests hold the load to check verify while it runs.
+   */
+  revocationLoadPace?: () => Promise<void>
 }
 
 /** The release's version: the one GET / shows, wristband_build_info's and the OpenAPI document's `x-release`. */
@@ -276,6 +281,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     redis,
     config,
     sessionStores: [endDashboardSessions],
+    revocationLoadPace: a.deps.revocationLoadPace,
   })
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   a.closeLater(() => authority.stop())

@@ -25,6 +25,8 @@ export interface TokenAuthorityDeps {
    * app and the command line alike, so no way of ending sessions forgets one kind.
    */
   sessionStores: readonly SessionStore[]
+  /** Awaited before each page of the revocations' load at start (RevocationDeps.loadPace). */
+  revocationLoadPace?: () => Promise<void>
 }
 
 /** Whose sessions: a token role, or a kind of account that has only dashboard sessions. */
@@ -80,10 +82,16 @@ export interface TokenAuthority {
 }
 
 export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
-  const { db, clock, log, redis, config, sessionStores } = deps
+  const { db, clock, log, redis, config, sessionStores, revocationLoadPace } = deps
   // The serving app's token service (none on the command line): endSessions makes it forget at once.
   let service: TokenService | undefined
-  const revocationDeps = { db, clock, pollMs: config.REVOCATION_POLL_MS, log }
+  const revocationDeps = {
+    db,
+    clock,
+    pollMs: config.REVOCATION_POLL_MS,
+    log,
+    ...(revocationLoadPace ? { loadPace: revocationLoadPace } : {}),
+  }
   const revocations = redis
     ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, log)
     : memoryRevocations(revocationDeps)

@@ -9,6 +9,7 @@ import {
   newestRevokedAt,
   revocationsSince,
 } from './revocations.store.js'
+import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 
 export interface Revocation {
   jti: string
@@ -65,6 +66,11 @@ export interface RevocationDeps {
   /** How often the database is read for revocations written by other processes (REVOCATION_POLL_MS). */
   pollMs?: number
   log?: FastifyBaseLogger
+  /**
+   * Awaited before each page of the load at start: a turn of the event loop when absent, so requests
+   * are served while it runs (SQLite answers synchronously); tests hold the load with it.
+   */
+  loadPace?: () => Promise<void>
 }
 
 /**
@@ -75,19 +81,29 @@ export interface RevocationDeps {
 const CURSOR_OVERLAP_MS = 5_000
 
 /** Live revocations are read in pages of this many (start-up, Redis rebuild): no query holds them all. */
-export const REVOCATION_PAGE = 5_000
+export const REVOCATION_PAGE = 10_000
 
-/** Every live revocation at `now`, page by page. */
-async function eachLivePage(db: Db, now: number, page: (rows: Revocation[]) => void | Promise<void>) {
-  let after = ''
+/** Every live revocation at `now`, page by page, in (expires_at, jti) order; `between` runs before each page. */
+async function eachLivePage(
+  db: Db,
+  now: number,
+  page: (rows: Revocation[]) => void | Promise<void>,
+  between: () => Promise<void> = async () => {},
+) {
+  let after = { expiresAt: now, jti: '' }
   for (;;) {
-    const rows = await liveRevocationsPage(db, now, after, REVOCATION_PAGE)
+    await between()
+    const rows = await liveRevocationsPage(db, after, REVOCATION_PAGE)
     if (rows.length === 0) return
-    await page(rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) })))
+    const entries = rows.map((r) => ({ jti: r.jti, expiresAt: Number(r.expires_at) }))
+    await page(entries)
     if (rows.length < REVOCATION_PAGE) return
-    after = rows.at(-1)!.jti
+    after = entries.at(-1)!
   }
 }
+
+/** Lets the event loop run between two pages of the load: requests are served while it runs. */
+const yieldToEvents = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
  * Reads the revocations written since the last read, by any process on the database. The cursor is
@@ -102,13 +118,16 @@ export function revocationCursor(db: Db, clock: Clock) {
   }
   return {
     /**
-     * Every live revocation, page by page; the cursor starts at the newest `revoked_at` read before the
-     * first page, so what is written while the pages are read comes again from `next`.
+     * Starts the cursor at the newest `revoked_at` written so far: what is written from then on comes
+     * from `next`, while `all` reads what is live.
      */
-    async all(page: (rows: Revocation[]) => void): Promise<void> {
+    async begin(): Promise<void> {
       const newest = await newestRevokedAt(db)
-      await eachLivePage(db, clock.now(), page)
       advance([{ revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
+    },
+    /** Every live revocation, page by page (after `begin`). */
+    all(page: (rows: Revocation[]) => void, between?: () => Promise<void>): Promise<void> {
+      return eachLivePage(db, clock.now(), page, between)
     },
     /** The revocations written since the previous read (and a few seconds before it). */
     async next(): Promise<Revocation[]> {
@@ -121,20 +140,23 @@ export function revocationCursor(db: Db, clock: Clock) {
 }
 
 /**
- * The in-memory copy every instance keeps: every live revocation, filled from the database at start
- * and followed through the cursor; expired entries are swept each minute.
+ * The in-memory copy every instance keeps: every live revocation, loaded from the database in the
+ * background once the cursor has started (the service listens meanwhile, and a look-up the memory
+ * cannot answer yet is the database's), then followed through the cursor; expired entries are swept
+ * each minute. Held compactly (revocation-set.ts: 12 bytes an entry in sorted typed arrays).
  */
-function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
-  const revoked = new Map<string, number>()
+function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvents }: RevocationDeps) {
+  const revoked = new RevocationSet()
   const cursor = revocationCursor(db, clock)
   let poller: NodeJS.Timeout | undefined
   let sweeper: NodeJS.Timeout | undefined
   let stopped = false
   let failing = false
+  let loaded = false
   let readAt = Number.NEGATIVE_INFINITY
   const add = (entries: Revocation[]) => {
     const now = clock.now()
-    for (const e of entries) if (e.expiresAt > now) revoked.set(e.jti, e.expiresAt)
+    for (const e of entries) revoked.add(e.jti, e.expiresAt, now)
   }
   const catchUp = async () => {
     const started = clock.now()
@@ -154,24 +176,56 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
     }
     if (!stopped) poller = setTimeout(poll, pollMs).unref()
   }
+  /** Reads every live revocation into the arrays; a failed read starts over a second later. */
+  const load = async () => {
+    let warned = false
+    const between = async () => {
+      if (stopped) throw new Error('stopped')
+      await loadPace()
+    }
+    while (!stopped) {
+      const started = clock.now()
+      const builder = new RevocationSetBuilder()
+      try {
+        await cursor.all((rows) => {
+          for (const e of rows) builder.add(e.jti, e.expiresAt)
+        }, between)
+        if (stopped) return
+        const count = builder.length
+        revoked.install(builder, clock.now())
+        readAt = Math.max(readAt, started)
+        loaded = true
+        log?.info({ revocations: count, ms: clock.now() - started }, 'revocations loaded')
+        return
+      } catch (err) {
+        if (stopped) return
+        if (!warned)
+          log?.warn({ err: { message: (err as Error).message } }, 'could not load the revocations: retrying')
+        warned = true
+        await new Promise((resolve) => setTimeout(resolve, 1000).unref())
+      }
+    }
+  }
   const staleAfter = staleAfterMs(pollMs)
   return {
     has: (jti: string) => revoked.has(jti),
+    /** Whether every live revocation has been loaded: until then a miss in memory proves nothing. */
+    loaded: () => loaded,
     add,
     catchUp,
     /** Milliseconds since the last read of the database's revocations began (that succeeded). */
     readAgoMs: () => clock.now() - readAt,
-    /** Whether that read is recent enough to vouch for the memory on its own. */
-    readRecently: () => clock.now() - readAt < staleAfter,
+    /** Whether the memory is loaded and that read recent enough to vouch for it on its own. */
+    readRecently: () => loaded && clock.now() - readAt < staleAfter,
+    /**
+     * Starts the cursor (one query: a database that cannot answer fails the start), then loads the
+     * live revocations without waiting for them.
+     */
     async start() {
-      const started = clock.now()
-      await cursor.all(add)
-      readAt = started
+      await cursor.begin()
+      void load()
       poller = setTimeout(poll, pollMs).unref()
-      sweeper = setInterval(() => {
-        const now = clock.now()
-        for (const [jti, exp] of revoked) if (exp <= now) revoked.delete(jti)
-      }, 60_000).unref()
+      sweeper = setInterval(() => revoked.sweep(clock.now()), 60_000).unref()
     },
     stop() {
       stopped = true
@@ -185,7 +239,10 @@ function localBlocklist({ db, clock, pollMs = 1000, log }: RevocationDeps) {
 export function memoryRevocations(deps: RevocationDeps): RevocationStore {
   const local = localBlocklist(deps)
   return {
-    isRevoked: (jti) => local.has(jti),
+    isRevoked(jti) {
+      if (local.has(jti)) return true
+      return local.loaded() ? false : isRevokedInDb(deps.db, jti)
+    },
     async revoke(entries) {
       await insertRevocations(deps.db, deps.clock.now(), entries)
       local.add(entries)
@@ -320,11 +377,11 @@ export function redisRevocations(
   return {
     isRevoked(jti) {
       if (local.has(jti)) return true
-      return live ? false : lookUp(jti)
+      return live && local.loaded() ? false : lookUp(jti)
     },
     freshness() {
       const lastReadAgoMs = local.readAgoMs()
-      if (live) return { fresh: true, via: 'feed', lastReadAgoMs }
+      if (live && local.loaded()) return { fresh: true, via: 'feed', lastReadAgoMs }
       const fresh = local.readRecently()
       return { fresh, via: fresh ? 'database' : 'none', lastReadAgoMs }
     },
