@@ -6,11 +6,16 @@
  * of 1 MB (the flag above), every collection stands for about 1 MB allocated; a path that allocates
  * nothing triggers none. Measures and asserts nothing; prints a small table.
  */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { PerformanceObserver } from 'node:perf_hooks'
 import { systemClock } from '../src/platform/clock.js'
+import { openDatabase } from '../src/platform/db/database.js'
 import { memoryCounters } from '../src/platform/rate-limit.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
 import { memoryRevocations } from '../src/tokens/revocations.js'
+import { insertRevocations } from '../src/tokens/revocations.store.js'
 import { TokenService } from '../src/tokens/token.service.js'
 
 const CALLS = 3_000_000
@@ -54,8 +59,20 @@ const tokens = Array.from(
   { length: TOKENS },
   (_, i) => jwt.issue({ type: 'access', sub: String(i), role: 'admin' }, 3600).token,
 )
-// introspect never reaches the database for a JWT; the store's map answers.
-const revocations = memoryRevocations({ db: undefined as never, clock: systemClock })
+// introspect never reaches the database for a JWT once the list is loaded; its arrays answer (100,000
+// revocations on a SQLite file, so a look-up digests the jti and bisects them as in production).
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-alloc-'))
+const handle = await openDatabase(`sqlite:${path.join(dir, 'alloc.db')}`)
+await handle.migrate()
+for (let i = 0; i < 100_000; i += 1000)
+  await insertRevocations(
+    handle.db,
+    Date.now(),
+    Array.from({ length: 1000 }, (_, k) => ({ jti: `revoked-${i + k}`, expiresAt: Date.now() + 3_600_000 })),
+  )
+const revocations = memoryRevocations({ db: handle.db, clock: systemClock })
+await revocations.start()
+while (!revocations.freshness().fresh) await new Promise((r) => setTimeout(r, 20))
 const service = new TokenService({
   db: undefined as never,
   jwt,
@@ -79,3 +96,6 @@ observer.disconnect()
 console.log('| path | calls | garbage collections | heap growth | per call | |')
 console.log('|---|--:|--:|--:|--:|---|')
 for (const r of rows) console.log(r)
+revocations.stop()
+await handle.close()
+fs.rmSync(dir, { recursive: true, force: true })

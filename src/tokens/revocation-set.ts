@@ -1,6 +1,6 @@
 /**
  * The revocation list as each instance holds it in memory (issue 38): a jti is kept as a 64-bit digest
- * (two 32-bit halves, `digestHi` and `digestLo`) with its expiry in whole seconds, 12 bytes an entry, in
+ * (two signed 32-bit halves, `digestHi` and `digestLo`) with its expiry in whole seconds, 12 bytes an entry, in
  * typed arrays sorted by digest and searched by bisection; about 12 MB for a million live revocations
  * where a Map of the jti strings took about 165 MB. What is added after the load goes into a small Map
  * of strings (`recent`), merged into the arrays when it grows or when expired entries are swept.
@@ -9,8 +9,8 @@
  * million live revocations that is one chance in about 18 million million per look-up.
  */
 export class RevocationSet {
-  private hi: Uint32Array = new Uint32Array(0)
-  private lo: Uint32Array = new Uint32Array(0)
+  private hi: Int32Array = new Int32Array(0)
+  private lo: Int32Array = new Int32Array(0)
   /** Expiry in seconds since the epoch, rounded up (an entry may be kept up to a second longer). */
   private exp: Uint32Array = new Uint32Array(0)
   private readonly recent = new Map<string, number>()
@@ -70,7 +70,7 @@ export class RevocationSet {
     return this.hi.byteLength + this.lo.byteLength + this.exp.byteLength
   }
 
-  private setArrays(a: { hi: Uint32Array; lo: Uint32Array; exp: Uint32Array }) {
+  private setArrays(a: Sorted) {
     this.hi = a.hi
     this.lo = a.lo
     this.exp = a.exp
@@ -79,15 +79,15 @@ export class RevocationSet {
 
 /** Collects entries (a load's pages) into growing typed arrays; `build` sorts them. */
 export class RevocationSetBuilder {
-  private hi: Uint32Array
-  private lo: Uint32Array
+  private hi: Int32Array
+  private lo: Int32Array
   private exp: Uint32Array
   private n = 0
 
   constructor(capacity = 65_536) {
     const c = Math.max(16, capacity)
-    this.hi = new Uint32Array(c)
-    this.lo = new Uint32Array(c)
+    this.hi = new Int32Array(c)
+    this.lo = new Int32Array(c)
     this.exp = new Uint32Array(c)
   }
 
@@ -118,22 +118,22 @@ export class RevocationSetBuilder {
    * of their exact size. A counting pass on the top 16 bits puts each entry in its bucket (the digests
    * are uniform: about 15 a bucket at a million), then an insertion sort orders each bucket.
    */
-  build(seconds: number): { hi: Uint32Array; lo: Uint32Array; exp: Uint32Array } {
+  build(seconds: number): Sorted {
     const { n } = this
     const starts = new Uint32Array(65_537)
     let live = 0
     for (let i = 0; i < n; i++)
       if (this.exp[i]! > seconds) {
-        starts[(this.hi[i]! >>> 16) + 1]!++
+        starts[bucket(this.hi[i]!) + 1]!++
         live++
       }
     for (let b = 1; b <= 65_536; b++) starts[b]! += starts[b - 1]!
-    const hi = new Uint32Array(live)
-    const lo = new Uint32Array(live)
+    const hi = new Int32Array(live)
+    const lo = new Int32Array(live)
     const exp = new Uint32Array(live)
     for (let i = 0; i < n; i++) {
       if (this.exp[i]! <= seconds) continue
-      const at = starts[this.hi[i]! >>> 16]!++
+      const at = starts[bucket(this.hi[i]!)]!++
       hi[at] = this.hi[i]!
       lo[at] = this.lo[i]!
       exp[at] = this.exp[i]!
@@ -166,7 +166,11 @@ export class RevocationSetBuilder {
       exp[out] = exp[i]!
       out++
     }
+    // The builder is spent: its arrays go now, not when the builder does.
     this.n = 0
+    this.hi = new Int32Array(0)
+    this.lo = new Int32Array(0)
+    this.exp = new Uint32Array(0)
     if (out === live) return { hi, lo, exp }
     return { hi: hi.slice(0, out), lo: lo.slice(0, out), exp: exp.slice(0, out) }
   }
@@ -201,21 +205,34 @@ function murmur(s: string, seed: number): number {
   h ^= h >>> 13
   h = Math.imul(h, 0xc2b2ae35)
   h ^= h >>> 16
-  return h >>> 0
+  // Signed: a small integer for V8 on 64-bit, so neither the digest nor a comparison allocates.
+  return h | 0
 }
 
 function nowSeconds(now: number): number {
   return Math.floor(now / 1000)
 }
 
-function grow(a: Uint32Array, capacity: number): Uint32Array {
-  const b = new Uint32Array(capacity)
+/** Sorted arrays: digests compared as signed 32-bit integers, high half first. */
+interface Sorted {
+  hi: Int32Array
+  lo: Int32Array
+  exp: Uint32Array
+}
+
+/** The counting pass's bucket of a digest: its top 16 bits, in the digests' signed order. */
+function bucket(hi: number): number {
+  return (hi >> 16) + 32_768
+}
+
+function grow<T extends Int32Array | Uint32Array>(a: T, capacity: number): T {
+  const b = new (a.constructor as new (n: number) => T)(capacity)
   b.set(a)
   return b
 }
 
 /** The index of (h, l) in the sorted arrays, or -1. */
-function find(hi: Uint32Array, lo: Uint32Array, h: number, l: number): number {
+function find(hi: Int32Array, lo: Int32Array, h: number, l: number): number {
   let a = 0
   let b = hi.length - 1
   while (a <= b) {

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 import {
   insertRevocations,
   isRevokedInDb,
@@ -9,7 +10,6 @@ import {
   newestRevokedAt,
   revocationsSince,
 } from './revocations.store.js'
-import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 
 export interface Revocation {
   jti: string
