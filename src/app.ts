@@ -4,7 +4,8 @@ import compress from '@fastify/compress'
 import type { FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { adminRoutes } from './admin/admin.routes.js'
-import { createVerifyCredentials } from './api-keys/api-key.credential.js'
+import { verifyCredentials } from './api-keys/api-key.credential.js'
+import { createApiKeyCache } from './api-keys/api-key-cache.js'
 import { apiKeyRoutes } from './api-keys/api-keys.routes.js'
 import { auditRoutes } from './audit/audit.routes.js'
 import { type AuditLog, createAuditLog } from './audit/audit.store.js'
@@ -161,7 +162,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(mfaRoutes, { ...shared, sealer: core.mfaSealer })
   await app.register(passkeyRoutes, { ...core.passkeys, ...shared })
   await app.register(passwordResetRoutes, shared)
-  await app.register(apiKeyRoutes, { ...shared, revocations: core.authority.revocations })
+  await app.register(apiKeyRoutes, shared)
   await app.register(offlineRoutes, shared)
   await app.register(auditRoutes, shared)
   const ops = await registerOps(app, a, platform, storage, core.authority.revocations)
@@ -235,7 +236,7 @@ function verifyWiring(a: Assembly, shared: Shared, limiters: ReturnType<typeof r
       'POST /tokens/verify credential look-up',
       perMinute(limits.anonymousPerMinute).rateLimit,
     ),
-    lookup: createVerifyCredentials(shared.db, shared.clock, shared.authority.revocations),
+    lookup: verifyCredentials(shared.apiKeys),
   })
   const checks = checkAnswers({ clock: shared.clock, cacheSeconds: a.config.CHECK_CACHE_SECONDS })
   const check = { tokens: shared.tokens, checks, callers }
@@ -286,6 +287,8 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   a.closeLater(() => authority.stop())
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
+  // The one cache of API keys: the partner API, verify's answers and verify credentials ask it.
+  const apiKeys = createApiKeyCache({ db, clock, revocations: authority.revocations, metrics })
   const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
   const { authEvents } = metrics
   // Passkeys (WebAuthn), off while there is no RP ID (production without WEBAUTHN_RP_ID).
@@ -309,6 +312,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     authEvents,
     authority,
     tokens,
+    apiKeys,
     endSessions: authority.endSessions,
     answers: verifyAnswers(),
     backoff,

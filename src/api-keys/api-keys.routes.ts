@@ -4,8 +4,10 @@ import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
-import { createApiKeyResolver, VERIFY_SCOPE } from './api-key.credential.js'
+import { apiKeyCredential, VERIFY_SCOPE } from './api-key.credential.js'
+import type { ApiKeyCache } from './api-key-cache.js'
 import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
+import { API_KEY_PREFIX } from './api-keys.store.js'
 
 const ApiScope = Type.Union([Type.Literal('api:read'), Type.Literal('api:write'), Type.Literal(VERIFY_SCOPE)])
 
@@ -51,15 +53,16 @@ export const APIKeyListItem = Type.Object({
 
 export interface ApiKeyRoutesDeps extends ApiKeyServiceDeps {
   protectCredentials: ProtectCredentials
-  /** The revocation list, which a revoked key's id joins. */
-  revocations: Parameters<typeof createApiKeyResolver>[2]
+  /** This instance's one cache of API keys. */
+  apiKeys: ApiKeyCache
 }
 
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (app, deps) => {
   // API keys are credentials of the token guard (the partner API, and verify credentials).
-  const resolver = createApiKeyResolver(deps.db, deps.clock, deps.revocations)
   const apiKeys = new ApiKeyService(deps)
-  deps.tokens.registerCredential(resolver.prefix, resolver.resolve, (key) => apiKeys.revokePresented(key))
+  deps.tokens.registerCredential(API_KEY_PREFIX, apiKeyCredential(deps.apiKeys, deps.clock), (key) =>
+    apiKeys.revokePresented(key),
+  )
   const adminOnly = protect(deps.tokens, { roles: ['admin'] })
 
   app.post(

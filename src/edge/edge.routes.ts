@@ -11,7 +11,9 @@ import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { EdgeService, type EdgeServiceDeps, FEED_PAGE_SIZE, type SnapshotPage } from './edge.service.js'
 
-export interface EdgeRoutesDeps extends EdgeServiceDeps, Pick<PartnerAuthDeps, 'partnerRateLimit'> {
+export interface EdgeRoutesDeps
+  extends EdgeServiceDeps,
+    Pick<PartnerAuthDeps, 'partnerRateLimit' | 'apiKeys'> {
   tokens: TokenService
 }
 

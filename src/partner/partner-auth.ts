@@ -1,11 +1,7 @@
 import type { FastifyRequest, preHandlerAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import { apiKeyClaims } from '../api-keys/api-key.credential.js'
-import {
-  type ApiKeyRecord,
-  assignOwnPartner,
-  findLiveApiKey,
-  touchApiKey,
-} from '../api-keys/api-keys.store.js'
+import type { ApiKeyCache, CachedKey } from '../api-keys/api-key-cache.js'
+import { assignOwnPartner, touchApiKey } from '../api-keys/api-keys.store.js'
 import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -34,19 +30,18 @@ export interface Partner {
  */
 export const PARTNER_ADDRESS_RATE_LIMIT = 120
 
-/** How often last_used_at is refreshed; a write per request would make every call a write. */
-const TOUCH_EVERY_MS = 60_000
-
 export interface PartnerAuthDeps {
   db: Db
   clock: Clock
+  /** This instance's one cache of API keys */
+  apiKeys: ApiKeyCache
   /** PARTNER_RATE_LIMIT: requests per minute of one API key */
   partnerRateLimit: number
 }
 
 /**
- * Route hooks for a partner endpoint. The key is read from the `api_key` header and found by its
- * SHA-256 (401 when missing, unknown or revoked) before the body is parsed; after validation the key
+ * Route hooks for a partner endpoint. The key is read from the `api_key` header and found in the key
+ * cache (401 when missing, unknown or revoked) before the body is parsed; after validation the key
  * must hold the access asked for, and an `event_uid` in the body or query must be the key's event
  * (403), so the documented order 401 → 422 → 403 holds.
  */
@@ -60,12 +55,12 @@ export function partnerAuth(
 } {
   // The key of a request, looked up once: by the rate limit (which counts a valid key on its own) and
   // then by the authentication hook.
-  const found = new WeakMap<FastifyRequest, Promise<ApiKeyRecord | null>>()
-  const keyOf = (request: FastifyRequest): Promise<ApiKeyRecord | null> => {
+  const found = new WeakMap<FastifyRequest, Promise<CachedKey | null>>()
+  const keyOf = (request: FastifyRequest): Promise<CachedKey | null> => {
     let key = found.get(request)
     if (key === undefined) {
       const given = request.headers.api_key
-      key = typeof given === 'string' && given !== '' ? findLiveApiKey(deps.db, given) : Promise.resolve(null)
+      key = Promise.resolve(typeof given === 'string' && given !== '' ? deps.apiKeys.find(given) : null)
       found.set(request, key)
     }
     return key
@@ -76,7 +71,7 @@ export function partnerAuth(
       max: deps.partnerRateLimit,
       of: async (request) => {
         const key = await keyOf(request)
-        return key ? `api_key:${key.id}` : undefined
+        return key ? key.jti : undefined
       },
     }),
     async preParsing(request, _reply, payload) {
@@ -87,14 +82,18 @@ export function partnerAuth(
             ? 'Missing api_key header: a partner API key goes in the api_key header, not in Authorization: Bearer'
             : 'Missing api_key header',
         )
-      const key = await keyOf(request)
-      if (!key) throw new UnauthorizedError('Invalid API key')
+      const entry = await keyOf(request)
+      if (!entry) throw new UnauthorizedError('Invalid API key')
+      const { key } = entry
       const event = await findEventSummary(deps.db, key.event_id)
       if (!event) throw new UnauthorizedError('Invalid API key')
       const now = deps.clock.now()
-      if (key.last_used_at === null || now - key.last_used_at > TOUCH_EVERY_MS)
-        await touchApiKey(deps.db, key.id, now)
-      const partnerId = key.partner_id ?? (await assignOwnPartner(deps.db, key, now))
+      if (deps.apiKeys.touchDue(entry, now)) await touchApiKey(deps.db, key.id, now)
+      let partnerId = key.partner_id
+      if (partnerId === null) {
+        partnerId = await assignOwnPartner(deps.db, key, now)
+        deps.apiKeys.forget(given)
+      }
       request.auth = {
         ...apiKeyClaims(key, now),
         event_uid: event.uid,

@@ -106,6 +106,7 @@ export interface PartnerRoutesDeps
   /** The job queue, which sends the grouped transfer mail (the feature registers its job here). */
   jobs: JobRunner
   config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'TRANSFER_EMAIL_DELAY_SECONDS' | 'PUBLIC_BASE_URL'>
+  apiKeys: PartnerAuthDeps['apiKeys']
 }
 
 export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async (app, given) => {

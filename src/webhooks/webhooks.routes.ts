@@ -20,6 +20,8 @@ export interface WebhookRoutesDeps extends Omit<WebhookServiceDeps, 'sealer'> {
   audit: AuditLog
   /** The job queue, which delivers the notifications (the feature registers its job here). */
   jobs: JobRunner
+  /** This instance's one cache of API keys (the partner hooks) */
+  apiKeys: PartnerAuthDeps['apiKeys']
   /** The signing secrets: receivers' signing secrets are sealed under a key derived from them. */
   secrets: readonly string[]
   config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'WEBHOOK_RETRY_SCHEDULE'>

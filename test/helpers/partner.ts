@@ -7,7 +7,7 @@ import { createApiKey } from '../../src/api-keys/api-keys.store.js'
 import { BASELINE_SCOPES, consumerGrant } from '../../src/identities/grants.js'
 import { sha256Hex } from '../../src/platform/digest.js'
 import { JwtCodec } from '../../src/tokens/jwt.js'
-import { TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
+import { login, TEST_SECRET, type TestApp, withStandardSeed } from './app.js'
 
 export interface PartnerKeys {
   /** api:read + api:write on event 1, partner "Acme" */
@@ -184,4 +184,15 @@ export function claimTokenOf(text: string): string {
   const m = /\/holder\/links\/([A-Za-z0-9_-]{43})/.exec(text)
   if (!m) throw new Error(`no claim link in ${text}`)
   return m[1]!
+}
+
+/** Revokes an API key as an administrator does (DELETE /tokens/api-key/{id}, signed in as root). */
+export async function revokeKeyAsAdmin(t: TestApp, keyId: number): Promise<void> {
+  const admin = await login(t, 'root@example.com')
+  const res = await t.request({
+    method: 'DELETE',
+    url: `/tokens/api-key/${keyId}`,
+    token: admin.access_token,
+  })
+  assert.equal(res.statusCode, 200, res.body)
 }
