@@ -1,5 +1,5 @@
 /**
- * `npm run bench:login`: login under load (issue 9, point 4).
+ * `npm run bench:login`: login under load.
  *
  *   (a) bare argon2id: the service's own checkPassword (src/platform/passwords.ts, @node-rs/argon2 with
  *       its OWASP parameters) verifying one stored hash, BENCH_LOGIN_CONNECTIONS (16) calls in flight,

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:memory`: does the service's memory level off under a flood of distinct client
- * addresses and many revocations? (Issue 9, point 5: in-process stores are bounded and expire entries.)
+ * addresses and many revocations? (in-process stores are bounded and expire entries.)
  *
  * Starts the real service (`wristband serve`, memory/sqlite, pinned to CPU 0) and drives it over HTTP:
  *   phase 1: POST /tokens/verify of one valid access token from BENCH_MEMORY_ADDRESSES (1,000,000)

@@ -1,4 +1,4 @@
-// npm run bench:scale — data at festival scale (issue 25): the same measures on a small and a large copy
+// npm run bench:scale — data at festival scale: the same measures on a small and a large copy
 // of the data, side by side, with the growth factor.
 //
 // Each copy is its own PostgreSQL schema, loaded with generate_series in the shapes the service writes

@@ -1,5 +1,5 @@
 /**
- * 10,000 transfers through the partner client's `transferMany` (issue 29.2), on SQLite and on
+ * 10,000 transfers through the partner client's `transferMany`, on SQLite and on
  * PostgreSQL (BENCH_DATABASE_URL, skipped when unreachable): the on-sale case, a partner sending a
  * whole allocation at once. Standalone: `node --import tsx bench/transfer-many-bench.ts`; `npm run
  * bench` runs it and prints its rows. BENCH_TRANSFERS changes the count (default 10000).

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:workers`: `wristband serve --workers 1` against `--workers 2` (issue 9, point 3: goal
+ * `npm run bench:workers`: `wristband serve --workers 1` against `--workers 2` (goal
  * ≥ 1.7× one process on two cores for verify).
  *
  * The instances run at once (redis/sqlite: REDIS_URL is required for more than one worker, so the

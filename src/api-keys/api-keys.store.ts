@@ -137,7 +137,7 @@ export async function listApiKeys(db: Db, eventId: number): Promise<ApiKeyRecord
   return rows.map(toRecord)
 }
 
-/** Revokes by clearing the stored hash (auth-service.md rule 11); false when already revoked. */
+/** Revokes by clearing the stored hash (docs/specification.md); false when already revoked. */
 export async function revokeApiKey(db: Db, id: number, now: number): Promise<boolean> {
   const r = await db
     .updateTable('event_clients')

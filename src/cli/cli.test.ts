@@ -340,7 +340,7 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
     assert.ok(JSON.parse(audit!.detail!).cleared.includes('mfa_secret'))
   })
 
-  test("admin reset-passkeys removes an administrator's passkeys and ends their sessions (issue 27)", async () => {
+  test("admin reset-passkeys removes an administrator's passkeys and ends their sessions", async () => {
     ok(
       await cli(
         [
@@ -396,7 +396,7 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
     assert.equal(JSON.parse(audit!.detail!).passkeys_removed, 1)
   })
 
-  test('admin reset-passkeys --dashboard-user / --network-manager: the dashboard accounts recover too (issue 27)', async () => {
+  test('admin reset-passkeys --dashboard-user / --network-manager: the dashboard accounts recover too', async () => {
     await t.seed({
       dashboard_users: [{ username: 'cli-partner', password: 's3cret-pass', event_ids: [1] }],
       network_managers: [{ email: 'cli-nm@example.com', password: 's3cret-pass', event_ids: [1] }],

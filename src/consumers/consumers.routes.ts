@@ -21,7 +21,7 @@ import {
 import { type ConsumerDeps, ConsumerService, type ConsumerView } from './consumers.service.js'
 import { normalizePhone } from './phone.js'
 
-/** decisions.md §3: holder endpoints, the consumer's own, allow 120 per minute. */
+/** docs/specification.md: holder endpoints, the consumer's own, allow 120 per minute. */
 const HOLDER_LIMIT = 120
 
 export interface ConsumerRoutesDeps extends Omit<ConsumerDeps, 'log' | 'phoneCodeKey'> {

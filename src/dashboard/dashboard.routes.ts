@@ -45,7 +45,7 @@ import { canSeeEvent, visiblePartners } from './viewers.js'
 
 export interface DashboardDeps extends SessionDeps {
   tokens: TokenService
-  /** How long a second factor counts as fresh: adding or removing a passkey needs one (issue 27). */
+  /** How long a second factor counts as fresh: adding or removing a passkey needs one. */
   freshness: MfaFreshness
   /** The guard of the dashboard-user routes, which create accounts (fresh MFA while it is on). */
   protectCredentials: ProtectCredentials

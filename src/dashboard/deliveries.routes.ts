@@ -53,7 +53,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
   const webhooks = new WebhookDeliveries(deps)
 
   /**
-   * One partner's receiver and deliveries (the page is per partner: decisions.md of 2026-11-25), among
+   * One partner's receiver and deliveries (the page is per partner: docs/specification.md), among
    * the partners the viewer may see (visiblePartners): a partner of another event, or one the viewer
    * may not see, is not found; without one named, the first visible partner is shown. A dashboard user
    * who answers for no partner of the event gets the page without any (`unbound`).
@@ -133,7 +133,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
     {
       config: perMinute(30),
       preParsing: deps.loadSession,
-      // A refused form is audited before it is answered 422 (issue 24.9), so validation is the handler's.
+      // A refused form is audited before it is answered 422, so validation is the handler's.
       attachValidation: true,
       schema: {
         ...deps.pageSchema(

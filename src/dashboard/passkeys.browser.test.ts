@@ -1,6 +1,6 @@
 // Passkeys in Debian's Chromium (playwright-core) with a virtual authenticator (the DevTools protocol's
 // WebAuthn domain), against the service on a real port: register in the dashboard, sign out, sign in with
-// it; sign in through the API from a page; remove it (issue 27).
+// it; sign in through the API from a page; remove it.
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type { BrowserContext, CDPSession, Page } from 'playwright-core'

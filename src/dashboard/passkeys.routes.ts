@@ -115,7 +115,7 @@ function credentialOf<T>(text: string): T {
 }
 
 /**
- * The dashboard's passkey pages (issue 27): the sign-in step and button (a first factor, or the second
+ * The dashboard's passkey pages: the sign-in step and button (a first factor, or the second
  * after the password), and the account's passkeys page (add, remove). Options are JSON; the browser's
  * answer comes back in a form, so what follows is a page like any other sign-in's.
  */

@@ -25,7 +25,7 @@ export interface Viewer {
   eventIds: number[]
   /**
    * Whose webhook receiver and deliveries the viewer sees in its events (partners are isolated from
-   * each other, decisions.md of 2026-11-25): `'all'` for administrators and network managers; for a
+   * each other, docs/specification.md): `'all'` for administrators and network managers; for a
    * dashboard user the partner it is bound to, by name, or null when it is bound to none.
    */
   partners: PartnerScope

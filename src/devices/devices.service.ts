@@ -42,7 +42,7 @@ import { insertSetupCode, setupCodeState, takeSetupCode } from './setup-codes.st
 export const DEV_TYPES = ['POS', 'REPORT', 'FASTPASS', 'KIDS', 'DISPATCH'] as const
 export type DevType = (typeof DEV_TYPES)[number]
 
-/** auth-service.md rule 15: each special device type needs its own mode; POS takes every other mode. */
+/** docs/specification.md: each special device type needs its own mode; POS takes every other mode. */
 const MODE_OF: Record<Exclude<DevType, 'POS'>, number> = { REPORT: 3, FASTPASS: 4, KIDS: 5, DISPATCH: 6 }
 const SPECIAL_MODES = new Set(Object.values(MODE_OF))
 
@@ -215,7 +215,7 @@ export function devicesOf(db: Db, eventId?: number) {
 }
 
 /**
- * decisions.md §2: a device acts as its associated operator (role operator) with the device baseline
+ * docs/specification.md: a device acts as its associated operator (role operator) with the device baseline
  * scopes at the device's event only.
  */
 export function deviceGrant(operatorId: number, eventId: number): Grant {

@@ -12,7 +12,7 @@ import { httpBackends } from '../../test/helpers/backends.js'
 
 const DEV_TYPES = ['POS', 'REPORT', 'FASTPASS', 'KIDS', 'DISPATCH'] as const
 const MODES = [0, 1, 2, 3, 4, 5, 6] as const
-/** auth-service.md rule 15, written out as the table reads. */
+/** docs/specification.md, written out as the table reads. */
 const ALLOWED: Record<(typeof DEV_TYPES)[number], (mode: number) => boolean> = {
   POS: (m) => ![3, 4, 5, 6].includes(m),
   REPORT: (m) => m === 3,

@@ -15,7 +15,7 @@ import {
 import { FEED_PAGE_SIZE, FIRST_SYNCS_PER_DEVICE, SNAPSHOT_IDLE_MS } from './edge.service.js'
 
 /**
- * Issue 25, part 3: a first sync a festival network can carry. The compact encoding (`format=columns`),
+ * A first sync a festival network can carry. The compact encoding (`format=columns`),
  * one snapshot per feed position shared by every scanner and compressed once, gzip/brotli for large
  * answers (not for the small ones), and a per-device limit on first syncs.
  */

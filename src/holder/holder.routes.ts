@@ -12,7 +12,7 @@ export interface HolderRoutesDeps extends HolderServiceDeps {
   tokens: TokenService
 }
 
-/** decisions.md §3: holder endpoints share the partner limit. */
+/** docs/specification.md: holder endpoints share the partner limit. */
 const HOLDER_RATE_LIMIT = PARTNER_ADDRESS_RATE_LIMIT
 const bearer = [{ OAuth2PasswordBearer: [] }]
 

@@ -3,7 +3,7 @@
  * and the grant a token carries. Owned by identities (which stores the accounts); tokens import it.
  */
 
-/** Scopes granted to each role when no narrower stored permission applies (auth-service.md §5.4). */
+/** Scopes granted to each role when no narrower stored permission applies (docs/specification.md). */
 export const BASELINE_SCOPES = {
   admin: [
     'events:manage',

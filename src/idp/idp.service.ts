@@ -29,7 +29,7 @@ async function consumerByProvenEmail(db: Db, email: string, issuer: string): Pro
 }
 
 /**
- * decisions.md §4: the consumer linked to (issuer, subject); else the one with the same e-mail when
+ * docs/specification.md: the consumer linked to (issuer, subject); else the one with the same e-mail when
  * the provider vouches for it; else a new consumer. The link is made in one transaction with the
  * consumer it may create, so of two first sign-ins at once one links and the other finds the link.
  */

@@ -1,6 +1,6 @@
 // `promtool check metrics` (Prometheus's own linter, Debian's `prometheus` package) on a real scrape,
 // after requests that move every kind of metric: names, types, help texts and units as Prometheus
-// wants them (issue 28.9). Skipped with a loud note where promtool is not installed.
+// wants them. Skipped with a loud note where promtool is not installed.
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { test } from 'node:test'

@@ -26,7 +26,7 @@ export function mfaFreshness(
 
 /**
  * A preHandler that lets a request through only when its access token says MFA was verified within
- * the freshness window. It reads the token alone (decisions.md §2), so it runs after `protect`.
+ * the freshness window. It reads the token alone (docs/specification.md), so it runs after `protect`.
  */
 export function requireFreshMfa(freshness: MfaFreshness, events: AuthEvents): preHandlerAsyncHookHandler {
   return async (request) => {
@@ -63,7 +63,7 @@ export type ProtectCredentials = (opts?: GuardOptions) => {
  * (decisions of 2026-11-25): `protect(...)`, then, while the calling administrator's MFA is enabled, a
  * fresh `mfa_verified_at` is needed (403 `{"detail", "error": "mfa_required"}`, audited as denied), so
  * a password alone never creates what outlives the session. An administrator with a passkey counts as
- * one whose MFA is on (issue 27). Other roles, and administrators without MFA (whose first enrolment
+ * one whose MFA is on. Other roles, and administrators without MFA (whose first enrolment
  * needs only the password), pass as `protect` lets them.
  */
 export function credentialGuard(deps: {

@@ -59,7 +59,7 @@ export interface MfaSetup {
  * Starts enrolment: a fresh secret that stays pending until a code from it is verified. Any earlier
  * pending secret is dropped; the active one keeps working until then. While MFA is enabled the route's
  * guard (`credentialGuard`) lets only a session with a fresh MFA verification start a re-enrolment: a
- * password alone must never be enough to replace the second factor (decisions.md, "Security decisions").
+ * password alone must never be enough to replace the second factor (docs/specification.md).
  */
 export async function setupMfa(deps: MfaDeps, adminId: number, ip: string): Promise<MfaSetup> {
   const admin = await findMfaAdmin(deps.db, adminId)

@@ -113,7 +113,7 @@ describe('examples/', () => {
   })
 
   // The production set-up of the README: PostgreSQL, Redis, two workers. The use notification is
-  // usually there before the walkthrough asks for it; its receiver must not miss it (issue 28.10).
+  // usually there before the walkthrough asks for it; its receiver must not miss it.
   test('walkthrough.mjs on PostgreSQL, Redis and two workers', {
     ...(postgres.skip || !process.env.TEST_REDIS_URL
       ? { skip: 'TEST_DATABASE_URL and TEST_REDIS_URL are not both set' }

@@ -1,4 +1,4 @@
-// The restore drill (issue 28.6): back up as docs/operations.md says, lose everything, restore as it
+// The restore drill: back up as docs/operations.md says, lose everything, restore as it
 // says, and find accounts, tokens, API keys, MFA, ticket codes and webhook signatures unchanged. On
 // SQLite with `wristband backup --keys` and the generated keys; on PostgreSQL with pg_dump/pg_restore
 // and the keys of the environment (JWT_SECRET, EDGE_SIGNING_KEY), as production keeps them.

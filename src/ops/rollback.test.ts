@@ -1,4 +1,4 @@
-// Rollback (issue 28.4): the previous release (commit 5e56323, built by scripts/previous-release.sh)
+// Rollback: the previous release (commit 5e56323, built by scripts/previous-release.sh)
 // runs against a database this release has used, migrated and written to, as after a rollback or
 // beside it during a rolling upgrade. What this release stored must still work there: the
 // administrator's password and MFA, access and refresh tokens, an API key it created, webhooks

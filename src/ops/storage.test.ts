@@ -1,4 +1,4 @@
-// Storage that takes no writes (issue 28.3): a full disk, a read-only database. Every write is then a
+// Storage that takes no writes: a full disk, a read-only database. Every write is then a
 // 503 (nothing changed, try again), never a 500; /ready says 503 so that the balancer stops sending;
 // one log line names the path; all of it ends when the storage takes writes again.
 import assert from 'node:assert/strict'

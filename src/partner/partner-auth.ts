@@ -23,7 +23,7 @@ export interface Partner {
 }
 
 /**
- * decisions.md §3: requests per minute and address on the partner-facing endpoints (holder; and the
+ * docs/specification.md: requests per minute and address on the partner-facing endpoints (holder; and the
  * partner, edge and webhook ones for requests without a valid API key, decisions of 2026-11-25); it
  * sits beside the partner hooks, which those features import too. A valid key counts against its own
  * limit, PARTNER_RATE_LIMIT.

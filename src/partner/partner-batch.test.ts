@@ -12,7 +12,7 @@ import {
 
 const EVENT = 'summer-fest-2026'
 
-/** Issue 29.2: POST /companies/transfers, up to 500 transfers answered one by one, idempotent as a whole. */
+/** POST /companies/transfers, up to 500 transfers answered one by one, idempotent as a whole. */
 forEachBackend(httpBackends, 'batch transfers', (ctx) => {
   let t: TestApp
   let keys: PartnerKeys

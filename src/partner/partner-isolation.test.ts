@@ -14,7 +14,7 @@ import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
 import { waitFor } from '../../test/helpers/until.js'
 
 /**
- * Issue 29.1, the permission matrix of partners: A and B are two partners of event 1, C a partner of
+ * The permission matrix of partners: A and B are two partners of event 1, C a partner of
  * event 2. Every partner route is called by each with another partner's identifiers: every cross read
  * or write is refused (404 as for something that does not exist, or 403 for another event), nothing
  * of the other partner shows in the answer, and nothing of the other partner changes.

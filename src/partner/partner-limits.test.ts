@@ -5,7 +5,7 @@ import { httpBackends } from '../../test/helpers/backends.js'
 import { type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 
 /**
- * Issue 29.2: partner limits are per API key (PARTNER_RATE_LIMIT, lowered here to 30 a minute), whatever
+ * Partner limits are per API key (PARTNER_RATE_LIMIT, lowered here to 30 a minute), whatever
  * the addresses a partner's requests come from, and answered with RateLimit-Limit, -Remaining and -Reset.
  */
 forEachBackend(

@@ -16,7 +16,7 @@ const local = (usedAt: string, zone: string) =>
     .format(new Date(usedAt))
     .replace(' ', 'T')}.${usedAt.slice(20, 23)}`
 
-/** Issue 29.4: every answer with the event-local used_timestamp has used_at in UTC, and the zone is readable. */
+/** Every answer with the event-local used_timestamp has used_at in UTC, and the zone is readable. */
 forEachBackend(httpBackends, 'times a partner can trust', (ctx) => {
   let t: TestApp
   let keys: PartnerKeys

@@ -1,6 +1,6 @@
 /**
- * What the OpenAPI document says about the partner operations beyond their route schemas (issue 26
- * item 5: the text lives with its feature, not in platform/): operationIds, success descriptions,
+ * What the OpenAPI document says about the partner operations beyond their route schemas
+ * (the text lives with its feature, not in platform/): operationIds, success descriptions,
  * examples and `error` codes. src/openapi.ts hands it to the platform's document builder.
  */
 

@@ -24,13 +24,13 @@ export const TicketTypeRequest = Type.Object(
   strict,
 )
 
-/** The event's time zone, readable by partners (issue 29.4). */
+/** The event's time zone, readable by partners. */
 export const EventTimezone = Type.String({
   description:
     "The event's IANA time zone (e.g. Europe/Berlin): ticket_date and used_timestamp are local to it",
 })
 
-/** When a ticket was used, in UTC; with every event-local used_timestamp (issue 29.4). */
+/** When a ticket was used, in UTC; with every event-local used_timestamp. */
 export const UsedAt = Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
   description: 'When the ticket was used, UTC (ISO 8601 with Z); null while unused',
 })

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test'
 import { PRODUCTION_ENV } from '../../test/helpers/app.js'
 import { ConfigError, loadConfig } from '../platform/config.js'
 
-/** WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS and PASSKEYS_REQUIRED_FOR, checked at start (issue 27). */
+/** WEBAUTHN_RP_ID, WEBAUTHN_ORIGINS and PASSKEYS_REQUIRED_FOR, checked at start. */
 const SECRET = 'a-production-secret-of-at-least-32-bytes'
 /** What production needs besides (the edge key, mail and SMS as files), so only the passkey settings differ. */
 const PRODUCTION = {

@@ -32,7 +32,7 @@ const DAVE = 'pk-dave@example.com'
 
 forEachBackend(
   backends,
-  'passkeys: registration, sign-in and refusals (issue 27)',
+  'passkeys: registration, sign-in and refusals',
   (ctx) => {
     let t: TestApp
     const keys: Record<string, SoftAuthenticator> = {}
@@ -272,7 +272,7 @@ forEachBackend(
 
 forEachBackend(
   backends,
-  'passkey sign-in spends the password back-off budget (issue 27)',
+  'passkey sign-in spends the password back-off budget',
   (ctx) => {
     test('failed passkey sign-ins count on the password budget: they lock the password too', async () => {
       const t = ctx()
@@ -298,7 +298,7 @@ forEachBackend(
   PASSKEY_ENV,
 )
 
-eachBackend(backends, 'passkeys across a fleet of two instances (issue 27)', (backend) => {
+eachBackend(backends, 'passkeys across a fleet of two instances', (backend) => {
   test('a challenge asked at one instance is answered at the other, once; the counter is shared', async () => {
     await withTwoInstances(backend, PASSKEY_ENV, async (a, b) => {
       const FRANK = 'pk-frank@example.com'
@@ -321,7 +321,7 @@ eachBackend(backends, 'passkeys across a fleet of two instances (issue 27)', (ba
 
 forEachBackend(
   backends,
-  'passkeys off: production without WEBAUTHN_RP_ID (issue 27)',
+  'passkeys off: production without WEBAUTHN_RP_ID',
   (ctx) => {
     test('the routes answer 404 and the sign-in pages offer no passkey', async () => {
       const t = ctx()

@@ -1,4 +1,4 @@
-// Issue 29.5: the contract says what the service does. Every example in /openapi.json (request bodies,
+// The contract says what the service does. Every example in /openapi.json (request bodies,
 // answers, error bodies, the webhook's payload) validates against the schema it illustrates, so a
 // generated client or a mock server built from the document is not misled by its own examples. Every
 // JSON request body and every JSON success answer carries one.

@@ -244,7 +244,7 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
         for (const code of Object.keys(res.content?.['application/json']?.examples ?? {})) listed.add(code)
     const sent = SENT_ERROR_CODES.map((c) => c.code)
     assert.deepEqual([...listed].sort(), [...sent].sort())
-    // Open to new codes (issue 29.5): listed as an extensible enum, never a closed `enum` that a strict
+    // Open to new codes: listed as an extensible enum, never a closed `enum` that a strict
     // generated client would reject a new code with.
     const body = doc.components.schemas.ErrorBody as {
       properties: { error: { enum?: string[]; 'x-extensible-enum': string[] } }

@@ -5,7 +5,7 @@
  * `minIntervalMs` after that one started. Every answer thus comes from a read that started after the
  * call arrived (it sees every write acknowledged before), one caller alone is never held back, and
  * many callers polling one key back to back cost a read or two an interval instead of one read each
- * (issue 25: eight dashboards polling one event's figures slowed ticket use at the gate eightfold).
+ * (eight dashboards polling one event's figures slowed ticket use at the gate eightfold).
  */
 export function sharedReads<T>(minIntervalMs: number): (key: string, read: () => Promise<T>) => Promise<T> {
   interface Key {

@@ -19,7 +19,7 @@ import { pruneExpiredRevocations } from '../tokens/revocations.store.js'
 import { pruneDeliveries } from '../webhooks/webhooks.store.js'
 
 /**
- * Retention (issue 25, part 4): what grows with use is deleted once it has served, in small batches.
+ * Retention: what grows with use is deleted once it has served, in small batches.
  * Each batch is one short statement (deliveries: one short transaction with their attempts), so no
  * lock is held for long and ticket use, sign-in and delivery go on between batches.
  *

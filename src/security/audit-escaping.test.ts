@@ -5,7 +5,7 @@ import { backends, eachBackend } from '../../test/helpers/backends.js'
 import { ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 
 /**
- * Issue 24, item 7: a failed sign-in records the typed e-mail as the actor, and `wristband audit`
+ * A failed sign-in records the typed e-mail as the actor, and `wristband audit`
  * printed it raw, so a typed newline forged a line of its own and an escape sequence ran in the
  * operator's terminal. Both outputs (text and --json) now escape every control character.
  */

@@ -6,12 +6,12 @@ import { postSignIn } from '../../test/helpers/dashboard.js'
 import { BACKOFF_POLICY } from '../platform/backoff.js'
 
 /**
- * Audit of 2026-11-25 (issue 24 item 3): the dashboard and `/auth/login` counted the failures of one
+ * Audit of 2026-11-25 (docs/security.md): the dashboard and `/auth/login` counted the failures of one
  * password separately, so an attacker had twice the free guesses. Both spend the account's one budget
  * now (`passwordBudget`), in either order, and a success at either forgets it. Every request comes from
  * its own address (t.request), so no per-address limit takes part.
  */
-forEachBackend(httpBackends, 'one back-off budget per password (issue 24 item 3)', (ctx) => {
+forEachBackend(httpBackends, 'one back-off budget per password', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()

@@ -6,7 +6,7 @@ import { startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
- * Issue 14, item 7: a revocation written by the command line (another process on the same database)
+ * A revocation written by the command line (another process on the same database)
  * reaches a running instance, which used to answer `valid: true` for the revoked refresh tokens until
  * it restarted. The instance reads new `revoked_tokens` rows from a cursor every REVOCATION_POLL_MS
  * (1 s by default); with Redis the command line also publishes on the revocation feed.

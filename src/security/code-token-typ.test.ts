@@ -17,7 +17,7 @@ import {
 import { deviceNetwork } from '../../test/helpers/scanner.js'
 
 /**
- * Issue 23, item 5: ticket codes and EdDSA offline tokens are signed by one edge key; their JOSE `typ`
+ * Ticket codes and EdDSA offline tokens are signed by one edge key; their JOSE `typ`
  * (`wb-ticket`, `wb-offline+jwt`) tells them apart, so a code never verifies as a token and a token
  * never scans as a code, even when one is crafted with the other's claims under the edge key itself.
  */

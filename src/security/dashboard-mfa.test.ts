@@ -7,14 +7,14 @@ import { enrolMfa, nextCode } from '../../test/helpers/mfa.js'
 import { BACKOFF_POLICY } from '../platform/backoff.js'
 
 /**
- * Audit of 2026-11-25 (issue 24 item 2): an administrator whose MFA was enabled signed in to the
+ * Audit of 2026-11-25 (docs/security.md): an administrator whose MFA was enabled signed in to the
  * dashboard with the password alone. Now the password leads to a TOTP step, and only a code opens the
  * session, with the rules of `/admin/mfa/verify`: each code once, wrong codes on the administrator's one
  * back-off budget. Between the two steps the sign-in waits sealed in a cookie for five minutes.
  */
 const ADMIN = 'dash-mfa@example.com'
 
-forEachBackend(httpBackends, 'the dashboard sign-in asks for the second factor (issue 24 item 2)', (ctx) => {
+forEachBackend(httpBackends, 'the dashboard sign-in asks for the second factor', (ctx) => {
   let t: TestApp
   let secret = ''
   before(async () => {

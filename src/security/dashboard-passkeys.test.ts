@@ -8,7 +8,7 @@ import { cookieOf, dashboardSession, formToken } from '../../test/helpers/dashbo
 import { auditOf, PASSKEY_ENV, softAuthenticator } from '../../test/helpers/passkeys.js'
 
 /**
- * The dashboard's passkeys through HTTP as a browser sends them (issue 27), for a dashboard user, who
+ * The dashboard's passkeys through HTTP as a browser sends them, for a dashboard user, who
  * has no TOTP: the first passkey needs the password's session alone, a passkey alone signs in, and
  * once the account has one a password-only session neither adds nor removes one. Options need the CSRF
  * token; the flow is a cookie, answered once; a dashboard user's passkey opens no API session.
@@ -18,7 +18,7 @@ const FORM = { 'content-type': 'application/x-www-form-urlencoded' }
 
 forEachBackend(
   backends,
-  "dashboard passkeys: a dashboard user's own (issue 27)",
+  "dashboard passkeys: a dashboard user's own",
   (ctx) => {
     let t: TestApp
     const key: SoftAuthenticator = softAuthenticator()

@@ -1,4 +1,4 @@
-// Issue 24, item 8: the SQLite database (with its -wal and -shm files) and `wristband backup` files
+// The SQLite database (with its -wal and -shm files) and `wristband backup` files
 // hold password hashes and sealed secrets; another account on the machine must not read them, even
 // under a permissive umask (the systemd unit sets UMask=0077 as well).
 import assert from 'node:assert/strict'

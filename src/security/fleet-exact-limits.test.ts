@@ -4,7 +4,7 @@ import { withTwoInstances } from '../../test/helpers/app.js'
 import { backends, eachBackend } from '../../test/helpers/backends.js'
 
 /**
- * Issue 24, item 4: with the background-synced counters (RATE_LIMIT_SYNC_MS, 100 ms by default), ten
+ * With the background-synced counters (RATE_LIMIT_SYNC_MS, 100 ms by default), ten
  * failed logins from one address spread over two instances, then an eleventh, were answered 401: each
  * instance had seen five. Limits of 60 a minute or less are now counted in Redis on every request,
  * exact across the fleet, whatever the sync interval; only higher limits sync in the background.

@@ -6,7 +6,7 @@ import { httpBackends } from '../../test/helpers/backends.js'
 import { enrolMfa, freshMfaTokens } from '../../test/helpers/mfa.js'
 
 /**
- * Audit of 2026-11-25 (issue 24 item 2): an administrator whose MFA was enabled created never-expiring
+ * Audit of 2026-11-25 (docs/security.md): an administrator whose MFA was enabled created never-expiring
  * API keys, dashboard users, device and offline tokens with the password alone. While MFA is on, these
  * routes need an access token with a fresh `mfa_verified_at`: 403 `mfa_required` otherwise, nothing
  * created, the refusal audited as denied.
@@ -18,7 +18,7 @@ const env = { MFA_FRESHNESS_WINDOW_HOURS: '1', ACCESS_TOKEN_EXPIRE_MINUTES: '180
 
 forEachBackend(
   httpBackends,
-  'credential-creating routes need fresh MFA while it is on (issue 24 item 2)',
+  'credential-creating routes need fresh MFA while it is on',
   (ctx) => {
     let t: TestApp
     const secrets: Record<string, string> = {}

@@ -8,7 +8,7 @@ import { until } from '../../test/helpers/until.js'
 import type { SeedDocument } from '../seed/seed.js'
 
 /**
- * Issue 23, item 4: a stolen scanner can be stopped. Archiving a device, rotating its key or `wristband
+ * A stolen scanner can be stopped. Archiving a device, rotating its key or `wristband
  * device revoke` ends every offline token issued to it (its token generation goes on the revocation list
  * every instance follows); /tokens/verify, the route guard, the scan-sync feed and use-batch refuse them.
  */

@@ -12,7 +12,7 @@ import {
 } from '../../test/helpers/passkeys.js'
 
 /**
- * PASSKEYS_REQUIRED_FOR=superadmin (issue 27): a superadmin who registered a passkey can no longer
+ * PASSKEYS_REQUIRED_FOR=superadmin: a superadmin who registered a passkey can no longer
  * sign in with password + TOTP (403 `passkey_required`, audited), only with the passkey; an
  * administrator outside the scope keeps TOTP.
  */
@@ -21,7 +21,7 @@ const ADMIN = 'policy-admin@example.com'
 
 forEachBackend(
   backends,
-  'PASSKEYS_REQUIRED_FOR=superadmin (issue 27)',
+  'PASSKEYS_REQUIRED_FOR=superadmin',
   (ctx) => {
     let t: TestApp
     const secrets: Record<string, string> = {}

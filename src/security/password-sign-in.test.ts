@@ -9,7 +9,7 @@ import { metricValue } from '../../test/helpers/scrape.js'
 import { BACKOFF_POLICY } from '../platform/backoff.js'
 
 /**
- * Issue 26 item 1: the four copies of the password sign-in (`/auth/login`, consumers, operator tokens,
+ * The four copies of the password sign-in (`/auth/login`, consumers, operator tokens,
  * the dashboard) had drifted. They are one `signInWithPassword` now; each test here is one drift, shown
  * through HTTP. The work of a sign-in is read from `wristband_password_checks_total` (hashes checked),
  * never from a stopwatch: equal work is what makes equal time.
@@ -18,7 +18,7 @@ const PASSWORD = 's3cret-pass'
 const LEGACY = 'legacy-pass-123'
 const OWASP_ARGON2ID = /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/
 
-forEachBackend(httpBackends, 'one password sign-in (issue 26 item 1)', (ctx) => {
+forEachBackend(httpBackends, 'one password sign-in', (ctx) => {
   let t: TestApp
   before(async () => {
     t = ctx()

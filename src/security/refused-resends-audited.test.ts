@@ -1,4 +1,4 @@
-// Issue 24.9: a refused Resend is recorded as `denied`, as docs/security.md says refusals are: the
+// A refused Resend is recorded as `denied`, as docs/security.md says refusals are: the
 // dashboard's form without its fields (422), another event's delivery (404), and the partner API's retry
 // of another partner's delivery (404).
 import assert from 'node:assert/strict'

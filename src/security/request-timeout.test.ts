@@ -7,7 +7,7 @@ import { startApp, type TestApp } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 
 /**
- * Issue 24, item 6: no request timeout. A client that sent a request's headers and then its body a
+ * Without a request timeout, a client that sent a request's headers and then its body a
  * byte at a time held the connection (and, on the verify lane, a pending body) for as long as it
  * liked; Fastify's default is no timeout, and the lane's server copied it. REQUEST_TIMEOUT_SECONDS
  * (30 by default; 1 here) now cuts such a request with 408 and closes the connection, on the verify

@@ -8,7 +8,7 @@ import { login, STANDARD_SEED, startApp, type TestApp } from '../../test/helpers
 import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/helpers/backends.js'
 
 /**
- * Issue 24, item 1: POST /tokens/verify allowed 600 requests a minute per client address, and the
+ * POST /tokens/verify allowed 600 requests a minute per client address, and the
  * client is the backend that verifies for its users. About ten junk tokens a second sent to any
  * protected backend spent its budget (invalid answers were never cached), and after one 429
  * @wristband/verifier answered 503 to every user. Backends now identify themselves with a verify

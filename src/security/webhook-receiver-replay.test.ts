@@ -1,4 +1,4 @@
-// Issue 24.5: the partner client's webhook receiver refuses replays, whatever the spelling of the
+// The partner client's webhook receiver refuses replays, whatever the spelling of the
 // timestamp and whichever receiver (restarted, or a second one) the replay reaches, given a shared store.
 import assert from 'node:assert/strict'
 import http from 'node:http'

@@ -68,7 +68,7 @@ export interface TokenAuthority {
   /**
    * Ends every session of an account inside the caller's transaction `tx`: its refresh-token families
    * and the sessions of `sessionStores`. Every one of them is refused through its row from the moment
-   * `tx` commits, by every instance at once, so nothing is left to publish after the commit (issue 25
+   * `tx` commits, by every instance at once, so nothing is left to publish after the commit (this
    * took refresh tokens off the revocation list). Access tokens already issued lapse within
    * ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed. Returns how many sessions ended.
    */

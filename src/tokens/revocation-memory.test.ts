@@ -17,7 +17,7 @@ import { REVOCATION_PAGE } from './revocations.js'
 import { insertRevocations } from './revocations.store.js'
 
 /**
- * Memory for what is actually revoked (issue 25, part 2): a refresh, a logout and a detected reuse put
+ * Memory for what is actually revoked: a refresh, a logout and a detected reuse put
  * nothing on the revocation list (each instance's memory and Redis copy); the refresh-token rows
  * refuse those tokens, at once on every instance. The list is read in pages, and a Redis copy marked
  * complete is not rewritten by the next instance that starts.

@@ -152,7 +152,7 @@ eachBackend(backends, 'revocation store contract', (backend) => {
     return key
   }
 
-  // Issue 15: each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
+  // Each instance answers from its own memory, fed by the Redis feed (or, without Redis, by
   // the database cursor), so the other instance learns the revocation a moment later: polled.
   test('two instances sharing storage: revoked on one, refused by the other (polled)', async () => {
     await withTwoInstances(

@@ -257,7 +257,7 @@ export class TokenService {
     }
     // Rotated: refused from now on through its row (rotated_at): at /auth/refresh by every instance at
     // once, at /tokens/verify by this one at once and by the others within a second (their remembered
-    // answers); no entry in the revocation list (one per refresh filled every instance's memory, issue 25).
+    // answers); no entry in the revocation list (one per refresh filled every instance's memory).
     this.refreshGood.delete(claims.jti)
     const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
     if (!grant) {

@@ -2,7 +2,7 @@ import { Type } from 'typebox'
 
 /**
  * The body of a use notification, as sent to the partner's receiver and shown as a delivery's
- * `payload` (issue 29.3): one schema for both, so generated clients type the payload.
+ * `payload`: one schema for both, so generated clients type the payload.
  */
 export const UseNotification = Type.Object(
   {

@@ -1,5 +1,5 @@
 /**
- * What the OpenAPI document says about the webhook operations beyond their route schemas (issue 26
+ * What the OpenAPI document says about the webhook operations beyond their route schemas
  * item 5: the text lives with its feature, not in platform/). src/openapi.ts hands it to the document builder.
  */
 

@@ -16,7 +16,7 @@ import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webh
 export interface WebhookRoutesDeps extends Omit<WebhookServiceDeps, 'sealer'> {
   /** Run due jobs now instead of at the next poll (a manual retry is meant to go out at once). */
   runDueJobs: () => void
-  /** Refused retries are recorded (issue 24.9). */
+  /** Refused retries are recorded. */
   audit: AuditLog
   /** The job queue, which delivers the notifications (the feature registers its job here). */
   jobs: JobRunner

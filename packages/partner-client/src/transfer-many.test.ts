@@ -1,4 +1,4 @@
-// transferMany against the real service on a socket (issue 29.2), on SQLite and PostgreSQL.
+// transferMany against the real service on a socket, on SQLite and PostgreSQL.
 import assert from 'node:assert/strict'
 import type { AddressInfo } from 'node:net'
 import { before, test } from 'node:test'

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
 
-/** The claims wristband returns for a valid token (auth-service.md §5); further fields pass through. */
+/** The claims wristband returns for a valid token (docs/specification.md); further fields pass through. */
 export interface VerifiedClaims {
   type: string
   sub: string

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * The gate in the field (issue 23). Only additions, so the previous release keeps running beside this
+ * The gate in the field. Only additions, so the previous release keeps running beside this
  * one: its inserts leave the new columns at their defaults, which mean what they meant before.
  *
  * - `devices.token_generation`: the generation of the offline tokens a device is issued. Archiving the
@@ -13,7 +13,7 @@ import type { MigrationContext } from './index.js'
  *   whose device time lay outside the accepted window was recorded at the service's time; a scan of a
  *   code version that had been re-issued still counted. The partial index serves the dashboard's list of
  *   such uses (few rows, so a small index).
- * - An index on transfers (event_id, id): the pages of a scanner's first sync (issue 25).
+ * - An index on transfers (event_id, id): the pages of a scanner's first sync.
  */
 export async function up(db: Kysely<unknown>, _ctx: MigrationContext): Promise<void> {
   await db.schema

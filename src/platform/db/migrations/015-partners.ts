@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Partners (issue 29, decisions.md of 2026-11-25): an event's ticket partners are isolated from each
+ * Partners: an event's ticket partners are isolated from each
  * other. Each API key belongs to a partner; transfers, `company_ticket_id` uniqueness, the webhook
  * receiver and its deliveries belong to a partner, not to the event.
  *

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Data at festival scale (issue 25). Only additions, so the previous release keeps running beside this
+ * Data at festival scale. Only additions, so the previous release keeps running beside this
  * one; the counters are kept by triggers, so its writes are counted too.
  *
  * - Ticket counters, kept by the database in the transaction of every write of `transfers` (transfer,

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Passkeys (issue 27). Only additions, so the release before keeps running beside this one.
+ * Passkeys. Only additions, so the release before keeps running beside this one.
  *
  * - `passkeys`: WebAuthn credentials of administrators, dashboard users and network managers. The
  *   credential id and public key are what the authenticator gave at registration (base64url, the

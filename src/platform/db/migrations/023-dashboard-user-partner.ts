@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely'
 
 /**
- * `dashboard_users.partner` (decisions.md of 2026-11-25: partners are isolated from each other): the
+ * `dashboard_users.partner` (docs/specification.md: partners are isolated from each other): the
  * ticket partner a dashboard user answers for, by the name its API keys give (`partners.name`, in each
  * of the user's events). The deliveries page shows a dashboard user only that partner's receiver and
  * deliveries; null, as every existing user has, shows none until an administrator binds the user.
