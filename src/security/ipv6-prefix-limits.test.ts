@@ -8,7 +8,7 @@ import { SmsInbox } from '../../test/helpers/sms.js'
 import { addressKey } from '../platform/client-address.js'
 
 /**
- * Issue 35, F3 (Low): "IPv6 callers get a budget per address". A caller with a /64 (every home line)
+ * Audit of 2026-11-29, F3 (Low; docs/security.md): "IPv6 callers get a budget per address". A caller with a /64 (every home line)
  * rotated addresses and got a fresh per-address budget each time, on login, SMS and verify; SMS had no
  * global budget, so a botnet could spend the SMS bill. Every per-address limit now counts an IPv6
  * caller by its /64 (`addressKey`), and SMS_GLOBAL_RATE_LIMIT caps the texts of the whole fleet a

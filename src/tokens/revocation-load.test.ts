@@ -7,7 +7,7 @@ import { REVOCATION_PAGE } from './revocations.js'
 import { insertRevocations } from './revocations.store.js'
 
 /**
- * Start-up with a long revocation list (issue 38): an instance listens while it loads the list, and a
+ * Start-up with a long revocation list: an instance listens while it loads the list, and a
  * revoked token is refused during the load (the database, or Redis's copy, answers what the memory
  * cannot yet) and after it, including one revoked by another instance while the load runs.
  * GET /ready/verify stays 503 until the list is loaded.

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 
-/** The compact revocation list (issue 38): every live jti found, no other, expired ones swept. */
+/** The compact revocation list: every live jti found, no other, expired ones swept. */
 
 const jtis = (n: number, tag: string) =>
   Array.from({ length: n }, (_, i) => `${tag}-${i}-${randomBytes(12).toString('base64url')}`)

@@ -1,5 +1,5 @@
 /**
- * The revocation list as each instance holds it in memory (issue 38): a jti is kept as a 64-bit digest
+ * The revocation list as each instance holds it in memory: a jti is kept as a 64-bit digest
  * (two signed 32-bit halves, `digestHi` and `digestLo`) with its expiry in whole seconds, 12 bytes an entry, in
  * typed arrays sorted by digest and searched by bisection; about 12 MB for a million live revocations
  * where a Map of the jti strings took about 165 MB. What is added after the load goes into a small Map

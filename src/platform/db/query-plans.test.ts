@@ -52,7 +52,7 @@ const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp, string[]?][] = [
   ["a partner's deliveries", (db) => listDeliveries(db, 1, { limit: 50 }), /webhook_deliveries_partner/],
   ['retention: revocations', (db) => pruneExpiredRevocations(db, 1, 500), /revoked_tokens_live/],
   [
-    // Start-up's load: a walk of the covering index in its order, never the table's rows (issue 38).
+    // Start-up's load: a walk of the covering index in its order, never the table's rows.
     // With sorts and bitmaps priced out too (the empty table's estimates favour them), a plan without a
     // Sort is one whose order the index gives.
     'a page of the live revocations',

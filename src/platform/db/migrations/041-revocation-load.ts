@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely'
 import type { MigrationContext } from './index.js'
 
 /**
- * Every instance loads the live revocations at start, page by page (issue 38: 17 s at 779k). Read by
+ * Every instance loads the live revocations at start, page by page (17 s at 779k). Read by
  * the primary key, each page fetched table rows in random key order and filtered the expired ones;
  * an index on (expires_at, jti) holds all that a page reads, in the order it reads it, starting past
  * the expired ones. It also serves retention's `expires_at <` deletes, so the index on `expires_at`
