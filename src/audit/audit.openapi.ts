@@ -37,6 +37,7 @@ export const AUDIT_OPENAPI: FeatureOpenApi = {
           },
         ],
         next_before: 917,
+        next_after: null,
       },
     },
   },

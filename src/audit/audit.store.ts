@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Selectable } from 'kysely'
+import { type Selectable, sql } from 'kysely'
 import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
+import type { Db, Dialect } from '../platform/db/database.js'
 import type { AuditLogTable } from '../platform/db/schema.js'
 import { storageProblem } from '../platform/storage.js'
 
@@ -71,19 +71,81 @@ export async function insertAuditEntry(db: Db, at: number, entry: AuditEntry): P
     .execute()
 }
 
-export type AuditRow = Selectable<AuditLogTable>
+export type AuditRow = Omit<Selectable<AuditLogTable>, 'tx'>
 
-/** Entries after `afterId`, oldest first; or the newest `limit` entries when `afterId` is absent. */
-export async function listAuditEntries(
+/** A place in the forward order of the audit log: after the row (tx, id). `{ tx: 0, id: 0 }` is its start. */
+export interface AuditCursor {
+  tx: number
+  id: number
+}
+
+export type AuditForwardRow = AuditRow & { tx: number }
+
+const FORWARD_COLUMNS = ['id', 'at', 'kind', 'actor', 'ip', 'outcome', 'detail', 'tx'] as const
+
+/**
+ * On PostgreSQL, the oldest transaction still open when the statement's snapshot was taken: every row of
+ * an older transaction is committed (or never will be), so none can appear behind it later.
+ */
+const settledBelow = sql<number>`(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`
+
+/**
+ * Entries after `after` in forward order, (tx, id), among the settled ones: on PostgreSQL only rows of
+ * transactions older than every open one (a row whose transaction is still open may hold a smaller id
+ * than rows committed already; those wait until it ends), on SQLite every row (one writer at a time:
+ * ids are taken in commit order, tx is 0). A cursor handed out is thus never passed by a later commit.
+ */
+export async function listAuditAfter(
   db: Db,
-  opts: { afterId?: number; kind?: string; limit: number },
-): Promise<AuditRow[]> {
-  let q = db.selectFrom('audit_log').select(['id', 'at', 'kind', 'actor', 'ip', 'outcome', 'detail'])
+  dialect: Dialect,
+  opts: { after: AuditCursor; kind?: string; actor?: string; outcome?: string; limit: number },
+): Promise<AuditForwardRow[]> {
+  let q = db
+    .selectFrom('audit_log')
+    .select(FORWARD_COLUMNS)
+    .where((eb) => eb(eb.refTuple('tx', 'id'), '>', eb.tuple(opts.after.tx, opts.after.id)))
+  if (dialect === 'postgres') q = q.where('tx', '<', settledBelow)
   if (opts.kind !== undefined) q = q.where('kind', '=', opts.kind)
-  if (opts.afterId !== undefined)
-    return q.where('id', '>', opts.afterId).orderBy('id').limit(opts.limit).execute()
-  const newest = await q.orderBy('id', 'desc').limit(opts.limit).execute()
+  if (opts.actor !== undefined) q = q.where('actor', '=', opts.actor)
+  if (opts.outcome !== undefined) q = q.where('outcome', '=', opts.outcome)
+  return q.orderBy('tx').orderBy('id').limit(opts.limit).execute()
+}
+
+/** The newest `limit` settled entries (see `listAuditAfter`), in forward order: where a follower starts. */
+export async function listAuditNewestSettled(
+  db: Db,
+  dialect: Dialect,
+  opts: { kind?: string; limit: number },
+): Promise<AuditForwardRow[]> {
+  let q = db.selectFrom('audit_log').select(FORWARD_COLUMNS)
+  if (dialect === 'postgres') q = q.where('tx', '<', settledBelow)
+  if (opts.kind !== undefined) q = q.where('kind', '=', opts.kind)
+  const newest = await q.orderBy('tx', 'desc').orderBy('id', 'desc').limit(opts.limit).execute()
   return newest.reverse()
+}
+
+/** A sink's acknowledged cursor and its failures in a row; undefined before its first delivery. */
+export async function readSinkState(db: Db, name: string) {
+  return db.selectFrom('audit_sink').selectAll().where('name', '=', name).executeTakeFirst()
+}
+
+/** Stores a sink's state (cursor acknowledged, failures in a row). */
+export async function writeSinkState(
+  db: Db,
+  state: { name: string; after: AuditCursor; failures: number; lastError: string | null; now: number },
+): Promise<void> {
+  const row = {
+    after_tx: state.after.tx,
+    after_id: state.after.id,
+    failures: state.failures,
+    last_error: state.lastError?.slice(0, 500) ?? null,
+    updated_at: state.now,
+  }
+  await db
+    .insertInto('audit_sink')
+    .values({ name: state.name, ...row })
+    .onConflict((oc) => oc.column('name').doUpdateSet(row))
+    .execute()
 }
 
 /** One page of entries, newest first, older than the entry `before` when given. */

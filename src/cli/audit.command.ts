@@ -1,6 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type AuditRow, tailAuditLog } from '../audit/audit.service.js'
-import { audited, integerOption, type Subcommand, stringOption, withContext } from './command.js'
+import {
+  type AuditCursor,
+  type AuditForwardRow,
+  auditAfter,
+  auditNewest,
+  formatCursor,
+  parseCursor,
+  presentForward,
+} from '../audit/audit.service.js'
+import { audited, CliError, integerOption, type Subcommand, stringOption, withContext } from './command.js'
 
 // How often --follow looks for new entries: quick enough to watch an incident, light on the database.
 const FOLLOW_INTERVAL_MS = 500
@@ -32,9 +40,10 @@ function printable(value: string): string {
  * failed sign-in's e-mail): both forms escape every control character, ESC included, so the output
  * of `wristband audit` in a terminal shows them and never runs them.
  */
-function formatAuditRow(row: AuditRow, json: boolean): string {
-  const detail = row.detail === null ? null : (JSON.parse(row.detail) as unknown)
-  if (json) return escapeUnsafe(JSON.stringify({ ...row, at: new Date(row.at).toISOString(), detail }))
+function formatAuditRow(row: AuditForwardRow, json: boolean): string {
+  const entry = presentForward(row)
+  if (json) return escapeUnsafe(JSON.stringify(entry))
+  const { detail } = entry
   return [
     new Date(row.at).toISOString(),
     printable(row.kind),
@@ -49,18 +58,23 @@ function formatAuditRow(row: AuditRow, json: boolean): string {
 
 export const auditCommand: Subcommand = {
   summary: 'Print the audit log',
-  usage: `Usage: wristband audit [--follow] [--kind KIND] [--limit N] [--json]
+  usage: `Usage: wristband audit [--follow] [--after CURSOR] [--kind KIND] [--limit N] [--json]
 
-Prints the newest audit-log entries, oldest first; with --follow keeps printing new ones until
-interrupted (Ctrl-C). Reading the log is itself recorded in it.
+Prints the newest audit-log entries, oldest first, or every entry after CURSOR; with --follow keeps
+printing new ones until interrupted (Ctrl-C). Entries come in the order they were committed, each once:
+one whose transaction is still open waits, with those after it, until it ends. Reading the log is
+itself recorded in it.
 
 Options:
   --follow, -f         keep printing entries as they are written
+  --after CURSOR       start after this cursor (0-0: the start of the log) instead of the newest
+                       entries; each JSON line's "cursor" resumes after it
   --kind KIND          only entries of this kind (e.g. login_failed, cli_admin_create)
   --limit N            how many of the newest entries to print first (default 50, at most 10000)
-  --json               one JSON object per line`,
+  --json               one JSON object per line, with its cursor`,
   options: {
     follow: { type: 'boolean', short: 'f' },
+    after: { type: 'string' },
     kind: { type: 'string' },
     limit: { type: 'string' },
     json: { type: 'boolean' },
@@ -71,6 +85,15 @@ Options:
     const rawLimit = stringOption(values, 'limit', command, true)
     const limit = rawLimit === undefined ? 50 : integerOption(rawLimit, 'limit', command, 1, 10_000)
     const json = Boolean(values.json)
+    const rawAfter = stringOption(values, 'after', command, true)
+    const after = rawAfter === undefined ? undefined : parseCursor(rawAfter)
+    if (rawAfter !== undefined && after === undefined)
+      throw new CliError(
+        `wristband audit: --after must be a cursor such as 0-0 or one printed by --json, got "${rawAfter}"`,
+        2,
+      )
+    if (after !== undefined && rawLimit !== undefined)
+      throw new CliError('wristband audit: --after and --limit exclude each other', 2)
     // Listening for the stop signal from the start: a signal that arrives while the first page is
     // being printed must still end the follow cleanly (exit 0), not kill the process.
     const stop = new AbortController()
@@ -78,21 +101,34 @@ Options:
       for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort())
     await withContext(loadConfig(), async (ctx) => {
       await audited(ctx, 'cli_audit_read', async () => ({
-        detail: { follow: Boolean(values.follow), kind: kind ?? null, limit },
+        detail: {
+          follow: Boolean(values.follow),
+          kind: kind ?? null,
+          ...(after ? { after: formatCursor(after) } : { limit }),
+        },
       }))
+      const { db } = ctx
+      const { dialect } = ctx.database
       const filter = kind === undefined ? {} : { kind }
-      let last = 0
-      const print = (rows: AuditRow[]) => {
+      let last: AuditCursor = after ?? { tx: 0, id: 0 }
+      const print = (rows: AuditForwardRow[]) => {
         for (const r of rows) {
           console.log(formatAuditRow(r, json))
-          last = r.id
+          last = { tx: r.tx, id: r.id }
         }
+        return rows.length
       }
-      print(await tailAuditLog(ctx.db, { ...filter, limit }))
-      if (!values.follow) return
-      while (!stop.signal.aborted) {
-        print(await tailAuditLog(ctx.db, { ...filter, afterId: last, limit: 1000 }))
+      if (after === undefined) {
+        print(await auditNewest(db, dialect, { ...filter, limit }))
+        if (!values.follow) return
+      }
+      for (;;) {
+        // Every entry there is, a page at a time; then, following, a look every FOLLOW_INTERVAL_MS.
+        const n = print(await auditAfter(db, dialect, { ...filter, after: last, limit: 1000 }))
+        if (n === 1000) continue
+        if (!values.follow || stop.signal.aborted) break
         await sleep(FOLLOW_INTERVAL_MS, undefined, { signal: stop.signal }).catch(() => undefined)
+        if (stop.signal.aborted) break
       }
     })
     return 0

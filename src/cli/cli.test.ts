@@ -596,6 +596,24 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
       ],
     )
     assert.match(ok(await cli(['audit', '--limit', '3'])), /cli_audit_read {2}success {2}actor=cli/)
+    // Each JSON line carries the cursor that resumes after it: --after prints what follows, nothing twice.
+    assert.match(lines[0].cursor, /^\d+-\d+$/)
+    const resumed = ok(
+      await cli(['audit', '--after', lines[0].cursor, '--kind', 'cli_apikey_revoke', '--json']),
+    )
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    assert.deepEqual(resumed, [lines[1]])
+    const everything = ok(await cli(['audit', '--after', '0-0', '--json']))
+      .trim()
+      .split('\n')
+    const ids = everything.map((l) => JSON.parse(l).id)
+    assert.equal(new Set(ids).size, ids.length)
+    assert.ok(ids.length > 10)
+    const bad = await cli(['audit', '--after', '17'])
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /--after must be a cursor/)
 
     const child = spawn(process.execPath, [BIN, 'audit', '--follow', '--kind', 'follow_probe'], {
       env: { PATH: process.env.PATH ?? '', ...env },

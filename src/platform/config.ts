@@ -452,6 +452,21 @@ export const settings = {
     '365',
     integer(1, 36_500),
   ),
+  AUDIT_SINK_URL: setting(
+    'Where the audit log is sent as it is written: each batch of records POSTed as JSON lines (`application/x-ndjson`, each with its `cursor`); a 2xx acknowledges it, anything else is sent again from the last acknowledged cursor, which is kept in the database (docs/observability.md); unset: no sink',
+    undefined,
+    url,
+  ),
+  AUDIT_SINK_AUTHORIZATION: setting(
+    'Value of the Authorization header sent to AUDIT_SINK_URL',
+    undefined,
+    text,
+  ),
+  AUDIT_SINK_POLL_MS: setting(
+    'How often the audit sink looks for new records once it has sent everything, in milliseconds',
+    '1000',
+    integer(10, 60_000),
+  ),
   JOBS_POLL_MS: setting(
     'How often background jobs (mail, webhooks) are polled, in milliseconds',
     '1000',
@@ -553,6 +568,7 @@ export const SECRET_SETTINGS = [
   'REDIS_SENTINEL_PASSWORD',
   'SMTP_URL',
   'SMS_WEBHOOK_AUTHORIZATION',
+  'AUDIT_SINK_AUTHORIZATION',
   'METRICS_TOKEN',
 ] as const satisfies readonly (keyof typeof settings)[]
 

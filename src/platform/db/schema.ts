@@ -130,6 +130,17 @@ export interface AuditLogTable {
   ip: string | null
   outcome: string
   detail: string | null
+  /** PostgreSQL: the inserting transaction's id (set by the column's default); SQLite: 0. */
+  tx: Generated<number>
+}
+
+export interface AuditSinkTable {
+  name: string
+  after_tx: number
+  after_id: number
+  failures: number
+  last_error: string | null
+  updated_at: number
 }
 
 export interface EventClientsTable {
@@ -489,6 +500,7 @@ export interface Database {
   refresh_tokens: RefreshTokensTable
   revoked_tokens: RevokedTokensTable
   audit_log: AuditLogTable
+  audit_sink: AuditSinkTable
   phone_codes: PhoneCodesTable
   phone_verifications: PhoneVerificationsTable
   customer_identities: CustomerIdentitiesTable

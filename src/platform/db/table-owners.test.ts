@@ -47,6 +47,7 @@ const OWNERS: Record<string, string> = {
   refresh_tokens: 'src/tokens/refresh.store.ts',
   revoked_tokens: 'src/tokens/revocations.store.ts',
   audit_log: 'src/audit/audit.store.ts',
+  audit_sink: 'src/audit/audit.store.ts',
 }
 
 /** Reads of a table outside its owner, each one join on a hot path where a second query would cost. */
