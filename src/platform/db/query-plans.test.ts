@@ -9,7 +9,7 @@ import { test } from 'node:test'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
-import { pageAuditEntries, pruneAudit } from '../../audit/audit.store.js'
+import { listAuditAfter, pageAuditEntries, pruneAudit } from '../../audit/audit.store.js'
 import { pruneSetupCodes } from '../../devices/setup-codes.store.js'
 import { pruneClaimedLinkTokens } from '../../holder/holder.store.js'
 import { pruneExpiredRefresh } from '../../tokens/refresh.store.js'
@@ -43,6 +43,11 @@ const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp, string[]?][] = [
     'audit page by outcome',
     (db) => pageAuditEntries(db, { outcome: 'failure', limit: 51 }),
     /audit_log_outcome_id/,
+  ],
+  [
+    'audit forward page after a cursor (export, sink)',
+    (db) => listAuditAfter(db, 'postgres', { after: { tx: 1000, id: 5000 }, limit: 200 }),
+    /audit_log_tx_id/,
   ],
   [
     "a partner's deliveries by status",
