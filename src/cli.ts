@@ -15,7 +15,7 @@ import {
 } from './cli/command.js'
 import { deviceCommands } from './cli/device.command.js'
 import { secretCommands } from './cli/secret.command.js'
-import { type Config, ConfigError, loadConfig, settingWarnings } from './platform/config.js'
+import { type Config, ConfigError, configWarnings, loadConfig, settingWarnings } from './platform/config.js'
 import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { databaseUnavailable, EXIT_STATUS, listenFailure, StartupError } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
@@ -100,7 +100,9 @@ Options:
   async run(values, loadConfig) {
     const raw = values.workers
     const workers = typeof raw === 'string' ? integerOption(raw, 'workers', 'serve', 1, 1024) : undefined
-    await serve(loadConfig(), workers)
+    const config = loadConfig()
+    if (cluster.isPrimary) for (const w of configWarnings(config)) console.error(`wristband: warning: ${w}`)
+    await serve(config, workers)
     return -1
   },
 }

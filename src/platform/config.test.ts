@@ -4,7 +4,14 @@ import os from 'node:os'
 import path from 'node:path'
 import { after, describe, test } from 'node:test'
 import { PRODUCTION_ENV } from '../../test/helpers/app.js'
-import { ConfigError, credentialName, loadConfig, SECRET_SETTINGS, settings } from './config.js'
+import {
+  ConfigError,
+  configWarnings,
+  credentialName,
+  loadConfig,
+  SECRET_SETTINGS,
+  settings,
+} from './config.js'
 import { EXIT_STATUS } from './startup.js'
 
 const SECRET = 'x'.repeat(32)
@@ -341,5 +348,26 @@ describe('secrets from files', () => {
       assert.equal(r.problems.length, 1, r.problems.join('\n'))
       assert.match(r.problems[0]!, pattern)
     }
+  })
+})
+
+describe('settings that do not fit together are told at start', () => {
+  const warned = (env: Record<string, string>) => configWarnings(loadConfig({ NODE_ENV: 'test', ...env }))
+  test('PUBLIC_BASE_URL on loopback at another port than PORT', () => {
+    const [w, ...rest] = warned({ PORT: '9000' })
+    assert.match(w ?? '', /PUBLIC_BASE_URL \(http:\/\/127\.0\.0\.1:8000\) .* PORT 9000/)
+    assert.deepEqual(rest, [])
+    assert.equal(
+      warned({ PORT: '9000', PUBLIC_BASE_URL: 'http://localhost' }).length,
+      1,
+      'port 80 by default',
+    )
+    assert.equal(warned({ PORT: '9000', PUBLIC_BASE_URL: 'http://[::1]:8080' }).length, 1)
+  })
+  test('no warning when they agree, for a public host (a proxy may map ports) or PORT 0', () => {
+    assert.deepEqual(warned({}), [])
+    assert.deepEqual(warned({ PORT: '9000', PUBLIC_BASE_URL: 'http://127.0.0.1:9000' }), [])
+    assert.deepEqual(warned({ PORT: '9000', PUBLIC_BASE_URL: 'https://tickets.example.com' }), [])
+    assert.deepEqual(warned({ PORT: '0' }), [])
   })
 })

@@ -359,7 +359,7 @@ export const settings = {
     originList,
   ),
   PUBLIC_BASE_URL: setting(
-    'Base address used in links sent by e-mail; also the issuer of the OAuth metadata (GET /.well-known/oauth-authorization-server) and the base of its endpoint addresses',
+    'Base address used in links sent by e-mail and device set-up codes; also the issuer of the OAuth metadata (GET /.well-known/oauth-authorization-server) and the base of its endpoint addresses. A loopback address at another port than PORT is warned about at start',
     'http://127.0.0.1:8000',
     url,
   ),
@@ -889,6 +889,24 @@ function unknownVariables(env: Record<string, string | undefined>): string[] {
       problems.push(`${name}: not a setting of wristband (the settings are listed in the README)`)
   }
   return problems
+}
+
+/**
+ * Settings that are valid each but do not fit together, told at start (the service starts anyway): a
+ * PUBLIC_BASE_URL on this machine's loopback at another port than PORT sends every e-mailed link, set-up
+ * QR code and OAuth metadata address to a port nothing of this instance listens on. A public host name
+ * behind a proxy may well have another port, and is not warned about.
+ */
+export function configWarnings(config: Pick<Config, 'PORT' | 'PUBLIC_BASE_URL'>): string[] {
+  const base = new URL(config.PUBLIC_BASE_URL)
+  const host = base.hostname.replace(/^\[|\]$/g, '')
+  const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host)
+  const port = Number(base.port || (base.protocol === 'https:' ? 443 : 80))
+  if (!loopback || config.PORT === 0 || port === config.PORT) return []
+  return [
+    `PUBLIC_BASE_URL (${base.origin}) is this machine at port ${port}, but the service listens on PORT ${config.PORT}: ` +
+      'links in e-mail, device set-up codes and the OAuth metadata will point there; set PUBLIC_BASE_URL to the address clients use',
+  ]
 }
 
 /** Variables set for what is no setting of the service, with where it is set instead: one warning each. */
