@@ -14,8 +14,14 @@
 //   the dashboard's event list (its figures query); /metrics (the pending deliveries count);
 //   ticket use p50 / p95 idle, and while 8 dashboards poll the stats back to back (and its 503s);
 //   RSS of the process after start (what N refreshes cost in memory);
-//   start-up to ready with Redis and 2 workers (a second `serve --workers 2` on the copy, best of two);
-//   one retention pass over the large tables (nothing old: the cost of looking).
+//   start-up with N live revocations (issue 38): to /ready and to /ready/verify (the list loaded), in
+//   process and with Redis and 2 workers (a second `serve` on the copy, best of two), and the RSS of
+//   the in-process one once loaded (what the list costs per million);
+//   retention: one pass over the large tables with nothing due (the cost of looking), then every row
+//   due (the clock a year and more ahead): passes until done, total time and the longest batch (the
+//   longest a batch's delete holds its rows' locks). This empties the copy, so it comes last.
+// Sections (SCALE_SECTIONS, comma-separated, default all): `serve` (stats, event list, metrics, ticket
+// use, RSS), `startup`, `retention`. A section left out prints '-'.
 // N is SCALE_LARGE (1,000,000) and SCALE_SMALL (10,000). Needs PostgreSQL (BENCH_DATABASE_URL, default
 // postgres://postgres@127.0.0.1:5432/test) and Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379).
 // Writes bench/results/scale.md and .json (SCALE_RESULTS=0: print only, as the CI test does).
@@ -47,6 +53,9 @@ const METRICS_TOKEN = 'bench-metrics-token-0123456789'
 const OPERATOR = { email: 'gate@example.com', password: 'bench-password-1' }
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
+const SECTIONS = new Set((process.env.SCALE_SECTIONS ?? 'serve,startup,retention').split(',').map((x) => x.trim()))
+for (const x of SECTIONS)
+  if (!['serve', 'startup', 'retention'].includes(x)) throw new Error(`SCALE_SECTIONS: unknown section ${x}`)
 
 guardRun('bench:scale', Number(process.env.SCALE_TIME_LIMIT_SECONDS ?? 3600))
 if (hasCommand('taskset')) pinSelf(1)
@@ -83,6 +92,9 @@ async function load(handle: DatabaseHandle, n: number) {
     const [link] = (
       await sql<{ id: number }>`select min(id) as id from holder_links where event_id = ${event}`.execute(db)
     ).rows
+    // A claim-link token per link, carrying its link's claim time (migration 040).
+    await run(`insert into holder_link_tokens (token_hash, link_id, created_at, claimed_at)
+      select md5('link-token-${event}-' || id), id, created_at, claimed_at from holder_links where event_id = ${event}`)
     // A third claimed (their links), 40 % used over the last day: the service's own columns and states.
     await run(`insert into transfers (uid, event_id, ticket_type_id, company_ticket_id, email, balance,
         promo_balance, access_gate, link_id, status, mailed_at, claimed_at, used_at, used_timestamp,
@@ -106,6 +118,11 @@ async function load(handle: DatabaseHandle, n: number) {
   await run(`insert into refresh_tokens (jti, family_id, subject_kind, subject_id, expires_at, created_at, rotated_at)
     select md5('refresh-' || g), md5('family-' || (g / 5)), 'consumer', 1 + g % ${n}, ${now + 29 * DAY},
       ${now - DAY}, case when g % 5 < 4 then ${now - DAY} end
+    from generate_series(1, ${n}) g`)
+  // N live revocations (API keys, access and offline tokens revoked in their own right): expiring over
+  // the next 30 days, revoked over the last 30 (the cursor's few seconds of overlap see almost none).
+  await run(`insert into revoked_tokens (jti, expires_at, revoked_at)
+    select md5('revoked-' || g), ${now + HOUR} + (g::bigint * 7919) % ${30 * DAY}, ${now - 10_000} - (g::bigint * 104729) % ${30 * DAY}
     from generate_series(1, ${n}) g`)
   await run(`insert into audit_log (at, kind, actor, ip, outcome, detail)
     select ${now} - g * 1000, 'login', 'consumer:' || g, '10.0.0.1', 'success', null
@@ -264,14 +281,27 @@ async function usesWhilePolled(c: Copy, count: number) {
   return { ms, errors503, polls }
 }
 
-/** Start-up to ready of `wristband serve --workers 2` with Redis on the copy's database. */
-async function startUp(c: Copy): Promise<number> {
+interface StartUp {
+  /** To the first 200 of /ready. */
+  readyMs: number
+  /** To /ready/verify answering 200 three times in a row on new connections: the list loaded. */
+  loadedMs: number
+  /** The process's RSS then (in process only: with workers, the primary's says nothing). */
+  rssMb: number
+}
+
+/** Start-up of `wristband serve` on the copy's database: in process, or with Redis and 2 workers. */
+async function startUp(c: Copy, fleet: boolean): Promise<StartUp> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-scale-'))
   const port = await freePort()
   const started = performance.now()
   const proc = spawnPinned(
     '0,1',
-    [fileURLToPath(new URL('../bin/wristband.js', import.meta.url)), 'serve', '--workers', '2'],
+    [
+      fileURLToPath(new URL('../bin/wristband.js', import.meta.url)),
+      'serve',
+      ...(fleet ? ['--workers', '2'] : []),
+    ],
     {
       ...process.env,
       ...PRODUCTION_ENV,
@@ -281,64 +311,124 @@ async function startUp(c: Copy): Promise<number> {
       JWT_SECRET: BENCH_SECRET,
       DATA_DIR: dataDir,
       LOG_LEVEL: 'warn',
-      REDIS_URL: redisUrl,
-      REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:`,
+      ...(fleet
+        ? { REDIS_URL: redisUrl, REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:` }
+        : {}),
     },
     dataDir,
   )
   try {
     await waitForHttp(`http://127.0.0.1:${port}/ready`, proc, 120_000)
-    return performance.now() - started
+    const readyMs = performance.now() - started
+    const deadline = Date.now() + 300_000
+    for (let ok = 0; ok < 3; ) {
+      if (Date.now() > deadline) throw new Error('/ready/verify: not 200 within 5 minutes')
+      const res = await fetch(`http://127.0.0.1:${port}/ready/verify`, { headers: { connection: 'close' } })
+      await res.arrayBuffer()
+      if (res.status === 200) ok++
+      else {
+        ok = 0
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    }
+    const loadedMs = performance.now() - started
+    return { readyMs, loadedMs, rssMb: fleet ? Number.NaN : rssBytes(proc.child.pid!) / 2 ** 20 }
   } finally {
     await proc.stop()
     fs.rmSync(dataDir, { recursive: true, force: true })
   }
 }
 
+/** The best (smallest) of each figure. */
+const best = (runs: StartUp[]): StartUp => ({
+  readyMs: Math.min(...runs.map((r) => r.readyMs)),
+  loadedMs: Math.min(...runs.map((r) => r.loadedMs)),
+  rssMb: Math.min(...runs.map((r) => r.rssMb)),
+})
+
+/** Retention over the copy: a pass with nothing due, then passes with every row due until none is left. */
+async function retentionOf(c: Copy) {
+  const log = { info() {} } as never
+  const config = { RETENTION_DAYS: 90, AUDIT_RETENTION_DAYS: 365 }
+  let t = performance.now()
+  const nothing = await pruneOnce({ db: c.handle.db, clock: systemClock, log, config })
+  const nothingDueMs = performance.now() - t
+  const future = { now: () => Date.now() + 400 * DAY }
+  t = performance.now()
+  let passes = 0
+  let longestBatchMs = 0
+  let deleted = 0
+  for (;;) {
+    const r = await pruneOnce({ db: c.handle.db, clock: future, log, config })
+    passes++
+    longestBatchMs = Math.max(longestBatchMs, r.longestBatchMs)
+    deleted += Object.values(r.deleted).reduce((a, b) => a + b, 0)
+    if (!r.more) break
+  }
+  return {
+    nothingDueMs,
+    nothingDueLongestBatchMs: nothing.longestBatchMs,
+    allDueMs: performance.now() - t,
+    passes,
+    deleted,
+    longestBatchMs,
+  }
+}
+
+const NaNTiming: Timing = { p50: Number.NaN, p95: Number.NaN }
+
 async function measure() {
   const small = await openCopy(SMALL)
   const large = await openCopy(LARGE)
   const copies: [Copy, Copy] = [small, large]
+  const none = [NaNTiming, NaNTiming] as [Timing, Timing]
   try {
-    const stats = await paired(copies, (c) => get(c.service, '/events/1/stats', c.auth))
-    const sideStats = await paired(copies, (c) => get(c.service, '/events/2/stats', c.auth))
-    const eventList = await paired(copies, (c) => eventListFigures(c.handle.db, [1, 2]))
-    const metrics = await paired(
-      copies,
-      (c) => get(c.service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
-      20,
-    )
-    const useIdle = await paired(copies, use)
-    // Polled in turns (small, large, small, large), half the samples each turn.
-    const polled = [
-      { ms: [] as number[], errors503: 0, polls: 0 },
-      { ms: [] as number[], errors503: 0, polls: 0 },
-    ]
-    for (const k of [0, 1, 0, 1]) {
-      const r = await usesWhilePolled(copies[k]!, Math.ceil(SAMPLES / 2))
-      polled[k]!.ms.push(...r.ms)
-      polled[k]!.errors503 += r.errors503
-      polled[k]!.polls += r.polls
+    let stats = none
+    let sideStats = none
+    let eventList = none
+    let metrics = none
+    let useIdle = none
+    let usePolled = [0, 1].map(() => ({ ...NaNTiming, errors503: 0, polls: 0 }))
+    if (SECTIONS.has('serve')) {
+      stats = await paired(copies, (c) => get(c.service, '/events/1/stats', c.auth))
+      sideStats = await paired(copies, (c) => get(c.service, '/events/2/stats', c.auth))
+      eventList = await paired(copies, (c) => eventListFigures(c.handle.db, [1, 2]))
+      metrics = await paired(
+        copies,
+        (c) => get(c.service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
+        20,
+      )
+      useIdle = await paired(copies, use)
+      // Polled in turns (small, large, small, large), half the samples each turn.
+      const polled = [
+        { ms: [] as number[], errors503: 0, polls: 0 },
+        { ms: [] as number[], errors503: 0, polls: 0 },
+      ]
+      for (const k of [0, 1, 0, 1]) {
+        const r = await usesWhilePolled(copies[k]!, Math.ceil(SAMPLES / 2))
+        polled[k]!.ms.push(...r.ms)
+        polled[k]!.errors503 += r.errors503
+        polled[k]!.polls += r.polls
+      }
+      usePolled = polled.map((p) => ({
+        p50: percentile(p.ms, 50),
+        p95: percentile(p.ms, 95),
+        errors503: p.errors503,
+        polls: p.polls,
+      }))
     }
-    const usePolled = polled.map((p) => ({
-      p50: percentile(p.ms, 50),
-      p95: percentile(p.ms, 95),
-      errors503: p.errors503,
-      polls: p.polls,
-    }))
-    const retention: number[] = []
-    for (const c of copies) {
-      const t = performance.now()
-      await pruneOnce({
-        db: c.handle.db,
-        clock: systemClock,
-        log: { info() {} } as never,
-        config: { RETENTION_DAYS: 90, AUDIT_RETENTION_DAYS: 365 },
-      })
-      retention.push(performance.now() - t)
-    }
-    const startReady: [number[], number[]] = [[], []]
-    for (const k of [0, 1, 0, 1]) startReady[k]!.push(await startUp(copies[k]!))
+    const noStart: StartUp = { readyMs: Number.NaN, loadedMs: Number.NaN, rssMb: Number.NaN }
+    const inProcess: StartUp[][] = [[], []]
+    const fleet: StartUp[][] = [[], []]
+    if (SECTIONS.has('startup'))
+      for (const k of [0, 1, 0, 1]) {
+        inProcess[k]!.push(await startUp(copies[k]!, false))
+        fleet[k]!.push(await startUp(copies[k]!, true))
+      }
+    const retention: Awaited<ReturnType<typeof retentionOf>>[] | undefined = SECTIONS.has('retention')
+      ? []
+      : undefined
+    if (retention) for (const c of copies) retention.push(await retentionOf(c))
     const figures = (c: Copy, k: 0 | 1) => ({
       n: c.n,
       loadSeconds: c.loadSeconds,
@@ -349,8 +439,9 @@ async function measure() {
       metrics: metrics[k]!,
       useIdle: useIdle[k]!,
       usePolled: usePolled[k]!,
-      startReadyMs: Math.min(...startReady[k]!),
-      retentionMs: retention[k]!,
+      startInProcess: inProcess[k]!.length ? best(inProcess[k]!) : noStart,
+      startFleet: fleet[k]!.length ? best(fleet[k]!) : noStart,
+      retention: retention?.[k],
     })
     return [figures(small, 0), figures(large, 1)] as const
   } finally {
@@ -371,15 +462,17 @@ async function main() {
   const load1 = os.loadavg()[0]!
   const [small, large] = await measure()
   const load2 = os.loadavg()[0]!
-  const growth = (a: number, b: number) => (a > 0 ? `${f1(b / a)}×` : '-')
-  const ms = (x: number) => x.toFixed(1)
-  const row = (name: string, a: number, b: number, unit = 'ms') => [
+  const growth = (a: number, b: number) => (a > 0 && Number.isFinite(b) ? `${f1(b / a)}×` : '-')
+  const ms = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(1))
+  const row = (name: string, a: number | undefined, b: number | undefined, goal = '-', unit = 'ms') => [
     name,
-    `${ms(a)} ${unit}`,
-    `${ms(b)} ${unit}`,
-    growth(a, b),
+    ms(a) === '-' ? '-' : `${ms(a)} ${unit}`,
+    ms(b) === '-' ? '-' : `${ms(b)} ${unit}`,
+    a === undefined || b === undefined ? '-' : growth(a, b),
+    goal,
   ]
-  const perMillion = ((large.rssMb - small.rssMb) / (LARGE - SMALL)) * 1_000_000
+  const perMillion = (a: number, b: number) => ((b - a) / (LARGE - SMALL)) * 1_000_000
+  const rs = [small.retention, large.retention]
   const rows = [
     row('stats, dashboard poll, p50', small.stats.p50, large.stats.p50),
     row('stats, dashboard poll, p95', small.stats.p95, large.stats.p95),
@@ -394,26 +487,77 @@ async function main() {
     row('ticket use while 8 dashboards poll, p95', small.usePolled.p95, large.usePolled.p95),
     [
       'ticket use while 8 dashboards poll: 503s',
-      String(small.usePolled.errors503),
-      String(large.usePolled.errors503),
+      SECTIONS.has('serve') ? String(small.usePolled.errors503) : '-',
+      SECTIONS.has('serve') ? String(large.usePolled.errors503) : '-',
+      '-',
+      '0',
+    ],
+    row('RSS after start (bench service)', small.rssMb, large.rssMb, '-', 'MB'),
+    [
+      'memory per million refreshes (RSS growth, the list loaded)',
+      '',
+      `${f1(perMillion(small.rssMb, large.rssMb))} MB`,
+      '-',
       '-',
     ],
-    row('RSS after start', small.rssMb, large.rssMb, 'MB'),
-    ['memory per million refreshes (RSS growth)', '', `${f1(perMillion)} MB`, '-'],
-    row('start-up to ready, Redis, 2 workers', small.startReadyMs, large.startReadyMs),
-    row('one retention pass (nothing due)', small.retentionMs, large.retentionMs),
+    row(
+      'start-up to /ready, in process, live revocations = N',
+      small.startInProcess.readyMs,
+      large.startInProcess.readyMs,
+      '≤ 3,000 ms',
+    ),
+    row(
+      'start-up to /ready/verify 200 (list loaded), in process',
+      small.startInProcess.loadedMs,
+      large.startInProcess.loadedMs,
+    ),
+    row(
+      'start-up to /ready, Redis, 2 workers',
+      small.startFleet.readyMs,
+      large.startFleet.readyMs,
+      '≤ 3,000 ms',
+    ),
+    row(
+      'start-up to /ready/verify 200, Redis, 2 workers',
+      small.startFleet.loadedMs,
+      large.startFleet.loadedMs,
+    ),
+    row('RSS in process, list loaded', small.startInProcess.rssMb, large.startInProcess.rssMb, '-', 'MB'),
+    [
+      'RSS per million live revocations (growth of the above)',
+      '',
+      Number.isNaN(large.startInProcess.rssMb)
+        ? '-'
+        : `${f1(perMillion(small.startInProcess.rssMb, large.startInProcess.rssMb))} MB`,
+      '-',
+      '≤ 20 MB',
+    ],
+    row('retention pass, nothing due', rs[0]?.nothingDueMs, rs[1]?.nothingDueMs, '≤ 10 ms'),
+    row('retention, all due: until done', rs[0]?.allDueMs, rs[1]?.allDueMs),
+    [
+      'retention, all due: passes, rows deleted',
+      rs[0] ? `${rs[0].passes}, ${f0(rs[0].deleted)}` : '-',
+      rs[1] ? `${rs[1].passes}, ${f0(rs[1].deleted)}` : '-',
+      '-',
+      '-',
+    ],
+    row('retention, all due: longest batch', rs[0]?.longestBatchMs, rs[1]?.longestBatchMs, '≤ 100 ms'),
   ]
   const lines = [
     `# bench:scale — ${f0(SMALL)} vs ${f0(LARGE)}`,
     '',
-    `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}.`,
-    `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links, consumers, refresh tokens, ` +
-      `audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure; the 8 pollers made ` +
-      `${f0(small.usePolled.polls)} and ${f0(large.usePolled.polls)} stats calls during the polled uses.`,
+    `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}. Sections: ${[...SECTIONS].join(', ')}.`,
+    `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links and their tokens, consumers, ` +
+      `refresh tokens, live revocations, audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure` +
+      (SECTIONS.has('serve')
+        ? `; the 8 pollers made ${f0(small.usePolled.polls)} and ${f0(large.usePolled.polls)} stats calls during the polled uses.`
+        : '.'),
     '',
-    ...table(['measure', f0(SMALL), f0(LARGE), 'growth'], rows, [false, true, true, true]),
+    ...table(['measure', f0(SMALL), f0(LARGE), 'growth', 'goal'], rows, [false, true, true, true, true]),
     '',
-    `Ticket use p50: idle ${ms(small.useIdle.p50)} / ${ms(large.useIdle.p50)} ms, polled ${ms(small.usePolled.p50)} / ${ms(large.usePolled.p50)} ms; stats p50 ${ms(small.stats.p50)} / ${ms(large.stats.p50)} ms.`,
+    SECTIONS.has('serve')
+      ? `Ticket use p50: idle ${ms(small.useIdle.p50)} / ${ms(large.useIdle.p50)} ms, polled ${ms(small.usePolled.p50)} / ${ms(large.usePolled.p50)} ms; stats p50 ${ms(small.stats.p50)} / ${ms(large.stats.p50)} ms.`
+      : '',
   ]
   console.log(lines.join('\n'))
   if (process.env.SCALE_RESULTS !== '0') {
@@ -421,7 +565,7 @@ async function main() {
     fs.writeFileSync(path.join(dir, 'scale.md'), `${lines.join('\n')}\n`)
     fs.writeFileSync(
       path.join(dir, 'scale.json'),
-      `${JSON.stringify({ small, large, load: [load1, load2] }, null, 2)}\n`,
+      `${JSON.stringify({ small, large, load: [load1, load2], sections: [...SECTIONS] }, null, 2)}\n`,
     )
   }
   process.exit(0)

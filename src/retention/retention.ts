@@ -49,8 +49,17 @@ export interface RetentionDeps {
 
 type Prune = (db: Db, before: number, limit: number) => Promise<number>
 
-/** One pass over every table; true when some table had more left than a run deletes. */
-export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Promise<boolean> {
+export interface PrunePass {
+  /** Some table had more left than a run deletes. */
+  more: boolean
+  /** Rows deleted per table (tables with none left out). */
+  deleted: Record<string, number>
+  /** The longest batch's time: the longest any of its statements held the rows it deletes. */
+  longestBatchMs: number
+}
+
+/** One pass over every table. */
+export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Promise<PrunePass> {
   const now = clock.now()
   const retained = now - config.RETENTION_DAYS * DAY_MS
   const tables: [string, Prune, number][] = [
@@ -63,12 +72,15 @@ export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Prom
     ['audit_log', pruneAudit, now - config.AUDIT_RETENTION_DAYS * DAY_MS],
   ]
   let more = false
+  let longestBatchMs = 0
   const deleted: Record<string, number> = {}
   for (const [table, prune, before] of tables) {
     let batches = 0
     let n = 0
     for (;;) {
+      const started = performance.now()
       const d = await prune(db, before, RETENTION_BATCH)
+      longestBatchMs = Math.max(longestBatchMs, performance.now() - started)
       n += d
       if (d < RETENTION_BATCH) break
       if (++batches === BATCHES_PER_RUN) {
@@ -79,14 +91,14 @@ export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Prom
     if (n > 0) deleted[table] = n
   }
   if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
-  return more
+  return { more, deleted, longestBatchMs }
 }
 
 function retentionJob(deps: RetentionDeps): JobHandler<Record<string, never>> {
   return {
     retrySchedule: [60, 600],
     async run(_payload, { jobId }) {
-      const more = await pruneOnce(deps)
+      const { more } = await pruneOnce(deps)
       // Frees the key first, so the next run can be queued while this one still counts as running.
       await releaseDedupeKey(deps.db, jobId)
       await scheduleRetention(deps, deps.clock.now() + (more ? 0 : RETENTION_INTERVAL_MS))
