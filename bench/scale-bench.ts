@@ -17,7 +17,7 @@
 //   start-up with N live revocations (issue 38): to /ready and to /ready/verify (the list loaded), in
 //   process and with Redis and 2 workers (a second `serve` on the copy, best of two), and the RSS of
 //   the in-process one once loaded (what the list costs per million);
-//   retention: one pass over the large tables with nothing due (the cost of looking), then every row
+//   retention: a pass over the large tables with nothing due (the cost of looking; best of three), then every row
 //   due (the clock a year and more ahead): passes until done, total time and the longest batch (the
 //   longest a batch's delete holds its rows' locks). This empties the copy, so it comes last.
 // Sections (SCALE_SECTIONS, comma-separated, default all): `serve` (stats, event list, metrics, ticket
@@ -53,7 +53,9 @@ const METRICS_TOKEN = 'bench-metrics-token-0123456789'
 const OPERATOR = { email: 'gate@example.com', password: 'bench-password-1' }
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
-const SECTIONS = new Set((process.env.SCALE_SECTIONS ?? 'serve,startup,retention').split(',').map((x) => x.trim()))
+const SECTIONS = new Set(
+  (process.env.SCALE_SECTIONS ?? 'serve,startup,retention').split(',').map((x) => x.trim()),
+)
 for (const x of SECTIONS)
   if (!['serve', 'startup', 'retention'].includes(x)) throw new Error(`SCALE_SECTIONS: unknown section ${x}`)
 
@@ -311,9 +313,7 @@ async function startUp(c: Copy, fleet: boolean): Promise<StartUp> {
       JWT_SECRET: BENCH_SECRET,
       DATA_DIR: dataDir,
       LOG_LEVEL: 'warn',
-      ...(fleet
-        ? { REDIS_URL: redisUrl, REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:` }
-        : {}),
+      ...(fleet ? { REDIS_URL: redisUrl, REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:` } : {}),
     },
     dataDir,
   )
@@ -350,28 +350,37 @@ const best = (runs: StartUp[]): StartUp => ({
 async function retentionOf(c: Copy) {
   const log = { info() {} } as never
   const config = { RETENTION_DAYS: 90, AUDIT_RETENTION_DAYS: 365 }
-  let t = performance.now()
-  const nothing = await pruneOnce({ db: c.handle.db, clock: systemClock, log, config })
-  const nothingDueMs = performance.now() - t
+  // Best of three: the first pass also opens the handle's connection.
+  let nothing = await pruneOnce({ db: c.handle.db, clock: systemClock, log, config })
+  let nothingDueMs = Number.POSITIVE_INFINITY
+  for (let i = 0; i < 3; i++) {
+    const t = performance.now()
+    const pass = await pruneOnce({ db: c.handle.db, clock: systemClock, log, config })
+    const ms = performance.now() - t
+    if (ms < nothingDueMs) {
+      nothingDueMs = ms
+      nothing = pass
+    }
+  }
   const future = { now: () => Date.now() + 400 * DAY }
-  t = performance.now()
+  const t = performance.now()
   let passes = 0
-  let longestBatchMs = 0
+  let longestBatch = { table: '', ms: 0 }
   let deleted = 0
   for (;;) {
     const r = await pruneOnce({ db: c.handle.db, clock: future, log, config })
     passes++
-    longestBatchMs = Math.max(longestBatchMs, r.longestBatchMs)
+    if (r.longestBatch.ms > longestBatch.ms) longestBatch = r.longestBatch
     deleted += Object.values(r.deleted).reduce((a, b) => a + b, 0)
     if (!r.more) break
   }
   return {
     nothingDueMs,
-    nothingDueLongestBatchMs: nothing.longestBatchMs,
+    nothingDueTableMs: nothing.tableMs,
     allDueMs: performance.now() - t,
     passes,
     deleted,
-    longestBatchMs,
+    longestBatch,
   }
 }
 
@@ -541,7 +550,7 @@ async function main() {
       '-',
       '-',
     ],
-    row('retention, all due: longest batch', rs[0]?.longestBatchMs, rs[1]?.longestBatchMs, '≤ 100 ms'),
+    row('retention, all due: longest batch', rs[0]?.longestBatch.ms, rs[1]?.longestBatch.ms, '≤ 100 ms'),
   ]
   const lines = [
     `# bench:scale — ${f0(SMALL)} vs ${f0(LARGE)}`,
@@ -555,6 +564,15 @@ async function main() {
     '',
     ...table(['measure', f0(SMALL), f0(LARGE), 'growth', 'goal'], rows, [false, true, true, true, true]),
     '',
+    ...rs.map((r, k) =>
+      r
+        ? `Retention with nothing due at ${f0(k === 0 ? SMALL : LARGE)}, by table: ${Object.entries(
+            r.nothingDueTableMs,
+          )
+            .map(([t, v]) => `${t} ${v.toFixed(1)} ms`)
+            .join(', ')}; all due, the longest batch: ${r.longestBatch.table}.`
+        : '',
+    ),
     SECTIONS.has('serve')
       ? `Ticket use p50: idle ${ms(small.useIdle.p50)} / ${ms(large.useIdle.p50)} ms, polled ${ms(small.usePolled.p50)} / ${ms(large.usePolled.p50)} ms; stats p50 ${ms(small.stats.p50)} / ${ms(large.stats.p50)} ms.`
       : '',

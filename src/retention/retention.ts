@@ -54,8 +54,10 @@ export interface PrunePass {
   more: boolean
   /** Rows deleted per table (tables with none left out). */
   deleted: Record<string, number>
-  /** The longest batch's time: the longest any of its statements held the rows it deletes. */
-  longestBatchMs: number
+  /** The longest batch: its table and time, the longest any of its statements held the rows it deletes. */
+  longestBatch: { table: string; ms: number }
+  /** Time spent on each table's batches (ms). */
+  tableMs: Record<string, number>
 }
 
 /** One pass over every table. */
@@ -72,26 +74,28 @@ export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Prom
     ['audit_log', pruneAudit, now - config.AUDIT_RETENTION_DAYS * DAY_MS],
   ]
   let more = false
-  let longestBatchMs = 0
+  let longestBatch = { table: '', ms: 0 }
   const deleted: Record<string, number> = {}
-  for (const [table, prune, before] of tables) {
-    let batches = 0
-    let n = 0
-    for (;;) {
-      const started = performance.now()
-      const d = await prune(db, before, RETENTION_BATCH)
-      longestBatchMs = Math.max(longestBatchMs, performance.now() - started)
-      n += d
-      if (d < RETENTION_BATCH) break
-      if (++batches === BATCHES_PER_RUN) {
+  const tableMs: Record<string, number> = {}
+  const batch = async ([table, prune, before]: (typeof tables)[number]) => {
+    const started = performance.now()
+    const d = await prune(db, before, RETENTION_BATCH)
+    const ms = performance.now() - started
+    if (ms > longestBatch.ms) longestBatch = { table, ms }
+    tableMs[table] = (tableMs[table] ?? 0) + ms
+    if (d > 0) deleted[table] = (deleted[table] ?? 0) + d
+    return d
+  }
+  // One table after the other, a batch at a time: a pass holds one connection, and each statement only
+  // the rows of its batch.
+  for (const table of tables)
+    for (let batches = 1; (await batch(table)) === RETENTION_BATCH; batches++)
+      if (batches === BATCHES_PER_RUN) {
         more = true
         break
       }
-    }
-    if (n > 0) deleted[table] = n
-  }
   if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
-  return { more, deleted, longestBatchMs }
+  return { more, deleted, longestBatch, tableMs }
 }
 
 function retentionJob(deps: RetentionDeps): JobHandler<Record<string, never>> {

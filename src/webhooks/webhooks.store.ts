@@ -288,23 +288,35 @@ export async function countPendingDeliveries(db: Db): Promise<number> {
 
 /**
  * Deletes up to `limit` deliveries created before `before` that are finished (delivered or failed),
- * with their attempts, in one short transaction; pending ones stay whatever their age. Returns how many.
+ * with their attempts: found by one statement, deleted in one short transaction; pending ones stay
+ * whatever their age. Returns how many.
  */
 export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
+  // Found outside the transaction: with nothing due, one statement (retention's pass with nothing due).
+  const ids = (
+    await db
+      .selectFrom('webhook_deliveries')
+      .select('id')
+      .where('created_at', '<', before)
+      .where('status', '<>', 'pending')
+      .orderBy('created_at')
+      .limit(limit)
+      .execute()
+  ).map((r) => r.id)
+  if (ids.length === 0) return 0
+  // Their state is checked again: one sent again in between (pending) stays, with its attempts.
   return db.transaction().execute(async (tx) => {
-    const ids = (
-      await tx
-        .selectFrom('webhook_deliveries')
-        .select('id')
-        .where('created_at', '<', before)
-        .where('status', '<>', 'pending')
-        .orderBy('created_at')
-        .limit(limit)
-        .execute()
-    ).map((r) => r.id)
-    if (ids.length === 0) return 0
-    await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', ids).execute()
-    await tx.deleteFrom('webhook_deliveries').where('id', 'in', ids).execute()
-    return ids.length
+    const finished = tx
+      .selectFrom('webhook_deliveries')
+      .select('id')
+      .where('id', 'in', ids)
+      .where('status', '<>', 'pending')
+    await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', finished).execute()
+    const r = await tx
+      .deleteFrom('webhook_deliveries')
+      .where('id', 'in', ids)
+      .where('status', '<>', 'pending')
+      .executeTakeFirst()
+    return Number(r.numDeletedRows)
   })
 }
