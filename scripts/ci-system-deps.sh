@@ -7,7 +7,9 @@
 # (scripts/check-deploy.sh runs the last four); Redis Sentinel for the failover test
 # (src/reliability/redis-sentinel.test.ts) and PgBouncer for the pooler test
 # (src/reliability/pgbouncer.test.ts); nginx and Caddy also for the gateway recipes (test/gateways runs
-# deploy/gateways/ as shipped; scripts/check-deploy.sh runs `nginx -t` and `caddy validate` on them).
+# deploy/gateways/ as shipped; scripts/check-deploy.sh runs `nginx -t` and `caddy validate` on them);
+# buildah, podman and mmdebstrap to build the container image from Containerfile on a Debian root file
+# system and run it (scripts/image-test.sh).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
@@ -18,6 +20,9 @@ command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v redis-sentinel >/dev/null || missing+=(redis-sentinel)
 command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v podman >/dev/null || missing+=(podman)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"
 fi
