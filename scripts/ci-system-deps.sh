@@ -8,7 +8,7 @@
 # (src/reliability/redis-sentinel.test.ts) and PgBouncer for the pooler test
 # (src/reliability/pgbouncer.test.ts); nginx and Caddy also for the gateway recipes (test/gateways runs
 # deploy/gateways/ as shipped; scripts/check-deploy.sh runs `nginx -t` and `caddy validate` on them);
-# buildah, podman and mmdebstrap to build the container image from Containerfile on a Debian root file
+# buildah, podman, runc and mmdebstrap to build the container image from Containerfile on a Debian root file
 # system and run it (scripts/image-test.sh).
 set -euo pipefail
 missing=()
@@ -22,6 +22,7 @@ command -v redis-sentinel >/dev/null || missing+=(redis-sentinel)
 command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"
