@@ -14,7 +14,7 @@
 //   the dashboard's event list (its figures query); /metrics (the pending deliveries count);
 //   ticket use p50 / p95 idle, and while 8 dashboards poll the stats back to back (and its 503s);
 //   RSS of the process after start (what N refreshes cost in memory);
-//   start-up with N live revocations (issue 38): to /ready and to /ready/verify (the list loaded), in
+//   start-up with N live revocations: to /ready and to /ready/verify (the list loaded), in
 //   process and with Redis and 2 workers (a second `serve` on the copy, best of two), and the RSS of
 //   the in-process one once loaded (what the list costs per million);
 //   retention: a pass over the large tables with nothing due (the cost of looking; best of three), then every row
