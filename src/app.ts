@@ -258,6 +258,7 @@ function dashboardOptions(shared: Shared) {
       passkeyPolicy: shared.passkeyPolicy,
     },
     signInSealer: createSealer(shared.secrets, 'dashboard-sign-in'),
+    revocations: shared.authority.revocations,
     passkeys: { ...shared.passkeys, accounts: viewerAccounts(db) },
   }
 }

@@ -165,6 +165,14 @@ export const DASHBOARD_OPENAPI: FeatureOpenApi = {
       operationId: 'getDashboardWebhookDeliveriesPage',
       returns: "The page of the event's webhook deliveries",
     },
+    'GET /dashboard/events/{event_id}/devices': {
+      operationId: 'getDashboardDevicesPage',
+      returns: "The page of the event's devices",
+    },
+    'POST /dashboard/events/{event_id}/devices/{device_id}/revoke': {
+      operationId: 'dashboardRevokeDevice',
+      returns: "The device's offline tokens are revoked; back to the devices page",
+    },
     'POST /dashboard/events/{event_id}/webhooks/deliveries/{delivery_id}/resend': {
       operationId: 'dashboardResendWebhookDelivery',
       returns: 'Scheduled; back to the deliveries page',

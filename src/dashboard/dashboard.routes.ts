@@ -19,10 +19,12 @@ import { latestFlaggedCodeUses } from '../tickets/tickets.service.js'
 import type { EndSessions } from '../tokens/authority.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
+import type { RevocationStore } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
+import { devicesPageRoutes } from './devices.routes.js'
 import { passkeyPageRoutes } from './passkeys.routes.js'
 import {
   csrfMatches,
@@ -53,6 +55,8 @@ export interface DashboardDeps extends SessionDeps {
   runDueJobs?: () => void
   /** The token authority's way to end an account's sessions (dashboard users). */
   endSessions: EndSessions
+  /** The revocation list: a device revoked on the devices page ends its tokens on every instance at once. */
+  revocations: Pick<RevocationStore, 'revoke'>
 }
 
 const SESSION_COOKIE = 'wb_session'
@@ -527,6 +531,15 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     renderSignIn,
     enterDashboard,
     pendingCookie: PENDING_COOKIE,
+  })
+
+  // The devices page (devices.routes.ts), in this context: same error pages and CSP.
+  await app.register(devicesPageRoutes, {
+    ...deps,
+    publishRevocation: (entry) => deps.revocations.revoke([entry]),
+    loadSession: loadSession(deps, true),
+    sessionOf,
+    pageSchema,
   })
 
   // The webhook deliveries page (deliveries.routes.ts), in this context: same error pages and CSP.

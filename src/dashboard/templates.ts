@@ -348,6 +348,14 @@ export function eventPage(
       <p class="last-error" data-webhook-error></p>
       <p><a href="/dashboard/events/${event.id}/webhooks">Every delivery, its attempts, and Resend</a></p>
     </section>
+    ${
+      session.viewer.kind === 'admin'
+        ? html`<section class="panel">
+      <h2>Devices</h2>
+      <p><a href="/dashboard/events/${event.id}/devices">The event's devices: end a lost scanner's tokens</a></p>
+    </section>`
+        : ''
+    }
   </main>`,
   )
 }

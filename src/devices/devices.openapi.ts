@@ -50,6 +50,11 @@ export const DEVICES_OPENAPI: FeatureOpenApi = {
       },
       errors: MFA_REQUIRED,
     },
+    'POST /devices/{device_id}/revoke': {
+      operationId: 'revokeDevice',
+      returns: "The device's offline tokens are revoked (and it is archived when asked)",
+      response: { device_id: 3, archived: false, tokens_revoked: true },
+    },
     'POST /devices/setup': {
       operationId: 'setUpDevice',
       request: { code: 'wbsu_Qm8rT2vX9kL4pN7sB1wZ0c' },

@@ -4,12 +4,15 @@ import type { Config } from '../platform/config.js'
 import { createSealer } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { claimsOf } from '../tokens/guard.js'
+import { claimsOf, protect } from '../tokens/guard.js'
 import type { Revocation, RevocationStore } from '../tokens/revocations.js'
 import {
   DeviceAuthRequest,
   DeviceInfo,
   DeviceLoginResponse,
+  DeviceRevokeParams,
+  DeviceRevokeQuery,
+  DeviceRevokeResponse,
   DeviceSetupRequest,
   DeviceSetupResponse,
   DeviceTokenParams,
@@ -160,6 +163,30 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
       },
     },
     async (request) => devices.newSetupCode(claimsOf(request), request.params.device_id, request.ip),
+  )
+
+  app.post(
+    '/devices/:device_id/revoke',
+    {
+      config: perMinute(30),
+      ...protect(tokens, { roles: ['admin'] }),
+      schema: {
+        tags: ['devices'],
+        summary: "End a device's offline tokens (a lost or stolen scanner), optionally archiving it",
+        description:
+          "Administrators of the device's event; `wristband device revoke` does the same on the command " +
+          'line. Every offline token issued to the device so far is refused on every instance within the ' +
+          'revocation promise (1 s with Redis); the device signs in again for a new one, with its key when ' +
+          'it has one. With `?archive=true` it can no longer sign in at all. Recorded in the audit log ' +
+          '(`device_revoke`). 404 for an unknown device, 403 for one of an event the caller does not reach.',
+        security: [{ OAuth2PasswordBearer: [] }],
+        params: DeviceRevokeParams,
+        querystring: DeviceRevokeQuery,
+        response: { 200: DeviceRevokeResponse, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) =>
+      devices.revoke(claimsOf(request), request.params.device_id, request.query.archive === true, request.ip),
   )
 
   app.post(

@@ -97,3 +97,25 @@ export const DeviceSetupResponse = Type.Object({
   }),
   event: Type.Object({ uid: Type.String(), name: Type.String(), timezone: Type.String() }),
 })
+
+export const DeviceRevokeParams = Type.Object({ device_id: Type.Integer() })
+
+export const DeviceRevokeQuery = Type.Object(
+  {
+    archive: Type.Optional(
+      Type.Boolean({
+        description:
+          'Also archive the device: it can no longer sign in at all (a stolen scanner). Default false.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export const DeviceRevokeResponse = Type.Object({
+  device_id: Type.Integer(),
+  archived: Type.Boolean({ description: 'Whether the device is archived now' }),
+  tokens_revoked: Type.Literal(true, {
+    description: 'Every offline token issued to the device so far is refused on every instance',
+  }),
+})

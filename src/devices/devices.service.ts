@@ -25,6 +25,7 @@ import {
   archiveDevice,
   type DeviceRecord,
   deleteSession,
+  deviceHasKey,
   findActiveDevice,
   findDeviceByMac,
   findSession,
@@ -135,6 +136,40 @@ export async function retireDevice(tx: Db, deviceId: number, archive: boolean, n
   return { archived, ended: await endDeviceTokens(tx, deviceId, now) }
 }
 
+/**
+ * Ends every offline token issued to a device so far (a lost or stolen scanner), archiving it too when
+ * asked, as `wristband device revoke` does: the device's next token generation and its revocation in
+ * one transaction with the audit record (`device_revoke`), published to every instance after the commit.
+ * The one way of the admin API and the dashboard; `by` names the caller and the events it reaches (404
+ * for an unknown device, 403 for one of an event it does not reach).
+ */
+export async function revokeDevice(
+  deps: { db: Db; clock: Clock; publishRevocation: (entry: Revocation) => Promise<void> },
+  by: { actor: string; reaches: (eventId: number) => boolean },
+  deviceId: number,
+  archive: boolean,
+  ip: string,
+) {
+  const { db, clock } = deps
+  const d = await getDevice(db, deviceId)
+  if (!d) throw new NotFoundError('Device not found')
+  if (!by.reaches(d.event_id)) throw new ForbiddenError()
+  const now = clock.now()
+  const done = await db.transaction().execute(async (tx) => {
+    const retired = await retireDevice(tx, d.id, archive, now)
+    await recordInTransaction(tx, now, {
+      kind: 'device_revoke',
+      actor: by.actor,
+      ip,
+      outcome: 'success',
+      detail: { device_id: d.id, dev_mac: d.dev_mac, archived: archive },
+    })
+    return retired
+  })
+  if (done.ended) await deps.publishRevocation(done.ended)
+  return { device_id: d.id, archived: archive || Boolean(d.archived), tokens_revoked: true as const }
+}
+
 /** One-time set-up codes; the prefix lets secret scanners recognise them. */
 export const SETUP_CODE_PREFIX = 'wbsu_'
 
@@ -216,14 +251,31 @@ export function devicesOf(db: Db, eventId?: number) {
 
 /**
  * docs/specification.md: a device acts as its associated operator (role operator) with the device baseline
- * scopes at the device's event only.
+ * scopes at the device's event only. A device without a key (possible only with
+ * DEVICE_KEYS_REQUIRED=false) never holds `sync:*`: anyone who knows its MAC and event id could sign in
+ * as it, and must not download every code of the event nor upload scans.
  */
-export function deviceGrant(operatorId: number, eventId: number): Grant {
+export function deviceGrant(operatorId: number, eventId: number, keyed: boolean): Grant {
+  const scopes = BASELINE_SCOPES.device.filter((s) => keyed || !s.startsWith('sync:'))
   return {
     sub: String(operatorId),
     role: 'operator',
     event_ids: [eventId],
-    permissions: { [String(eventId)]: [...BASELINE_SCOPES.device] },
+    permissions: { [String(eventId)]: scopes },
+  }
+}
+
+/**
+ * The claims an offline token of a device carries besides its grant: the device, its token generation,
+ * its event, and `device_keyless` for a device without a key (the feed and scan uploads refuse it with
+ * 403 `device_key_required`, docs/security.md).
+ */
+function deviceClaims(d: { id: number; token_generation: number; event_id: number }, keyed: boolean) {
+  return {
+    device_id: d.id,
+    device_gen: d.token_generation,
+    event_id: d.event_id,
+    ...(keyed ? {} : { device_keyless: true }),
   }
 }
 
@@ -295,11 +347,10 @@ export class DeviceService {
     const operator =
       d.operator_id === null ? undefined : await findOperatorAtEvent(this.deps.db, d.operator_id, d.event_id)
     if (!operator) throw new ForbiddenError('No operator is associated with this device')
-    const { token, claims } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
-      device_id: d.id,
-      device_gen: d.token_generation,
-      event_id: d.event_id,
-    })
+    const { token, claims } = this.deps.tokens.issueOffline(
+      deviceGrant(operator.id, d.event_id, d.key_hash !== null),
+      deviceClaims(d, d.key_hash !== null),
+    )
     await this.deps.audit.record({
       kind: 'device_login',
       actor: `operator:${operator.id}`,
@@ -328,11 +379,11 @@ export class DeviceService {
     const operator = await findOperatorAtEvent(db, operatorId, d.event_id)
     if (!operator) throw new NotFoundError("No such operator at the device's event")
     await setDeviceOperator(db, d.id, operator.id)
-    const { token } = this.deps.tokens.issueOffline(deviceGrant(operator.id, d.event_id), {
-      device_id: d.id,
-      device_gen: d.token_generation,
-      event_id: d.event_id,
-    })
+    const keyed = await deviceHasKey(db, d.id)
+    const { token } = this.deps.tokens.issueOffline(
+      deviceGrant(operator.id, d.event_id, keyed),
+      deviceClaims(d, keyed),
+    )
     await this.deps.audit.record({
       kind: 'device_token',
       actor: `${caller.role}:${caller.sub}`,
@@ -341,6 +392,21 @@ export class DeviceService {
       detail: { device_id: d.id, operator_id: operator.id },
     })
     return { token, token_type: 'bearer' }
+  }
+
+  /**
+   * POST /devices/{device_id}/revoke: `revokeDevice` for an administrator of the device's event, as the
+   * account is stored now (404 for an unknown device, 403 for one of an event the caller does not reach).
+   */
+  async revoke(caller: Claims, deviceId: number, archive: boolean, ip: string) {
+    const grant = await storedGrant(this.deps.db, caller)
+    return revokeDevice(
+      this.deps,
+      { actor: `${caller.role}:${caller.sub}`, reaches: (eventId) => reachesEvent(grant, eventId) },
+      deviceId,
+      archive,
+      ip,
+    )
   }
 
   /**

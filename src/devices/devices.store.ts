@@ -41,6 +41,12 @@ export async function getDevice(db: Db, id: number): Promise<DeviceRecord | unde
   return db.selectFrom('devices').select(columns).where('id', '=', id).executeTakeFirst()
 }
 
+/** Whether a device has a key (its SHA-256 stored); false also for no such device. */
+export async function deviceHasKey(db: Db, id: number): Promise<boolean> {
+  const row = await db.selectFrom('devices').select('key_hash').where('id', '=', id).executeTakeFirst()
+  return row !== undefined && row.key_hash !== null
+}
+
 /** Sets (or with null removes) the SHA-256 of a device's key; false when there is no such device. */
 export async function setDeviceKeyHash(db: Db, id: number, keyHash: string | null): Promise<boolean> {
   const r = await db.updateTable('devices').set({ key_hash: keyHash }).where('id', '=', id).executeTakeFirst()

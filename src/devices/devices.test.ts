@@ -83,7 +83,7 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     assert.equal(str.json().detail[0].type, 'int_parsing')
   })
 
-  test('POST /auth/login/device issues a 72-hour offline token acting as the operator with device scopes', async () => {
+  test('POST /auth/login/device issues a 72-hour offline token acting as the operator with device scopes (a key-less device: no sync:*)', async () => {
     const res = await deviceLogin('AA:BB:CC:DD:EE:01', 1)
     assert.equal(res.statusCode, 200)
     const body = res.json()
@@ -93,7 +93,9 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     assert.equal(claims.type, 'offline')
     assert.equal(claims.role, 'operator')
     assert.equal(claims.sub, String(operators['op@example.com']))
-    assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'pos:refund', 'sync:upload', 'sync:download'] })
+    // A device without a key holds no sync:* (with its key: src/security/keyless-device-sync.test.ts).
+    assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'pos:refund'] })
+    assert.equal(claims.device_keyless, true)
     assert.deepEqual(claims.event_ids, [1])
     assert.equal(claims.device_id, ids['01'])
     assert.equal(claims.event_id, 1)
@@ -124,7 +126,7 @@ forEachBackend(httpBackends, 'devices', (ctx) => {
     assert.equal(claims.sub, String(operators['op@example.com']))
     assert.equal(claims.role, 'operator')
     assert.equal(claims.device_id, ids['02'])
-    assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'pos:refund', 'sync:upload', 'sync:download'] })
+    assert.deepEqual(claims.permissions, { '1': ['pos:sell', 'pos:refund'] }, 'a key-less device: no sync:*')
     // The association now lets the device sign in by itself.
     const signIn = await deviceLogin('AA:BB:CC:DD:EE:02', 1)
     assert.equal(signIn.statusCode, 200)

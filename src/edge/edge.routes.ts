@@ -6,7 +6,7 @@ import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner
 import { ForbiddenError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
-import { hasScope } from '../tokens/claims.js'
+import { hasScope, isKeylessDevice, KEYLESS_DEVICE } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { EdgeService, type EdgeServiceDeps, FEED_PAGE_SIZE, type SnapshotPage } from './edge.service.js'
@@ -173,6 +173,7 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
       reply.header('date', new Date(deps.clock.now()).toUTCString())
       const claims = claimsOf(request)
       const eventId = request.params.event_id
+      if (isKeylessDevice(claims)) throw new ForbiddenError(KEYLESS_DEVICE, 'device_key_required')
       if (!hasScope(claims, eventId, 'ticket:scan') && !hasScope(claims, eventId, 'sync:download'))
         throw new ForbiddenError('This token lacks ticket:scan and sync:download for the event')
       const { cursor, limit = FEED_PAGE, format } = request.query

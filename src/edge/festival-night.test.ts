@@ -209,17 +209,24 @@ forEachBackend(
     })
 
     test('the field: wrong clocks, a stolen scanner revoked mid-night, a leaked old code, an upload 80 hours late', async () => {
+      const keyOf = (devMac: string) => `wbd_festival-night-${devMac.replaceAll(':', '')}`
       const macs = ['fast', 'slow', 'jumpy', 'stolen', 'late', 'old-sync', 'new-sync'].map(
         (name, i) => [name, `FE:57:1B:A1:00:${String(i).padStart(2, '0')}`] as const,
       )
       await t.seed({
-        devices: macs.map(([, dev_mac]) => ({ dev_mac, event_id: 1, operator_email: 'op@example.com' })),
+        // Each with its device key: a key-less device holds no sync:* scope.
+        devices: macs.map(([, dev_mac]) => ({
+          dev_mac,
+          event_id: 1,
+          operator_email: 'op@example.com',
+          device_key: keyOf(dev_mac),
+        })),
       })
       const deviceLogin = async (devMac: string) => {
         const res = await t.request({
           method: 'POST',
           url: '/auth/login/device',
-          payload: { dev_mac: devMac, event_id: 1 },
+          payload: { dev_mac: devMac, event_id: 1, device_key: keyOf(devMac) },
         })
         assert.equal(res.statusCode, 200, res.body)
         return res.json().offline_token as string

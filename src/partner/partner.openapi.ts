@@ -6,6 +6,7 @@
 
 import {
   AT,
+  DEVICE_KEY_REQUIRED,
   EVENT,
   TICKET_CODE,
   TICKET_UID,
@@ -193,6 +194,7 @@ export const PARTNER_OPENAPI: FeatureOpenApi = {
     },
     'GET /events/{event_id}/scan-sync': {
       operationId: 'syncScannerFeed',
+      errors: DEVICE_KEY_REQUIRED,
       returns: "A page of the event's ticket changes since the cursor",
       response: {
         event_id: 1,

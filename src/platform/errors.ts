@@ -33,6 +33,11 @@ export const ERROR_CODES = {
     field: 'error',
     when: "the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification",
   },
+  device_key_required: {
+    status: 403,
+    field: 'error',
+    when: "a device signed in without a device key (DEVICE_KEYS_REQUIRED=false) neither downloads the event's codes nor uploads scans",
+  },
   passkey_required: {
     status: 403,
     field: 'error',

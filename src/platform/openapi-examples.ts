@@ -79,3 +79,15 @@ export const consumerTokenPair = {
 export const OFFLINE_TOKEN =
   'eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCIsImtpZCI6IlZxM244ZFhrMkx3In0.eyJzdWIiOiI3Iiwicm9sZSI6Im9wZXJhdG9yIiwidHlwZSI6Im9mZmxpbmUiLCJldmVudF9pZCI6MSwiZGV2aWNlX2lkIjozfQ.c2lnbmF0dXJlLW9mZmxpbmU'
 export const OFFLINE_EXPIRES_AT = '2026-07-04T09:30:00.000Z'
+
+/** The 403 of the scanner feed and scan uploads for a token of a device without a device key. */
+export const DEVICE_KEY_REQUIRED: Record<number, ErrorCase[]> = {
+  403: [
+    {
+      code: 'device_key_required',
+      when: 'the token is of a device without a device key (DEVICE_KEYS_REQUIRED=false): such a device holds no sync:* scope',
+      detail:
+        'A device without a device key does not sync: give it a key (wristband device rotate-key, or a set-up code)',
+    },
+  ],
+}

@@ -23,6 +23,9 @@ import { deletePasskeysOf } from '../passkeys/passkeys.store.js'
 import { queueNotification, upsertWebhook } from '../webhooks/webhooks.store.js'
 import { ACCESS_MATRIX, type MatrixRole, ROLES, renderMarkdown } from './access-matrix.js'
 
+const MATRIX_DEVICE_MAC = 'AA:BB:CC:DD:EE:03'
+const MATRIX_DEVICE_KEY = 'wbd_access-matrix-device-key-012345'
+
 type Event = 1 | 2
 /** A call, and what undoes its effect on the roles' accounts once it is answered. */
 type Call = Omit<InjectOptions, 'method' | 'url'> & { url?: string; after?: () => Promise<unknown> }
@@ -102,6 +105,13 @@ forEachBackend(
       await t.seed({
         devices: [
           { dev_mac: 'AA:BB:CC:DD:EE:02', event_id: 2, operator_email: 'op2@example.com', archived: false },
+          // The device role's: a device with its key (a key-less one holds no sync:* scope).
+          {
+            dev_mac: MATRIX_DEVICE_MAC,
+            event_id: 1,
+            operator_email: 'op@example.com',
+            device_key: MATRIX_DEVICE_KEY,
+          },
         ],
       })
       const db = t.db.db
@@ -149,7 +159,7 @@ forEachBackend(
           const res = await t.request({
             method: 'POST',
             url: '/auth/login/device',
-            payload: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1 },
+            payload: { dev_mac: MATRIX_DEVICE_MAC, event_id: 1, device_key: MATRIX_DEVICE_KEY },
           })
           assert.equal(res.statusCode, 200, res.body)
           return { access_token: res.json().offline_token }
@@ -299,6 +309,9 @@ forEachBackend(
       'POST /devices/{device_id}/token': (_r, event) => ({
         url: `/devices/${event === 1 ? ids.device1 : ids.device2}/token`,
         payload: { operator_id: event === 1 ? ids.op1 : ids.op2 },
+      }),
+      'POST /devices/{device_id}/revoke': (_r, event) => ({
+        url: `/devices/${event === 1 ? ids.device1 : ids.device2}/revoke`,
       }),
       'POST /devices/{device_id}/setup-code': (_r, event) => ({
         url: `/devices/${event === 1 ? ids.device1 : ids.device2}/setup-code`,

@@ -202,7 +202,9 @@ forEachBackend(httpBackends, 'offline scans: used_at window', (ctx) => {
     t = ctx()
     keys = await seedPartner(t)
     ticketUid = await newTicketType(t, keys.write)
-    const res = await deviceRequest(t, '/auth/login/device', KEYLESS_MAC)
+    // A device with its key: a key-less one uploads no scans at all (src/security/keyless-device-sync.test.ts).
+    await t.seed(withKeyedDevice())
+    const res = await deviceRequest(t, '/auth/login/device', KEYED_MAC, KEY)
     assert.equal(res.statusCode, 200, res.body)
     offline = res.json().offline_token
   })

@@ -14,14 +14,25 @@ import type { SeedDocument } from '../seed/seed.js'
  */
 const STOLEN = 'AA:BB:CC:DD:EE:51'
 const OTHER = 'AA:BB:CC:DD:EE:52'
+/** The devices' keys: a device without one holds no sync:* scope (its feed and uploads are 403). */
+const DEVICE_KEYS: Record<string, string> = {
+  [STOLEN]: 'wbd_stolen-scanner-key-0123456789',
+  [OTHER]: 'wbd_other-scanner-key-01234567890',
+}
 const devices = (archived = false): SeedDocument => ({
   devices: [
-    { dev_mac: STOLEN, event_id: 1, operator_email: 'op@example.com', archived },
-    { dev_mac: OTHER, event_id: 1, operator_email: 'op@example.com' },
+    {
+      dev_mac: STOLEN,
+      event_id: 1,
+      operator_email: 'op@example.com',
+      archived,
+      device_key: DEVICE_KEYS[STOLEN]!,
+    },
+    { dev_mac: OTHER, event_id: 1, operator_email: 'op@example.com', device_key: DEVICE_KEYS[OTHER]! },
   ],
 })
 
-async function deviceLogin(t: TestApp, devMac: string, deviceKey?: string) {
+async function deviceLogin(t: TestApp, devMac: string, deviceKey = DEVICE_KEYS[devMac.toUpperCase()]) {
   return t.request({
     method: 'POST',
     url: '/auth/login/device',

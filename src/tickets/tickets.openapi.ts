@@ -1,6 +1,6 @@
 /** What the OpenAPI document says about the tickets operations beyond their route schemas. */
 
-import { TRANSFER_UID, USED_LOCAL, USED_UTC } from '../platform/openapi-examples.js'
+import { DEVICE_KEY_REQUIRED, TRANSFER_UID, USED_LOCAL, USED_UTC } from '../platform/openapi-examples.js'
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
 
 export const TICKETS_OPENAPI: FeatureOpenApi = {
@@ -28,6 +28,7 @@ export const TICKETS_OPENAPI: FeatureOpenApi = {
     },
     'POST /tickets/use-batch': {
       operationId: 'useTicketBatch',
+      errors: DEVICE_KEY_REQUIRED,
       returns: 'One result per scan, in order',
       response: {
         results: [

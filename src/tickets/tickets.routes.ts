@@ -5,6 +5,7 @@ import type { Config } from '../platform/config.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
+import { isKeylessDevice, KEYLESS_DEVICE } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { MAX_SCANNED_CODE, verifyScannedCode } from './scanned-code.js'
@@ -216,6 +217,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       })
       // As for a single use: a token that may upload or scan nowhere is refused as a whole (403), not
       // answered per scan, which would also tell it which transfer_uids exist.
+      if (isKeylessDevice(claims)) throw new ForbiddenError(KEYLESS_DEVICE, 'device_key_required')
       const scopes = Object.values(claims.permissions ?? {}).flat()
       if (!scopes.includes('sync:upload') && !scopes.includes('ticket:scan'))
         throw new ForbiddenError('This token lacks sync:upload and ticket:scan')

@@ -17,8 +17,23 @@ export interface Claims {
   device_id?: string | number
   /** The device's token generation when the offline token was issued (absent: 0). */
   device_gen?: number
+  /** An offline token of a device that has no device key (see isKeylessDevice). */
+  device_keyless?: boolean
   event_id?: number
   [extra: string]: unknown
+}
+
+/** Why a key-less device's feed or upload is refused (403 `device_key_required`). */
+export const KEYLESS_DEVICE =
+  'A device without a device key does not sync: give it a key (wristband device rotate-key, or a set-up code)'
+
+/**
+ * Whether the claims are an offline token of a device without a device key (DEVICE_KEYS_REQUIRED=false):
+ * such a device holds no `sync:*` scope, and the scanner feed and scan uploads answer it 403
+ * `device_key_required`.
+ */
+export function isKeylessDevice(claims: Pick<Claims, 'device_keyless'>): boolean {
+  return claims.device_keyless === true
 }
 
 /** Whether the claims grant `scope` for `eventId` (or for every event through "*"). */
