@@ -49,6 +49,40 @@ forEachBackend(httpBackends, 'verifier client against the running service', (ctx
     assert.equal(svc.verifyCalls(), before + 2, 'the cached answer outlived 60 s')
   })
 
+  test("the scanner's verifier trusts a revoked offline token for a minute: an offline token's answer is reused for 1 s at most", async () => {
+    const mac = 'AA:BB:CC:DD:EE:71'
+    const key = 'wbd_verifier-offline-cache-key-0123'
+    await t.seed({
+      devices: [{ dev_mac: mac, event_id: 1, operator_email: 'op@example.com', device_key: key }],
+    })
+    const res = await t.request({
+      method: 'POST',
+      url: '/auth/login/device',
+      payload: { dev_mac: mac, event_id: 1, device_key: key },
+    })
+    assert.equal(res.statusCode, 200, res.body)
+    const offline = res.json().offline_token as string
+    const v = verifier()
+    const before = svc.verifyCalls()
+    assert.equal((await v.verify(offline)).type, 'offline')
+    assert.equal((await v.verify(offline)).type, 'offline')
+    assert.equal(svc.verifyCalls(), before + 1, 'reused within the second')
+    // The scanner is reported lost: an administrator ends its tokens.
+    const deviceId = res.json().offline_token && (await v.verify(offline)).device_id
+    const admin = (await login(t, 'ev1@example.com')).access_token
+    const revoked = await t.request({ method: 'POST', url: `/devices/${deviceId}/revoke`, token: admin })
+    assert.equal(revoked.statusCode, 200, revoked.body)
+    t.clock.advance(1_001)
+    await refused(v.verify(offline), 'invalid')
+    // An access token keeps the 60 s of the specification.
+    const { access_token } = await login(t, 'ev1@example.com')
+    const calls = svc.verifyCalls()
+    await v.verify(access_token)
+    t.clock.advance(30_000)
+    await v.verify(access_token)
+    assert.equal(svc.verifyCalls(), calls + 1)
+  })
+
   test('a cached answer never outlives the token’s own exp', async () => {
     const v = verifier()
     const { access_token } = await login(t, 'ev1@example.com')

@@ -55,7 +55,8 @@ export interface VerifierOptions {
   timeoutMs?: number
   /**
    * How long an answer, valid or not, is reused, at most 60 (the spec's limit); never past a valid
-   * token's `exp`. 0 turns caching off. Default 60.
+   * token's `exp`, and a valid answer about an offline token (`type: "offline"`, a device's) for at
+   * most 1 s, the service's revocation promise. 0 turns caching off. Default 60.
    */
   cacheTtlSeconds?: number
   /** Answers kept at most, valid and invalid ones each; the least recently used go first. Default 10 000. */
@@ -82,6 +83,13 @@ export interface Verifier {
 }
 
 const MAX_CACHE_TTL_SECONDS = 60
+/**
+ * The service's revocation promise: a revoked offline token (a lost scanner's, a disabled account's) is
+ * refused everywhere within a second. Offline tokens live for days and are revoked as a matter of
+ * course, so a valid answer about one is reused for no longer than this; access tokens (15 minutes)
+ * keep the specification's 60 s.
+ */
+const OFFLINE_CACHE_MS = 1000
 /** The longest token the service reads (its schema's maxLength); a longer one is refused locally. */
 const MAX_TOKEN_LENGTH = 8192
 /** The first wait after a 429 or 503, and the longest; each further refusal doubles it. */
@@ -194,7 +202,8 @@ export function createVerifier(options: VerifierOptions): Verifier {
     // One object serves every request that presents this token within the window, so no handler may
     // change what the next one sees (a pushed scope would otherwise be granted to later requests).
     const claims = deepFreeze(body.claims)
-    const lifeMs = Math.min(ttlMs, claims.exp * 1000 - now())
+    const capMs = claims.type === 'offline' ? Math.min(ttlMs, OFFLINE_CACHE_MS) : ttlMs
+    const lifeMs = Math.min(capMs, claims.exp * 1000 - now())
     if (lifeMs > 0) valid.set(key, claims, { ttl: lifeMs })
     return claims
   }
