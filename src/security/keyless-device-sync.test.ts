@@ -6,7 +6,7 @@ import { dashboardSession, formToken } from '../../test/helpers/dashboard.js'
 import { newTicketType, newTransfer, type PartnerKeys, seedPartner } from '../../test/helpers/partner.js'
 
 /**
- * Issue 35, "A key-less device still syncs": where DEVICE_KEYS_REQUIRED=false (the test default), a
+ * Third audit (docs/security.md), "A key-less device still syncs": where DEVICE_KEYS_REQUIRED=false (the test default), a
  * device signed in with its MAC alone got `sync:*`, downloaded every code of the event and could upload
  * scans. Such a device now holds no `sync:*` scope and both are refused 403 `device_key_required`; a
  * device with a key syncs as before. And "a device can be revoked only on the server's command line":
