@@ -105,10 +105,22 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         await new Promise<void>((resolve) => pages.listen(pagePort, '127.0.0.1', resolve))
         browser = await openChromium({ width: 800, height: 600 })
         page = browser.page
+        // The device with a key: a key-less one holds no sync:* scope.
+        const deviceKey = 'wbd_scanner-browser-test-key-01234'
+        await t.seed({
+          devices: [
+            {
+              dev_mac: 'AA:BB:CC:DD:EE:01',
+              event_id: 1,
+              operator_email: 'op@example.com',
+              device_key: deviceKey,
+            },
+          ],
+        })
         const login = await t.request({
           method: 'POST',
           url: '/auth/login/device',
-          payload: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1 },
+          payload: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: deviceKey },
         })
         assert.equal(login.statusCode, 200, login.body)
         token = login.json().offline_token
