@@ -171,8 +171,14 @@ const sessionApiRoutes: FastifyPluginAsyncTypebox<StatsRouteDeps> = async (app, 
       const { event_id } = request.params
       if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
       reply.header('cache-control', 'no-store')
-      const stats = await deps.eventStats(event_id, request.query.range ?? '24h')
-      return figuresFor(deps, session.viewer, event_id, stats, webhooks)
+      return figuresFor(
+        deps,
+        session.viewer,
+        event_id,
+        request.query.range ?? '24h',
+        deps.eventStats,
+        webhooks,
+      )
     },
   )
 }
@@ -482,7 +488,7 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     },
     async (request, reply) => {
       const session = sessionOf(request)
-      const events = await eventsWithFigures(deps, session.viewer)
+      const events = await eventsWithFigures(deps, session.viewer, (eventId) => webhooks.partnersOf(eventId))
       return reply.type('text/html; charset=utf-8').send(eventListPage(session, events))
     },
   )

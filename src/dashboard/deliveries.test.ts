@@ -288,8 +288,18 @@ forEachBackend(
           const shown = await figures(who)
           assert.equal(shown.configured, false, who)
           assert.equal(shown.url, null, who)
-          assert.equal(shown.delivered, staff.delivered, "the counts are the event's")
         }
+        // The counts: a user bound to a partner sees its partner's (docs/dashboard.md), one bound to no
+        // partner the event's, one bound to a name the event has no partner of none.
+        const acmeDelivered = await t.db.db
+          .selectFrom('webhook_deliveries')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('partner_id', '=', acmeId)
+          .where('status', '=', 'delivered')
+          .executeTakeFirstOrThrow()
+        assert.equal((await figures('partner1')).delivered, Number(acmeDelivered.n), "the partner's count")
+        assert.equal((await figures('acme-dash')).delivered, staff.delivered, "the event's count")
+        assert.equal((await figures('stray')).delivered, 0)
         // Bound to no partner of the event: no partner's last error either.
         for (const who of ['acme-dash', 'stray']) assert.equal((await figures(who)).last_error, null, who)
       })

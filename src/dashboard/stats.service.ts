@@ -2,12 +2,16 @@ import type { Static } from 'typebox'
 import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { SLOT_MS } from '../platform/db/migrations/019-scale.js'
 import { NotFoundError } from '../platform/errors.js'
 import { fromMinorUnits } from '../platform/formats.js'
 import { sharedReads } from '../platform/shared-reads.js'
+import { partnerTicketFigures, partnerUsesPerGate, partnerUsesPerSlot } from '../transfers/transfers.store.js'
 import type { WebhookDeliveries } from '../webhooks/webhooks.service.js'
+import { partnerDeliveryCounts } from '../webhooks/webhooks.store.js'
 import type { EventStats } from './stats.schemas.js'
 import {
+  byUses,
   eventListFigures,
   lastFailedAttempt,
   ticketTypeFigures,
@@ -97,10 +101,32 @@ export async function findEvent({ db }: Pick<StatsDeps, 'db'>, eventId: number) 
   return event
 }
 
-/** The events a viewer may see, in name order, each with its ticket figures (the dashboard's list). */
-export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: Viewer) {
-  // Counters per ticket type (migration 019): as fast with a million tickets as with ten.
+/**
+ * The events a viewer may see, in name order, each with its ticket figures (the dashboard's list): the
+ * event's for administrators, network managers and unbound dashboard users, only its partner's tickets
+ * for a dashboard user bound to a partner.
+ */
+export async function eventsWithFigures(
+  { db }: Pick<StatsDeps, 'db'>,
+  viewer: Viewer,
+  partnersOf: (eventId: number) => Promise<{ id: number; name: string }[]>,
+) {
   const events = await visibleEvents(db, viewer)
+  if (boundToPartner(viewer)) {
+    const out = []
+    for (const e of events) {
+      const ids = visiblePartners(viewer, await partnersOf(e.id)).map((p) => p.id)
+      const types = await ticketTypes(db, e.id, ids)
+      const f = {
+        issued: types.reduce((n, t) => n + t.issued, 0),
+        used: types.reduce((n, t) => n + t.used, 0),
+        revenue: types.reduce((n, t) => n + t.price * t.issued, 0),
+      }
+      out.push({ ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } })
+    }
+    return out
+  }
+  // Counters per ticket type (migration 019): as fast with a million tickets as with ten.
   const figures = await eventListFigures(
     db,
     events.map((e) => e.id),
@@ -109,6 +135,18 @@ export async function eventsWithFigures({ db }: Pick<StatsDeps, 'db'>, viewer: V
     const f = figures.get(e.id) ?? { issued: 0, used: 0, revenue: 0 }
     return { ...e, figures: { ...f, revenue: fromMinorUnits(f.revenue) } }
   })
+}
+
+/**
+ * An event's ticket types (its catalogue, shared by its partners) with their figures: the event's from
+ * the counters, or, given `partnerIds`, those of the partners' tickets alone (none given: zeros).
+ */
+async function ticketTypes(db: Db, eventId: number, partnerIds?: number[]) {
+  const types = await ticketTypeFigures(db, eventId)
+  if (partnerIds === undefined) return types
+  const own = await partnerTicketFigures(db, eventId, partnerIds)
+  const none = { issued: 0, claimed: 0, used: 0, balance: 0, promo_balance: 0 }
+  return types.map((t) => ({ ...t, ...(own.get(t.id) ?? none) }))
 }
 
 /**
@@ -124,8 +162,10 @@ const STATS_MIN_INTERVAL_MS = 250
  */
 export function sharedEventStats(deps: StatsDeps) {
   const shared = sharedReads<Static<typeof EventStats>>(STATS_MIN_INTERVAL_MS)
-  return (eventId: number, range: Range) =>
-    shared(`${eventId} ${range}`, () => eventStats(deps, eventId, range))
+  return (eventId: number, range: Range, partnerIds?: number[]) =>
+    shared(`${eventId} ${range} ${partnerIds?.join(',') ?? '*'}`, () =>
+      eventStats(deps, eventId, range, partnerIds),
+    )
 }
 
 /**
@@ -137,19 +177,33 @@ export async function eventStats(
   deps: StatsDeps,
   eventId: number,
   range: Range,
+  /** Only these partners' tickets, uses and deliveries (a dashboard user bound to a partner). */
+  partnerIds?: number[],
 ): Promise<Static<typeof EventStats>> {
   const now = deps.clock.now()
   const read = await deps.db.connection().execute(async (db) => {
     const event = await findEvent({ db }, eventId)
     const { starts, to } = bucketStarts(event.timezone, now, RANGE_BUCKETS[range])
+    const types = await ticketTypes(db, eventId, partnerIds)
+    if (partnerIds === undefined)
+      return {
+        event,
+        starts,
+        to,
+        types,
+        perSlot: await usesPerSlot(db, eventId, starts[0]!, to),
+        gates: await usesPerGate(db, eventId),
+        webhook: await webhookHealth(db, eventId),
+      }
+    // The receiver and its last error are the partner's too: `figuresFor` puts them in.
     return {
       event,
       starts,
       to,
-      types: await ticketTypeFigures(db, eventId),
-      perSlot: await usesPerSlot(db, eventId, starts[0]!, to),
-      gates: await usesPerGate(db, eventId),
-      webhook: await webhookHealth(db, eventId),
+      types,
+      perSlot: await partnerUsesPerSlot(db, eventId, partnerIds, SLOT_MS, starts[0]!, to),
+      gates: byUses(await partnerUsesPerGate(db, eventId, partnerIds)),
+      webhook: { hook: null, counts: await partnerDeliveryCounts(db, partnerIds), lastError: null },
     }
   })
   const { event, starts, to, types, perSlot, gates, webhook } = read
@@ -213,21 +267,37 @@ export async function eventStats(
   }
 }
 
+/** A dashboard user bound to a partner: it sees that partner's figures only. */
+function boundToPartner(viewer: Viewer): boolean {
+  return viewer.partners !== 'all' && viewer.partners !== null
+}
+
 /**
- * The figures as one signed-in viewer may see them. Partners are isolated (decisions of 2026-11-25): a
- * dashboard user sees the receiver and the last failed attempt of the partner it is bound to (none when
- * it is bound to none of the event's); the delivery counts stay the event's (numbers only).
- * Administrators and network managers see the event's figures.
+ * The figures as one signed-in viewer may see them. Partners are isolated (decisions of 2026-11-29): a
+ * dashboard user bound to a partner sees that partner's figures only (its tickets sold, claimed and
+ * used, their revenue and balances, its uses over time and per gate, its deliveries, receiver and last
+ * failed attempt); bound to a name the event has no partner of, zeros. Administrators, network managers
+ * and dashboard users bound to no partner see the event's figures (the latter without any partner's
+ * receiver).
  */
 export async function figuresFor(
   { db }: Pick<StatsDeps, 'db'>,
   viewer: Viewer,
   eventId: number,
-  stats: Static<typeof EventStats>,
+  range: Range,
+  read: ReturnType<typeof sharedEventStats>,
   webhooks: WebhookDeliveries,
 ): Promise<Static<typeof EventStats>> {
-  if (viewer.partners === 'all') return stats
-  const [partner] = visiblePartners(viewer, await webhooks.partnersOf(eventId))
+  if (viewer.partners === 'all') return read(eventId, range)
+  const partners = visiblePartners(viewer, await webhooks.partnersOf(eventId))
+  const stats = boundToPartner(viewer)
+    ? await read(
+        eventId,
+        range,
+        partners.map((p) => p.id),
+      )
+    : await read(eventId, range)
+  const [partner] = partners
   const hook = partner ? await webhooks.receiverOf(partner.id) : undefined
   const last = partner ? await lastFailedAttempt(db, { partnerId: partner.id }) : undefined
   return {

@@ -17,6 +17,7 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
     .selectFrom('ticket_types as tt')
     .leftJoin('ticket_counts as c', 'c.ticket_type_id', 'tt.id')
     .select([
+      'tt.id',
       'tt.uid',
       'tt.name',
       'tt.ticket_date',
@@ -32,6 +33,7 @@ export async function ticketTypeFigures(db: Db, eventId: number) {
     .orderBy('tt.id')
     .execute()
   return rows.map((r) => ({
+    id: Number(r.id),
     uid: r.uid,
     name: r.name,
     ticket_date: r.ticket_date,
@@ -94,9 +96,16 @@ export async function usesPerGate(db: Db, eventId: number) {
     .where('event_id', '=', eventId)
     .where('n', '<>', 0)
     .execute()
-  return rows
-    .map((r) => ({ access_gate: r.gate === '-' ? null : r.gate.slice(1), count: Number(r.n) }))
-    .sort((a, b) => b.count - a.count || (a.access_gate ?? '\uffff').localeCompare(b.access_gate ?? '\uffff'))
+  return byUses(
+    rows.map((r) => ({ access_gate: r.gate === '-' ? null : r.gate.slice(1), count: Number(r.n) })),
+  )
+}
+
+/** Gates by uses, most first; ties by name, the tickets without a gate last. */
+export function byUses(gates: { access_gate: string | null; count: number }[]) {
+  return gates.sort(
+    (a, b) => b.count - a.count || (a.access_gate ?? '\uffff').localeCompare(b.access_gate ?? '\uffff'),
+  )
 }
 
 export async function webhookHealth(db: Db, eventId: number) {

@@ -419,3 +419,77 @@ async function moveToFeedEnd(tx: Db, transferId: number, eventId: number): Promi
     .where('id', '=', transferId)
     .execute()
 }
+
+// The figures of some partners' tickets (a dashboard user bound to a partner sees its partner's only,
+// docs/dashboard.md). The event-wide figures come from the counter tables (dashboard/stats.store.ts);
+// a partner's are counted from its transfers (transfers_partner_company_ticket_id leads with partner_id).
+
+/** Per ticket type id: the partners' tickets issued, claimed and used, and the balances loaded (minor units). */
+export async function partnerTicketFigures(db: Db, eventId: number, partnerIds: number[]) {
+  const figures = new Map<
+    number,
+    { issued: number; claimed: number; used: number; balance: number; promo_balance: number }
+  >()
+  if (partnerIds.length === 0) return figures
+  const rows = await db
+    .selectFrom('transfers')
+    .select([
+      'ticket_type_id',
+      sql<number>`count(*)`.as('issued'),
+      sql<number>`sum(case when claimed_at is not null then 1 else 0 end)`.as('claimed'),
+      sql<number>`sum(case when used_at is not null then 1 else 0 end)`.as('used'),
+      sql<number>`coalesce(sum(balance), 0)`.as('balance'),
+      sql<number>`coalesce(sum(promo_balance), 0)`.as('promo_balance'),
+    ])
+    .where('partner_id', 'in', partnerIds)
+    .where('event_id', '=', eventId)
+    .groupBy('ticket_type_id')
+    .execute()
+  for (const r of rows)
+    figures.set(Number(r.ticket_type_id), {
+      issued: Number(r.issued),
+      claimed: Number(r.claimed),
+      used: Number(r.used),
+      balance: Number(r.balance),
+      promo_balance: Number(r.promo_balance),
+    })
+  return figures
+}
+
+/** The partners' uses per slot of `slotMs` in [from, to), keyed by the slot's start (epoch ms). */
+export async function partnerUsesPerSlot(
+  db: Db,
+  eventId: number,
+  partnerIds: number[],
+  slotMs: number,
+  from: number,
+  to: number,
+) {
+  if (partnerIds.length === 0) return new Map<number, number>()
+  const slot = sql<number>`used_at / ${sql.lit(slotMs)}`
+  const rows = await db
+    .selectFrom('transfers')
+    .select([slot.as('slot'), sql<number>`count(*)`.as('n')])
+    .where('partner_id', 'in', partnerIds)
+    .where('event_id', '=', eventId)
+    .where('used_at', '>=', Math.floor(from / slotMs) * slotMs)
+    .where('used_at', '<', Math.ceil(to / slotMs) * slotMs)
+    .groupBy(slot)
+    .execute()
+  return new Map(rows.map((r) => [Number(r.slot) * slotMs, Number(r.n)]))
+}
+
+/** The partners' uses by gate: the gate the scan named, else the gate printed on the ticket (null: none). */
+export async function partnerUsesPerGate(db: Db, eventId: number, partnerIds: number[]) {
+  if (partnerIds.length === 0) return []
+  const gate = sql<string | null>`coalesce(used_gate, access_gate)`
+  const rows = await db
+    .selectFrom('transfers')
+    .select([gate.as('gate'), sql<number>`count(*)`.as('n')])
+    .where('partner_id', 'in', partnerIds)
+    .where('event_id', '=', eventId)
+    .where('used_at', 'is not', null)
+    .groupBy(gate)
+    .execute()
+  return rows.map((r) => ({ access_gate: r.gate, count: Number(r.n) }))
+}

@@ -1,4 +1,4 @@
-import type { Insertable } from 'kysely'
+import { type Insertable, sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { ConflictError, NotFoundError } from '../platform/errors.js'
@@ -319,4 +319,17 @@ export async function pruneDeliveries(db: Db, before: number, limit: number): Pr
       .executeTakeFirst()
     return Number(r.numDeletedRows)
   })
+}
+
+/** Some partners' deliveries by status and whether they were tried (a partner's dashboard figures). */
+export async function partnerDeliveryCounts(db: Db, partnerIds: number[]) {
+  if (partnerIds.length === 0) return []
+  const tried = sql<number>`case when attempts = 0 then 0 else 1 end`
+  const rows = await db
+    .selectFrom('webhook_deliveries')
+    .select(['status', tried.as('tried'), sql<number>`count(*)`.as('count')])
+    .where('partner_id', 'in', partnerIds)
+    .groupBy(['status', tried])
+    .execute()
+  return rows.map((r) => ({ status: r.status, tried: Number(r.tried), count: Number(r.count) }))
 }
