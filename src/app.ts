@@ -54,6 +54,7 @@ import { createDummyHash } from './platform/passwords.js'
 import { perMinute } from './platform/rate-limit.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
 import type { SmsSender } from './platform/sms.js'
+import { startTracing } from './platform/tracing.js'
 import { packageRoot, releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
 import { scannerPageRoutes } from './scanner-page/scanner-page.routes.js'
@@ -98,7 +99,10 @@ const SERVICE_VERSION = releaseVersion()
  */
 export async function buildApp(config: Config, deps: AppDependencies = {}): Promise<FastifyInstance> {
   const clock = deps.clock ?? systemClock
+  // Before the Fastify instance exists: @fastify/otel instruments it as it is created.
+  const tracing = config.tracing ? await startTracing() : undefined
   const app = createHttpApp(config, deps.logStream)
+  if (tracing) app.addHook('onClose', () => tracing.flush())
   logListeningUrls(app)
   const metrics = createMetrics({ version: SERVICE_VERSION })
   app.decorate('metrics', metrics)

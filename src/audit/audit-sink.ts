@@ -105,6 +105,7 @@ function sinkJob(deps: AuditSinkDeps): JobHandler<Record<string, never>> {
           payload: {},
           runAt: deps.clock.now() + delay,
           dedupeKey: AUDIT_SINK_JOB,
+          traced: false,
         })
       })
     },
@@ -118,5 +119,6 @@ export async function startAuditSink(jobs: JobRunner, deps: AuditSinkDeps): Prom
     kind: AUDIT_SINK_JOB,
     payload: {},
     dedupeKey: AUDIT_SINK_JOB,
+    traced: false,
   })
 }

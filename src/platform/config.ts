@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import { isIP } from 'node:net'
 import path from 'node:path'
 import { EXIT_STATUS, type ExitStatus } from './startup.js'
+import { tracingRequested } from './tracing.js'
 
 /**
  * Every setting of the service, declared once: the parser validates it at start and the README's
@@ -550,6 +551,11 @@ export type Config = {
   readonly WEBAUTHN_ORIGINS: string[]
   /** REDIS_URL or the Sentinel settings resolved; undefined: no Redis (state in process). */
   readonly redis: RedisTarget | undefined
+  /**
+   * OpenTelemetry's standard variables ask for traces (OTEL_EXPORTER_OTLP_ENDPOINT or
+   * OTEL_TRACES_EXPORTER): the SDK reads them itself (docs/observability.md).
+   */
+  readonly tracing: boolean
 }
 
 /**
@@ -708,7 +714,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (problems.length > 0) throw new ConfigError(problems, statuses)
   // Key-less device sign-in (the specification's) stays the development default only.
   out.DEVICE_KEYS_REQUIRED ??= production
-  return Object.freeze({ ...out, databaseUrl: dbUrl, redis }) as Config
+  return Object.freeze({ ...out, databaseUrl: dbUrl, redis, tracing: tracingRequested(env) }) as Config
 }
 
 /** REDIS_URL, or the master REDIS_SENTINELS name; never both, and the Sentinel settings only together. */
@@ -868,7 +874,8 @@ function unknownVariables(env: Record<string, string | undefined>): string[] {
   const knownNames = new Set([...known, ...SECRET_SETTINGS.map((s) => `${s}_FILE`), ...OTHER_KNOWN])
   const problems: string[] = []
   for (const name of Object.keys(env)) {
-    if (knownNames.has(name) || NOT_SETTINGS[name]) continue
+    // OpenTelemetry's standard variables are read by its SDK (docs/observability.md).
+    if (knownNames.has(name) || NOT_SETTINGS[name] || name.startsWith('OTEL_')) continue
     const upper = name.toUpperCase()
     if (knownNames.has(upper)) {
       problems.push(`${name}: settings are upper case; did you mean ${upper}?`)

@@ -44,7 +44,7 @@ export function requestId(req: IncomingMessage): string {
 export function createHttpApp(config: Config, logStream: DestinationStream | undefined) {
   const timeoutMs = config.REQUEST_TIMEOUT_SECONDS * 1000
   const options: FastifyHttpOptions<Server> = {
-    logger: loggerOptions(config.LOG_LEVEL, logStream),
+    logger: loggerOptions(config.LOG_LEVEL, logStream, config.tracing),
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
     trustProxy: config.TRUST_PROXY as FastifyServerOptions['trustProxy'],
     // Fastify's one hook that runs before a request is logged, routed or rate limited: the URL stays

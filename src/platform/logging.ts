@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { type DestinationStream, type LevelWithSilent, stdTimeFunctions } from 'pino'
+import { traceFields } from './tracing.js'
 
 // Path segments that are themselves secrets (reset and claim tokens) never reach a log line. This
 // pattern is the fallback for requests no route matched; matched ones are redacted by parameter.
@@ -78,10 +79,16 @@ export function quietRouteLevel(level: string): LevelWithSilent {
  * in UTC (`"time":"2026-11-23T18:45:12.345Z"`), which a person reading the raw line or a log shipper
  * without pino's conventions understands; the fields are listed in docs/operations.md.
  */
-export function loggerOptions(level: string, stream?: DestinationStream): FastifyServerOptions['logger'] {
+export function loggerOptions(
+  level: string,
+  stream?: DestinationStream,
+  tracing = false,
+): FastifyServerOptions['logger'] {
   return {
     level,
     ...(stream ? { stream } : {}),
+    // With tracing on, a line written while a span is active carries its trace_id and span_id.
+    ...(tracing ? { mixin: traceFields } : {}),
     formatters: { level: (label: string) => ({ level: label }) },
     timestamp: stdTimeFunctions.isoTime,
     redact: {

@@ -1,12 +1,13 @@
 import { hash, verify } from '@node-rs/argon2'
 import { verify as bcryptVerify } from '@node-rs/bcrypt'
+import { traced } from './tracing.js'
 
 // OWASP's argon2id parameters: 19 MiB, two passes, one lane. Hashing runs on libuv's thread pool.
 // `algorithm: 2` is Algorithm.Argon2id (a const enum, which verbatimModuleSyntax cannot import).
 const ARGON2_OPTIONS = { algorithm: 2, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const
 
 export function hashPassword(password: string): Promise<string> {
-  return hash(password, ARGON2_OPTIONS)
+  return traced('password.hash', { 'password.algorithm': 'argon2id' }, () => hash(password, ARGON2_OPTIONS))
 }
 
 export interface PasswordCheck {
@@ -15,7 +16,14 @@ export interface PasswordCheck {
   needsRehash: boolean
 }
 
-export async function checkPassword(stored: string, password: string): Promise<PasswordCheck> {
+export function checkPassword(stored: string, password: string): Promise<PasswordCheck> {
+  const algorithm = stored.startsWith('$2') ? 'bcrypt' : 'argon2id'
+  return traced('password.verify', { 'password.algorithm': algorithm }, () =>
+    verifyPassword(stored, password),
+  )
+}
+
+async function verifyPassword(stored: string, password: string): Promise<PasswordCheck> {
   try {
     if (stored.startsWith('$2')) return { ok: await bcryptVerify(password, stored), needsRehash: true }
     const ok = await verify(stored, password)

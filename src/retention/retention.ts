@@ -112,7 +112,13 @@ function retentionJob(deps: RetentionDeps): JobHandler<Record<string, never>> {
 
 /** Queues a run at `runAt` unless one is queued already (every instance queues one at start). */
 export async function scheduleRetention({ db, clock }: Pick<RetentionDeps, 'db' | 'clock'>, runAt: number) {
-  await enqueue(db, clock.now(), { kind: RETENTION_JOB, payload: {}, runAt, dedupeKey: RETENTION_JOB })
+  await enqueue(db, clock.now(), {
+    kind: RETENTION_JOB,
+    payload: {},
+    runAt,
+    dedupeKey: RETENTION_JOB,
+    traced: false,
+  })
 }
 
 /**

@@ -4,6 +4,7 @@ import { insertAuditEntry } from '../audit/audit.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
+import { traced } from '../platform/tracing.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import { findTransferToUse, flaggedCodeUses, markUsed, useOf } from '../transfers/transfers.store.js'
 import type { UseNotification } from '../webhooks/notification.js'
@@ -96,7 +97,13 @@ export class TicketsService {
     }
   }
 
-  async use(
+  use(claims: Claims, scopes: readonly string[], transferUid: string, scan: Scan): Promise<ScanOutcome> {
+    return traced('ticket.use', { 'ticket.channel': scan.offline ? 'offline' : 'online' }, () =>
+      this.useOnce(claims, scopes, transferUid, scan),
+    )
+  }
+
+  private async useOnce(
     claims: Claims,
     scopes: readonly string[],
     transferUid: string,

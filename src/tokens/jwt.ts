@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { createSigner, createVerifier } from 'fast-jwt'
 import type { Clock } from '../platform/clock.js'
 import { randomToken } from '../platform/random.js'
+import { traced } from '../platform/tracing.js'
 import type { Claims } from './claims.js'
 
 export interface JwtOptions {
@@ -127,8 +128,14 @@ export class JwtCodec {
       aud: this.opts.audience,
       iss: this.opts.issuer,
     } as unknown as Claims
-    const sign = claims.type === 'offline' && this.edgeSign ? this.edgeSign : this.sign
-    return { token: sign(full as unknown as Record<string, unknown>), claims: full }
+    const offline = claims.type === 'offline' && this.edgeSign !== undefined
+    const sign = offline && this.edgeSign ? this.edgeSign : this.sign
+    const token = traced(
+      'token.sign',
+      { 'token.type': String(claims.type ?? 'access'), 'token.alg': offline ? 'EdDSA' : 'HS256' },
+      () => sign(full as unknown as Record<string, unknown>),
+    )
+    return { token, claims: full }
   }
 
   /**

@@ -8,6 +8,7 @@ import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
+import { traced } from '../platform/tracing.js'
 import { type Claims, deviceGenerationOf } from './claims.js'
 import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily } from './refresh.store.js'
@@ -134,8 +135,10 @@ export class TokenService {
    */
   async authenticate(token: string, types: readonly string[]): Promise<Claims> {
     const claims = this.verifyJwt(token, types)
-    if (await this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti)))
-      throw new UnauthorizedError()
+    const revoked = traced('token.revocation_check', { 'token.type': claims.type }, () =>
+      this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti)),
+    )
+    if (await revoked) throw new UnauthorizedError()
     return claims
   }
 

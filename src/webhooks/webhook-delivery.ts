@@ -3,6 +3,7 @@ import type { Db } from '../platform/db/database.js'
 import type { HttpClient } from '../platform/http-client.js'
 import { type JobHandler, RetryLater } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
+import { traced } from '../platform/tracing.js'
 import { signatureHeaders } from './signing.js'
 import {
   abandonDelivery,
@@ -74,10 +75,19 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
           throw new Error(
             'the signing secret was sealed under a JWT secret no longer configured; register the webhook again',
           )
-        const res = await deps.http.post(hook.url, {
-          headers: signatureHeaders(secret, delivery.uid, Math.floor(startedAt / 1000), delivery.payload),
-          body: delivery.payload,
-        })
+        const res = await traced(
+          'webhook.deliver',
+          {
+            'webhook.delivery_id': deliveryId,
+            'webhook.attempt': attempt,
+            'webhook.partner_id': hook.partner_id ?? 0,
+          },
+          () =>
+            deps.http.post(hook.url, {
+              headers: signatureHeaders(secret, delivery.uid, Math.floor(startedAt / 1000), delivery.payload),
+              body: delivery.payload,
+            }),
+        )
         status = res.status
         body = res.body
         retryAfter = retryAfterMs(res.headers['retry-after'], clock.now())

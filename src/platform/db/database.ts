@@ -15,6 +15,7 @@ import {
 import pg from 'pg'
 import type { Config } from '../config.js'
 import { databaseUnavailable, shownUrl } from '../startup.js'
+import { recordFinishedSpan } from '../tracing.js'
 import { migrationNames, migrationProvider } from './migrations/index.js'
 import type { Database } from './schema.js'
 
@@ -70,6 +71,11 @@ export interface OpenOptions {
    * which are answers (a duplicate e-mail) rather than faults. Feeds the error metric.
    */
   onError?: (err: unknown) => void
+  /**
+   * SQLite only: each statement run inside a traced request becomes a span (`sqlite.query`); PostgreSQL's
+   * come from its OpenTelemetry instrumentation.
+   */
+  traced?: boolean
 }
 
 function isConstraintViolation(err: unknown): boolean {
@@ -160,6 +166,7 @@ export function servicePoolOptions(config: Config): OpenOptions {
     poolSize: config.DATABASE_POOL_SIZE,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_SECONDS * 1000,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_SECONDS * 1000,
+    traced: config.tracing,
   }
 }
 
@@ -167,11 +174,19 @@ export function servicePoolOptions(config: Config): OpenOptions {
 export async function openDatabase(url: string, options: OpenOptions = {}): Promise<DatabaseHandle> {
   const dialect: Dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
   const { onError } = options
-  const log = onError
-    ? (event: LogEvent) => {
-        if (event.level === 'error' && !isConstraintViolation(event.error)) onError(event.error)
-      }
-    : undefined
+  const traceQueries = options.traced === true && dialect === 'sqlite'
+  const log =
+    onError || traceQueries
+      ? (event: LogEvent) => {
+          if (event.level === 'error' && onError && !isConstraintViolation(event.error)) onError(event.error)
+          if (traceQueries)
+            recordFinishedSpan(
+              'sqlite.query',
+              { 'db.system.name': 'sqlite', 'db.query.text': event.query.sql },
+              event.queryDurationMillis,
+            )
+        }
+      : undefined
   let db: Db
   const schema = options.schema ?? 'public'
   let migrationDb: Db

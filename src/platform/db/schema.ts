@@ -182,6 +182,8 @@ export interface JobsTable {
   created_at: number
   done_at: number | null
   failed_at: number | null
+  /** The W3C traceparent of the traced request that queued the job (043); null when none. */
+  traceparent: string | null
 }
 
 /** One-time codes sent by SMS: phone login (`login`) and phone-ownership checks (`verify`). */

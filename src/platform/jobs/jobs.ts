@@ -3,6 +3,7 @@ import { sql } from 'kysely'
 import type { Clock } from '../clock.js'
 import type { Db, Dialect } from '../db/database.js'
 import type { JobsTable } from '../db/schema.js'
+import { continueTrace, currentTraceparent, traced } from '../tracing.js'
 
 /** A kind of background work. Runs at least once; a handler must tolerate a repeat. */
 export interface JobHandler<P> {
@@ -32,6 +33,11 @@ export interface NewJob {
   runAt?: number
   /** While a job with this key is pending, enqueuing another with the same key does nothing. */
   dedupeKey?: string
+  /**
+   * False for a job that queues itself again (retention, the audit sink): it would carry the trace of
+   * its first run into every later one. Otherwise the job continues the trace active when it was queued.
+   */
+  traced?: boolean
 }
 
 const jobRow = (job: NewJob, now: number) => ({
@@ -40,6 +46,7 @@ const jobRow = (job: NewJob, now: number) => ({
   dedupe_key: job.dedupeKey ?? null,
   run_at: job.runAt ?? now,
   created_at: now,
+  traceparent: job.traced === false ? null : (currentTraceparent() ?? null),
 })
 
 /**
@@ -97,6 +104,8 @@ interface ClaimedJob {
   payload: string
   /** Also the claim's fencing token: a later claim of the job raises it. */
   attempts: number
+  /** The trace of the request that queued it, when that was traced. */
+  traceparent: string | null
 }
 
 /**
@@ -188,7 +197,7 @@ export class JobRunner {
       .updateTable('jobs')
       .set({ locked_until: now + leaseMs, attempts: sql`attempts + 1` })
       .where('id', 'in', due)
-      .returning(['id', 'kind', 'payload', 'attempts'])
+      .returning(['id', 'kind', 'payload', 'attempts', 'traceparent'])
       .execute()
   }
 
@@ -238,11 +247,11 @@ export class JobRunner {
     const stopBeating = this.heartbeat(job, lease)
     try {
       if (!handler) throw new Error(`no handler for job kind ${job.kind}`)
-      await handler.run(JSON.parse(job.payload), {
-        jobId: job.id,
-        attempt: job.attempts,
-        signal: lease.signal,
-      })
+      const run = () =>
+        handler.run(JSON.parse(job.payload), { jobId: job.id, attempt: job.attempts, signal: lease.signal })
+      await continueTrace(job.traceparent, () =>
+        traced(`job ${job.kind}`, { 'job.id': job.id, 'job.attempt': job.attempts }, run),
+      )
       stopBeating()
       await this.update(job, { done_at: clock.now(), locked_until: null, dedupe_key: null, last_error: null })
     } catch (err) {

@@ -23,6 +23,7 @@ import * as m036 from './036-device-setup-codes.js'
 import * as m040 from './040-filter-indexes.js'
 import * as m041 from './041-revocation-load.js'
 import * as m042 from './042-audit-cursor.js'
+import * as m043 from './043-job-traceparent.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -61,6 +62,7 @@ const migrations: [string, MigrationModule][] = [
   ['040-filter-indexes', m040],
   ['041-revocation-load', m041],
   ['042-audit-cursor', m042],
+  ['043-job-traceparent', m043],
 ]
 
 export function migrationNames(): string[] {
