@@ -167,7 +167,8 @@ export async function startService(store: Store, opts: StartOptions): Promise<Se
   if (store.database === 'postgres') {
     env.DATABASE_URL = opts.backends.databaseUrl!
     env.DATABASE_SCHEMA = schema
-  }
+    // Production refuses to start without DATABASE_URL (it would be a new, empty SQLite file): named here.
+  } else env.DATABASE_URL = `sqlite:${path.join(dataDir, 'wristband.db')}`
   if (store.state === 'redis') {
     env.REDIS_URL = opts.backends.redisUrl!
     env.REDIS_PREFIX = prefix

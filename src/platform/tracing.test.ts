@@ -87,19 +87,35 @@ const isDatabaseSpan = (s: Span) =>
 
 /** The server span of the request to `route` made after `since` spans had arrived, once its trace is complete. */
 async function traceOf(route: string, since: number, expect: (trace: Span[]) => boolean) {
-  return waitFor(
-    async () => {
-      await (await startTracing()).flush()
-      for (const root of collector.spans.slice(since)) {
-        if (root.kind !== SERVER || root.attributes['http.route'] !== route) continue
-        const trace = collector.spans.filter((s) => s.traceId === root.traceId)
-        if (expect(trace)) return { root, trace }
-      }
-      return undefined
-    },
-    30_000,
-    `the trace of ${route}`,
-  )
+  let seen: Span[][] = []
+  try {
+    return await waitFor(
+      async () => {
+        await (await startTracing()).flush()
+        seen = []
+        for (const root of collector.spans.slice(since)) {
+          if (root.kind !== SERVER || root.attributes['http.route'] !== route) continue
+          const trace = collector.spans.filter((s) => s.traceId === root.traceId)
+          // Parents end after their children: a trace is complete once every span's parent has arrived.
+          if (expect(trace) && isTree(root, trace)) return { root, trace }
+          seen.push(trace)
+        }
+        return undefined
+      },
+      30_000,
+      `the trace of ${route}`,
+    )
+  } catch (err) {
+    const shown = seen.map((tr) =>
+      tr.map((s) => `${s.kind} ${s.name} ${s.attributes['url.full'] ?? ''}`).join(', '),
+    )
+    throw new Error(`${(err as Error).message}; traces of the route: ${shown.join(' | ') || 'none'}`)
+  }
+}
+
+function isTree(root: Span, trace: Span[]): boolean {
+  const ids = new Set(trace.map((s) => s.spanId))
+  return trace.every((s) => s === root || (s.parentSpanId !== undefined && ids.has(s.parentSpanId)))
 }
 
 /** Every span of the trace hangs from the request's span: one trace, no orphan. */
