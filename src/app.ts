@@ -45,7 +45,7 @@ import { IPV6_PREFIX_BITS } from './platform/client-address.js'
 import { type Clock, systemClock } from './platform/clock.js'
 import type { Config } from './platform/config.js'
 import { createHttpApp, registerHttp, registerRateLimits } from './platform/http.js'
-import { createSealer } from './platform/keys.js'
+import { secretKeys } from './platform/keys.js'
 import { logListeningUrls } from './platform/logging.js'
 import type { MailTransport } from './platform/mail.js'
 import { openPlatform, type Platform } from './platform/open.js'
@@ -261,7 +261,7 @@ function dashboardOptions(shared: Shared) {
       authEvents: shared.authEvents,
       passkeyPolicy: shared.passkeyPolicy,
     },
-    signInSealer: createSealer(shared.secrets, 'dashboard-sign-in'),
+    signInSealer: shared.keys.sealer('dashboard-sign-in'),
     revocations: shared.authority.revocations,
     passkeys: { ...shared.passkeys, accounts: viewerAccounts(db) },
   }
@@ -291,6 +291,8 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
   })
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })
   a.closeLater(() => authority.stop())
+  // Features get keys derived from the secrets for their purposes, never the secrets themselves.
+  const keys = secretKeys(secrets)
   const backoff = createBackoff(clock, redis, config.REDIS_PREFIX)
   // The one cache of API keys: the partner API, verify's answers and verify credentials ask it.
   const apiKeys = createApiKeyCache({ db, clock, revocations: authority.revocations, metrics })
@@ -310,7 +312,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     authEvents,
   }
   return {
-    secrets,
+    keys,
     edgeKeys,
     codes: new TicketCodes({ keys: edgeKeys }),
     audit,
@@ -323,7 +325,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     backoff,
     // The one password sign-in's shared parts (platform/password-sign-in.ts).
     passwords: { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() },
-    mfaSealer: createSealer(secrets, 'mfa-secret'),
+    mfaSealer: keys.sealer('mfa-secret'),
     freshness,
     passkeys,
     // Routes that create lasting credentials need fresh MFA while the administrator's MFA (TOTP or a

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { TokenResponse } from '../auth/auth.schemas.js'
 import { ForbiddenError } from '../platform/errors.js'
-import { deriveKey } from '../platform/keys.js'
+import type { SecretKeys } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
@@ -25,14 +25,14 @@ import { normalizePhone } from './phone.js'
 const HOLDER_LIMIT = 120
 
 export interface ConsumerRoutesDeps extends Omit<ConsumerDeps, 'log' | 'phoneCodeKey'> {
-  /** The signing secrets: one-time phone codes are kept under a key derived from the current one. */
-  secrets: readonly string[]
+  /** One-time phone codes are kept under the `phone-codes` key. */
+  keys: SecretKeys
 }
 
 export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = async (app, deps) => {
   const { tokens } = deps
   // SMS bypass the job queue on purpose: a queued message would keep a live one-time code in plain text.
-  const phoneCodeKey = deriveKey(deps.secrets[0]!, 'phone-codes')
+  const phoneCodeKey = deps.keys.key('phone-codes')
   const consumers = new ConsumerService({ ...deps, phoneCodeKey, log: app.log })
   // SMS still being sent finish before the database closes.
   app.addHook('onClose', () => consumers.drain())

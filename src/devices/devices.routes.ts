@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import type { Config } from '../platform/config.js'
-import { createSealer } from '../platform/keys.js'
+import type { SecretKeys } from '../platform/keys.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -28,8 +28,8 @@ import { type DeviceDeps, DeviceService, SESSION_PREFIX } from './devices.servic
 export interface DeviceRoutesDeps
   extends Omit<DeviceDeps, 'sealer' | 'keysRequired' | 'publishRevocation' | 'setup'> {
   protectCredentials: ProtectCredentials
-  /** The signing secrets: operator session tokens are sealed under a key derived from them. */
-  secrets: readonly string[]
+  /** Operator session tokens are sealed with the `operator-session` sealer. */
+  keys: SecretKeys
   /** The revocation list: a device set up again ends its earlier tokens on every instance at once. */
   revocations: Pick<RevocationStore, 'revoke'>
   config: Pick<Config, 'DEVICE_KEYS_REQUIRED' | 'NODE_ENV' | 'DEVICE_SETUP_CODE_MINUTES' | 'PUBLIC_BASE_URL'>
@@ -43,7 +43,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
     )
   const deps = {
     ...given,
-    sealer: createSealer(given.secrets, 'operator-session'),
+    sealer: given.keys.sealer('operator-session'),
     keysRequired: config.DEVICE_KEYS_REQUIRED,
     publishRevocation: (entry: Revocation) => given.revocations.revoke([entry]),
     setup: { minutes: config.DEVICE_SETUP_CODE_MINUTES, publicBaseUrl: config.PUBLIC_BASE_URL },

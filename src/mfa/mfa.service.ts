@@ -22,7 +22,7 @@ export interface TotpDeps {
   db: Db
   clock: Clock
   audit: AuditLog
-  /** Opens the stored secrets (`createSealer(secrets, 'mfa-secret')`). */
+  /** Opens the stored secrets (the `mfa-secret` sealer of `SecretKeys`). */
   sealer: Sealer
   /** Per-administrator back-off on wrong codes, so guessing is slow from any number of addresses. */
   backoff: Backoff

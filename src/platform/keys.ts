@@ -1,10 +1,42 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
 
 /**
- * A 256-bit key for one purpose, derived from the signing secret with HKDF, so that each use of the
- * secret (OTP hashing, sealing) has its own key and no purpose can be turned against another.
+ * Every use the signing secrets are put to besides signing tokens, in one list: each has its own key,
+ * derived with HKDF, so that no purpose can be turned against another.
  */
-export function deriveKey(secret: string, purpose: string): Buffer {
+type SealPurpose = 'mfa-secret' | 'dashboard-sign-in' | 'webhook-secret' | 'operator-session'
+type KeyPurpose = 'phone-codes'
+
+/**
+ * The keys derived from the signing secrets, the one way a feature gets one: features are given this,
+ * never the secrets themselves (which only the token authority holds).
+ */
+export interface SecretKeys {
+  /** Seals under the current secret's key for `purpose`; opens under the previous secrets' too. */
+  sealer(purpose: SealPurpose): Sealer
+  /** The current secret's key for `purpose` (one-time codes, which live minutes and need no rotation). */
+  key(purpose: KeyPurpose): Buffer
+}
+
+export function secretKeys(secrets: readonly string[]): SecretKeys {
+  const current = secrets[0]
+  if (current === undefined) throw new Error('secretKeys needs at least one secret')
+  const sealers = new Map<SealPurpose, Sealer>()
+  return {
+    sealer(purpose) {
+      let sealer = sealers.get(purpose)
+      if (sealer === undefined) {
+        sealer = createSealer(secrets, purpose)
+        sealers.set(purpose, sealer)
+      }
+      return sealer
+    },
+    key: (purpose) => deriveKey(current, purpose),
+  }
+}
+
+/** A 256-bit key for one purpose, derived from a signing secret with HKDF. */
+function deriveKey(secret: string, purpose: string): Buffer {
   return Buffer.from(hkdfSync('sha256', secret, 'wristband', `wristband/${purpose}`, 32))
 }
 
@@ -28,7 +60,7 @@ const VERSION = 'v1'
  * Authenticated encryption with keys derived from the current and previous signing secrets, so that
  * values sealed before a secret rotation still open while the old secret is listed as previous.
  */
-export function createSealer(secrets: readonly string[], purpose: string): Sealer {
+function createSealer(secrets: readonly string[], purpose: string): Sealer {
   const keys = secrets.map((s) => {
     const key = deriveKey(s, `${purpose}/aes-256-gcm`)
     // The id names the key without revealing it, so a sealed value finds its key after a rotation.

@@ -6,7 +6,7 @@ import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner
 import type { Config } from '../platform/config.js'
 import { NotFoundError } from '../platform/errors.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
-import { createSealer } from '../platform/keys.js'
+import type { SecretKeys } from '../platform/keys.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { UseNotification } from './notification.js'
 import { type WebhookDeliveryDeps, webhookDeliveryJob } from './webhook-delivery.js'
@@ -22,8 +22,8 @@ export interface WebhookRoutesDeps extends Omit<WebhookServiceDeps, 'sealer'> {
   jobs: JobRunner
   /** This instance's one cache of API keys (the partner hooks) */
   apiKeys: PartnerAuthDeps['apiKeys']
-  /** The signing secrets: receivers' signing secrets are sealed under a key derived from them. */
-  secrets: readonly string[]
+  /** Receivers' signing secrets are sealed with the `webhook-secret` sealer. */
+  keys: SecretKeys
   config: Pick<Config, 'PARTNER_RATE_LIMIT' | 'WEBHOOK_RETRY_SCHEDULE'>
   /** Counts each attempt's outcome, and is told the number of deliveries waiting at each scrape. */
   metrics: Pick<Metrics, 'webhookDeliveries' | 'outboxDepth' | 'onCollect'>
@@ -109,7 +109,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
   const { config, metrics } = given
   const deps: WebhookServiceDeps & WebhookDeliveryDeps & PartnerAuthDeps & WebhookRoutesDeps = {
     ...given,
-    sealer: createSealer(given.secrets, 'webhook-secret'),
+    sealer: given.keys.sealer('webhook-secret'),
     partnerRateLimit: config.PARTNER_RATE_LIMIT,
     retrySchedule: config.WEBHOOK_RETRY_SCHEDULE,
     onAttempt: (outcome) => metrics.webhookDeliveries.inc({ outcome }),
