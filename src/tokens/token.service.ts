@@ -174,9 +174,10 @@ export class TokenService {
     }
     const claims = this.deps.jwt.tryVerify(token)
     if (!claims) return this.outcome(null)
+    // Before the look-up, which may be a read that nobody would await (the list still loading).
+    if (claims.type === 'refresh' && !refreshTokens) return this.outcome(null)
     const byJti = this.deps.revocations.isRevoked(claims.jti)
-    if (claims.type === 'refresh')
-      return refreshTokens ? this.refreshState(claims, byJti) : this.outcome(null)
+    if (claims.type === 'refresh') return this.refreshState(claims, byJti)
     // Access tokens, the bulk of verify calls, are bound to no device: one comparison more, nothing else.
     const revoked = claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti
     if (revoked === false) return this.outcome(claims)
