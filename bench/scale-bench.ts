@@ -30,6 +30,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
 import { sql } from 'kysely'
 import { eventListFigures } from '../src/dashboard/stats.store.js'
 import { systemClock } from '../src/platform/clock.js'
@@ -296,6 +297,7 @@ interface StartUp {
 async function startUp(c: Copy, fleet: boolean): Promise<StartUp> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-scale-'))
   const port = await freePort()
+  const prefix = `wbscale:${randomBytes(4).toString('hex')}:`
   const started = performance.now()
   const proc = spawnPinned(
     '0,1',
@@ -313,7 +315,7 @@ async function startUp(c: Copy, fleet: boolean): Promise<StartUp> {
       JWT_SECRET: BENCH_SECRET,
       DATA_DIR: dataDir,
       LOG_LEVEL: 'warn',
-      ...(fleet ? { REDIS_URL: redisUrl, REDIS_PREFIX: `wbscale:${randomBytes(4).toString('hex')}:` } : {}),
+      ...(fleet ? { REDIS_URL: redisUrl, REDIS_PREFIX: prefix } : {}),
     },
     dataDir,
   )
@@ -336,6 +338,23 @@ async function startUp(c: Copy, fleet: boolean): Promise<StartUp> {
   } finally {
     await proc.stop()
     fs.rmSync(dataDir, { recursive: true, force: true })
+    // The fleet copied the revocations into Redis: up to a million keys a run, not left behind.
+    if (fleet) await dropKeys(prefix)
+  }
+}
+
+async function dropKeys(prefix: string) {
+  const redis = new Redis(redisUrl, { lazyConnect: true })
+  await redis.connect()
+  try {
+    let cursor = '0'
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 10_000)
+      if (keys.length) await redis.unlink(...keys)
+      cursor = next
+    } while (cursor !== '0')
+  } finally {
+    redis.disconnect()
   }
 }
 
