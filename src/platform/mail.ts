@@ -4,6 +4,7 @@ import nodemailer from 'nodemailer'
 import type { Db } from './db/database.js'
 import { enqueue, type JobHandler } from './jobs/jobs.js'
 import { randomToken } from './random.js'
+import { currentTraceparent } from './tracing.js'
 
 export interface MailMessage {
   to: string
@@ -33,7 +34,10 @@ export function smtpTransport(url: string, from: string, timeoutSeconds: number)
   )
   return {
     async send(m) {
+      // Sent by a job that continues a traced request: the relay and whatever reads the mail get the trace.
+      const traceparent = currentTraceparent()
       await transporter.sendMail({
+        ...(traceparent ? { headers: { traceparent } } : {}),
         from,
         to: m.to,
         subject: m.subject,

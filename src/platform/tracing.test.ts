@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
-import { login, startApp, type TestApp } from '../../test/helpers/app.js'
+import { login, type TestApp } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import {
   newTicketType,
@@ -15,6 +15,7 @@ import {
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
+import { type SmtpSink, startAppWithMail } from '../../test/helpers/smtp-sink.js'
 import { waitFor } from '../../test/helpers/until.js'
 import { startTracing } from './tracing.js'
 
@@ -128,20 +129,27 @@ function assertOneTree(root: Span, trace: Span[]) {
 
 eachBackend(httpBackends, 'traces to an OTLP/HTTP collector', (backend) => {
   let t: TestApp
+  let sink: SmtpSink
+  let closeApp = async () => {}
   let receiver: Receiver
   let keys: PartnerKeys
   before(async () => {
-    t = await startApp(backend, {
+    ;({
+      t,
+      sink,
+      close: closeApp,
+    } = await startAppWithMail(backend, {
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
       WEBHOOK_ALLOW_PRIVATE: 'true',
       JOBS_POLL_MS: '20',
-    })
+      TRANSFER_EMAIL_DELAY_SECONDS: '0',
+    }))
     receiver = await startReceiver()
     keys = await seedPartner(t)
     await registerReceiver(t, keys.write, receiver.url)
   })
   after(async () => {
-    await t.close()
+    await closeApp()
     await receiver.close()
   })
 
@@ -168,16 +176,20 @@ eachBackend(httpBackends, 'traces to an OTLP/HTTP collector', (backend) => {
     assertOneTree(root, trace)
   })
 
-  test('a partner transfer: one trace with its database spans', async () => {
+  test('a partner transfer: one trace with its database spans, its mail job, and the mail carries it', async () => {
     const ticketUid = await newTicketType(t, keys.write)
     const since = collector.spans.length
-    await newTransfer(t, keys.write, ticketUid)
+    const email = `traced-${backend.name.replace(/\W/g, '')}@example.com`
+    await newTransfer(t, keys.write, ticketUid, { email })
+    const mail = await sink.waitFor(email, /./, 30_000)
     const { root, trace } = await traceOf(
       '/companies/transfer',
       since,
-      (tr) => tr.filter(isDatabaseSpan).length >= 2,
+      (tr) => tr.filter(isDatabaseSpan).length >= 2 && tr.some((s) => s.name.startsWith('job ')),
     )
     assertOneTree(root, trace)
+    const traceparent = String(mail.headers.get('traceparent') ?? '')
+    assert.equal(traceparent.split('-')[1], root.traceId, traceparent)
   })
 
   test('a ticket use: one trace with the revocation check, the use, the database and the webhook sent, which carries it', async () => {

@@ -31,10 +31,22 @@ interface OtelGlobal {
     }
   }
   context?: { active(): ContextLike; with<T>(ctx: ContextLike, fn: () => T): T }
+  /** The registered propagator itself: unlike the API's wrapper, it needs its setter and getter. */
   propagation?: {
-    inject(ctx: ContextLike, carrier: Record<string, string>): void
-    extract(ctx: ContextLike, carrier: Record<string, string>): ContextLike
+    inject(ctx: ContextLike, carrier: Carrier, setter: typeof SETTER): void
+    extract(ctx: ContextLike, carrier: Carrier, getter: typeof GETTER): ContextLike
   }
+}
+
+type Carrier = Record<string, string>
+const SETTER = {
+  set: (carrier: Carrier, key: string, value: string) => {
+    carrier[key] = value
+  },
+}
+const GETTER = {
+  get: (carrier: Carrier, key: string) => carrier[key],
+  keys: (carrier: Carrier) => Object.keys(carrier),
 }
 
 /** Where `@opentelemetry/api` 1.x keeps what the SDK registered. */
@@ -107,7 +119,7 @@ export function currentTraceparent(): string | undefined {
   const g = otel()
   if (!g?.propagation || !g.context || activeSpan(g) === undefined) return undefined
   const carrier: Record<string, string> = {}
-  g.propagation.inject(g.context.active(), carrier)
+  g.propagation.inject(g.context.active(), carrier, SETTER)
   return carrier.traceparent
 }
 
@@ -115,7 +127,7 @@ export function currentTraceparent(): string | undefined {
 export function continueTrace<T>(traceparent: string | null | undefined, fn: () => T): T {
   const g = otel()
   if (!traceparent || !g?.propagation || !g.context) return fn()
-  const ctx = g.propagation.extract(g.context.active(), { traceparent })
+  const ctx = g.propagation.extract(g.context.active(), { traceparent }, GETTER)
   return g.context.with(ctx, fn)
 }
 
