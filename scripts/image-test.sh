@@ -96,7 +96,8 @@ port="$(free_port node)"
 pm run -d --name "$name" --read-only --network host "${limits[@]}" --health-interval disable \
   --tmpfs /tmp -v "$work/data:/var/lib/wristband" \
   -v "$work/secrets:/run/secrets/wristband:ro" \
-  -e HOST=127.0.0.1 -e PORT="$port" -e SHUTDOWN_DRAIN_SECONDS=1 -e MAIL_TRANSPORT=outbox \
+  -e HOST=127.0.0.1 -e PORT="$port" -e PUBLIC_BASE_URL="http://127.0.0.1:$port" \
+  -e SHUTDOWN_DRAIN_SECONDS=1 -e MAIL_TRANSPORT=outbox \
   -e DATABASE_URL=sqlite:/var/lib/wristband/wristband.db \
   -e JWT_SECRET_FILE=/run/secrets/wristband/jwt-secret \
   -e EDGE_SIGNING_KEY_FILE=/run/secrets/wristband/edge-signing-key \
@@ -122,8 +123,9 @@ fi
 echo "ok: /ready 200, HEALTHCHECK passes, uid 10001, root file system read-only"
 pm stop -t 30 "$name" >/dev/null
 status="$(pm inspect --format '{{.State.ExitCode}}' "$name")"
-last="$(pm logs "$name" 2>&1 | tail -1)"
+# Standard output and error are interleaved by podman: the `stopped` line is among the last few.
+last="$(pm logs "$name" 2>&1 | tail -5)"
 [ "$status" = 0 ] || { pm logs "$name" | tail -20; echo "!! exit status $status after SIGTERM"; exit 1; }
-grep -q '"stopped"' <<<"$last" || grep -q 'stopped' <<<"$last" || { echo "!! last line: $last"; exit 1; }
+grep -q '"msg":"stopped"' <<<"$last" || { echo "!! no stopped line at the end of the log: $last"; exit 1; }
 echo "ok: SIGTERM drained and exited 0"
 echo "container image: OK (built, run read-only as 10001, ready, healthy, stopped with exit 0)"
