@@ -39,8 +39,13 @@ export async function partnerNamed(db: Db, eventId: number, name: string, now: n
   return row.id
 }
 
-/** A key's partner when none was named: a partner of its own, named after the key and its prefix. */
-const ownPartnerName = (name: string, prefix: string) => `${name} (${prefix})`
+/**
+ * A key's partner when none was named: a partner of its own, named after the key's name and id. Nothing
+ * of the key itself goes into the name, which dashboard users, listings and logs show (a name with the
+ * key's first characters gave away part of the secret). Partners named by an earlier release keep their
+ * names.
+ */
+const ownPartnerName = (name: string, keyId: number) => `${name} (key #${keyId})`
 
 /**
  * Creates a key; the plaintext (`wb_` + 43 URL-safe characters) exists only in the return value. The
@@ -60,8 +65,8 @@ export async function createApiKey(
 ): Promise<{ record: ApiKeyRecord; plaintext: string; partner: string }> {
   const plaintext = `${API_KEY_PREFIX}${randomToken(32)}`
   const prefix = plaintext.slice(0, 10)
-  const partner = input.partner ?? ownPartnerName(input.name, prefix)
-  const partnerId = await partnerNamed(db, input.event_id, partner, input.now)
+  const named =
+    input.partner === undefined ? undefined : await partnerNamed(db, input.event_id, input.partner, input.now)
   const row = await db
     .insertInto('event_clients')
     .values({
@@ -72,11 +77,20 @@ export async function createApiKey(
       key_prefix: prefix,
       created_by: input.created_by,
       created_at: input.now,
-      partner_id: partnerId,
+      partner_id: named ?? null,
     })
     .returning(columns)
     .executeTakeFirstOrThrow()
-  return { record: toRecord(row), plaintext, partner }
+  if (input.partner !== undefined) return { record: toRecord(row), plaintext, partner: input.partner }
+  // A partner of its own, named by the key's id (known once the key is written). A key left without one
+  // (a failure in between) gets the same partner when it is first used (assignOwnPartner).
+  const record = toRecord(row)
+  const partnerId = await assignOwnPartner(db, record, input.now)
+  return {
+    record: { ...record, partner_id: partnerId },
+    plaintext,
+    partner: ownPartnerName(input.name, row.id),
+  }
 }
 
 /**
@@ -84,7 +98,7 @@ export async function createApiKey(
  * its own, as migration 015 gave every key it found.
  */
 export async function assignOwnPartner(db: Db, key: ApiKeyRecord, now: number): Promise<number> {
-  const partnerId = await partnerNamed(db, key.event_id, ownPartnerName(key.name, key.key_prefix), now)
+  const partnerId = await partnerNamed(db, key.event_id, ownPartnerName(key.name, key.id), now)
   await db
     .updateTable('event_clients')
     .set({ partner_id: partnerId })

@@ -102,7 +102,7 @@ forEachBackend(httpBackends, 'event API keys', (ctx) => {
       name: 'Scanner',
       prefix: key.api_key.slice(0, 10),
       event_id: 1,
-      partner: `Scanner (${key.api_key.slice(0, 10)})`,
+      partner: `Scanner (key #${key.id})`,
       scopes: ['api:write'],
       created_at: key.created_at,
       last_used_at: null,

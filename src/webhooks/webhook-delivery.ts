@@ -9,6 +9,7 @@ import {
   abandonDelivery,
   findDeliveryToSend,
   findWebhook,
+  lastAttemptAt,
   needsResealing,
   openSecret,
   recordAttempt,
@@ -64,7 +65,14 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       if (secret !== null && needsResealing(deps.sealer, hook.secret))
         await resealSecret(db, deps.sealer, hook)
 
-      const startedAt = clock.now()
+      // Each attempt is signed at a later second than the one before. Receivers key a message by its id
+      // and signed second to refuse replays, and the signature is a function of id, second and body: a
+      // resend within the second of the previous attempt would be byte for byte that attempt, a replay.
+      // The attempt is recorded at the second it was signed at (at most a second or two ahead).
+      const last = await lastAttemptAt(db, deliveryId)
+      const now0 = clock.now()
+      const signedAt = Math.max(Math.floor(now0 / 1000), last === undefined ? 0 : Math.floor(last / 1000) + 1)
+      const startedAt = Math.max(now0, signedAt * 1000)
       const started = performance.now()
       let status: number | null = null
       let error: string | null = null
@@ -84,7 +92,7 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
           },
           () =>
             deps.http.post(hook.url, {
-              headers: signatureHeaders(secret, delivery.uid, Math.floor(startedAt / 1000), delivery.payload),
+              headers: signatureHeaders(secret, delivery.uid, signedAt, delivery.payload),
               body: delivery.payload,
             }),
         )

@@ -243,6 +243,16 @@ export function findDeliveryToSend(db: Db, id: number) {
     .executeTakeFirst()
 }
 
+/** When the last attempt of a delivery was signed (epoch ms), or undefined before its first. */
+export async function lastAttemptAt(db: Db, deliveryId: number): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('webhook_attempts')
+    .select(sql<number | null>`max(attempted_at)`.as('at'))
+    .where('delivery_id', '=', deliveryId)
+    .executeTakeFirst()
+  return row?.at == null ? undefined : Number(row.at)
+}
+
 /** Gives a delivery up without an attempt (its event has no enabled receiver). */
 export async function abandonDelivery(db: Db, id: number): Promise<void> {
   await db
