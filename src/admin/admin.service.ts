@@ -6,6 +6,7 @@ import {
   findAdministrator,
   findAdminProfile,
   findNetworkManagerSignIn,
+  findOperatorByEmail,
   insertAdministrator,
   MFA_COLUMNS,
   setAdminDisabled,
@@ -51,6 +52,11 @@ export function findAdministratorBy(db: Db, by: { email: string } | { id: number
 /** A network manager by (lower-case) e-mail: whose passkeys `wristband admin reset-passkeys` removes. */
 export function findNetworkManager(db: Db, email: string) {
   return findNetworkManagerSignIn(db, email)
+}
+
+/** An operator by e-mail: whose tokens `wristband admin end-tokens --operator` ends. */
+export function findOperator(db: Db, email: string) {
+  return findOperatorByEmail(db, email)
 }
 
 /**

@@ -4,6 +4,7 @@ import {
   createAdministrator,
   findAdministratorBy,
   findNetworkManager,
+  findOperator,
   resetAdministratorMfa,
   setAdministratorDisabled,
   setAdministratorPassword,
@@ -123,8 +124,9 @@ ${PASSWORD_HELP}`,
 }
 
 /**
- * Finds the administrator, applies `change` and (when asked) ends their sessions through the token
- * authority, all in the audited transaction: from its commit on every instance refuses them.
+ * Finds the administrator, applies `change` and (when asked) ends their sessions and tokens through
+ * the token authority, all in the audited transaction: from its commit on every instance refuses them
+ * (at once: the ended token generation is published after the commit).
  */
 async function onAdmin(
   ctx: CliContext,
@@ -134,10 +136,18 @@ async function onAdmin(
   const result = await audited(ctx, target.kind, async (tx) => {
     const admin = await findAdmin(tx, target.selector, target.command)
     const extra = await change(tx, admin)
-    const ended = target.endSessions ? await ctx.authority.endSessions(tx, 'admin', admin.id) : 0
-    return { admin, ended, detail: { admin_id: admin.id, email: admin.email, ...extra } }
+    const ended = target.endSessions ? await ctx.authority.endSessions(tx, 'admin', admin.id) : undefined
+    return {
+      admin,
+      ended,
+      detail: { admin_id: admin.id, email: admin.email, ...extra, ...(ended ? { tokens_ended: true } : {}) },
+    }
   })
-  return { admin: result.admin, sessions: `${result.ended} session(s) ended` }
+  await result.ended?.publish()
+  return {
+    admin: result.admin,
+    sessions: `${result.ended?.sessions ?? 0} session(s) ended, every token revoked`,
+  }
 }
 
 function setDisabled(disabled: 0 | 1): Subcommand {
@@ -150,7 +160,7 @@ function setDisabled(disabled: 0 | 1): Subcommand {
 
 ${
   disabled
-    ? 'Stops the administrator from signing in and revokes their refresh tokens; access tokens already\nissued lapse within ACCESS_TOKEN_EXPIRE_MINUTES.'
+    ? 'Stops the administrator from signing in and ends every token minted for them (access, refresh and\noffline tokens, refused fleet-wide within a second) and their dashboard sessions.'
     : 'Lets a disabled administrator sign in again.'
 } Recorded in the audit log.
 
@@ -178,8 +188,9 @@ const resetMfa: Subcommand = {
   usage: `Usage: wristband admin reset-mfa (--email EMAIL | --id ID)
 
 For an administrator who lost their authenticator: switches two-factor authentication off, forgets
-the enrolled and pending TOTP secrets, and revokes every refresh token, so the administrator signs in
-with their password and enrols again. No HTTP route can do this. Recorded in the audit log.
+the enrolled and pending TOTP secrets, and ends every token minted for them (access, refresh and
+offline) and their dashboard sessions, so the administrator signs in with their password and enrols
+again. No HTTP route can do this. Recorded in the audit log.
 
 Options:
 ${SELECT_HELP}`,
@@ -245,7 +256,10 @@ ${SELECT_HELP}
         const ended = await ctx.authority.endSessions(tx, kind, account.id)
         return { ended, detail: { kind, id: account.id, name, passkeys_removed: removed } }
       })
-      console.log(`passkeys reset for ${kind.replace('_', ' ')} ${name}; ${result.ended} session(s) ended`)
+      await result.ended.publish()
+      console.log(
+        `passkeys reset for ${kind.replace('_', ' ')} ${name}; ${result.ended.sessions} session(s) ended`,
+      )
     })
     return 0
   },
@@ -281,6 +295,65 @@ ${PASSWORD_HELP}`,
   },
 }
 
+const endTokens: Subcommand = {
+  summary: 'End every token and session of an account (a lost laptop, a leaked token)',
+  usage: `Usage: wristband admin end-tokens (EMAIL | --email EMAIL | --id ID | --network-manager EMAIL | --operator EMAIL)
+
+Starts the account's next token generation: every access, refresh and offline token minted for it
+so far (offline tokens for an event alone and those bound to a device alike) is refused by every
+running instance within a second (REVOCATION_POLL_MS; at once with Redis), at /tokens/verify,
+/tokens/check, /oauth2/introspect, /auth/refresh and the scanners' sync; its refresh tokens and
+dashboard sessions end too. The password and passkeys stay: the account signs in again. Disabling an
+administrator, resetting their password or MFA do the same. Recorded in the audit log.
+
+Options:
+  EMAIL                    an administrator's e-mail address (as --email)
+${SELECT_HELP}
+  --network-manager EMAIL  or a network manager, by e-mail address
+  --operator EMAIL         or an operator, by e-mail address (the tokens of devices signed in as the
+                           operator end too)`,
+  options: { ...selectOptions, 'network-manager': { type: 'string' }, operator: { type: 'string' } },
+  positionals: 1,
+  async run(values, loadConfig, positionals) {
+    const command = 'admin end-tokens'
+    const manager = stringOption(values, 'network-manager', command, true)?.toLowerCase()
+    const operator = stringOption(values, 'operator', command, true)?.toLowerCase()
+    const given = [values.email, values.id, manager, operator, positionals[0]].filter((v) => v !== undefined)
+    if (given.length !== 1)
+      throw new CliError(
+        `wristband ${command}: give one of EMAIL, --email, --id, --network-manager, --operator (see --help)`,
+      )
+    if (manager === undefined && operator === undefined) {
+      const selector =
+        positionals[0] !== undefined
+          ? { email: positionals[0].trim().toLowerCase() }
+          : parseSelector(values, command)
+      await withContext(loadConfig(), async (ctx) => {
+        const target = { selector, command, kind: 'cli_admin_end_tokens', endSessions: true }
+        const { admin, sessions } = await onAdmin(ctx, target, async () => ({}))
+        console.log(`tokens ended for administrator ${admin.id} (${admin.email}); ${sessions}`)
+      })
+      return 0
+    }
+    const kind = operator !== undefined ? 'operator' : 'network_manager'
+    const email = (operator ?? manager)!
+    await withContext(loadConfig(), async (ctx) => {
+      const result = await audited(ctx, 'cli_admin_end_tokens', async (tx) => {
+        const account =
+          operator !== undefined ? await findOperator(tx, email) : await findNetworkManager(tx, email)
+        if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${email}`, 1)
+        const ended = await ctx.authority.endSessions(tx, kind, account.id)
+        return { ended, detail: { kind, id: account.id, email, tokens_ended: true } }
+      })
+      await result.ended.publish()
+      console.log(
+        `tokens ended for ${kind.replace('_', ' ')} ${email}; ${result.ended.sessions} session(s) ended, every token revoked`,
+      )
+    })
+    return 0
+  },
+}
+
 export const adminCommands: CommandGroup = {
   name: 'admin',
   summary: 'Break-glass administration of administrator accounts, on the configured database.',
@@ -291,5 +364,6 @@ export const adminCommands: CommandGroup = {
     'reset-mfa': resetMfa,
     'reset-passkeys': resetPasskeys,
     'reset-password': resetPassword,
+    'end-tokens': endTokens,
   },
 }

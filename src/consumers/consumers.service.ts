@@ -194,7 +194,7 @@ export class ConsumerService {
       throw err
     }
     await audit.record({ kind: 'register', actor: `consumer:${id}`, ip, outcome: 'success' })
-    return this.deps.tokens.issuePair(consumerGrant({ id }))
+    return this.deps.tokens.issuePair(consumerGrant({ id, token_generation: 0 }))
   }
 
   async profile(id: number): Promise<ConsumerView> {

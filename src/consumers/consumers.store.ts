@@ -13,10 +13,10 @@ const toRecord = ({ password_hash, ...r }: Row): CustomerRecord => ({ ...r, has_
 export async function findCustomerCredentials(
   db: Db,
   phone: string,
-): Promise<{ id: number; password_hash: string | null } | undefined> {
+): Promise<{ id: number; password_hash: string | null; token_generation: number } | undefined> {
   return db
     .selectFrom('customers')
-    .select(['id', 'password_hash'])
+    .select(['id', 'password_hash', 'token_generation'])
     .where('phone', '=', phone)
     .executeTakeFirst()
 }
@@ -57,10 +57,25 @@ export async function updateCustomer(
   await db.updateTable('customers').set(values).where('id', '=', id).execute()
 }
 
-/** Whether a consumer with this id exists. */
-export async function customerExists(db: Db, id: number): Promise<boolean> {
-  const r = await db.selectFrom('customers').select('id').where('id', '=', id).executeTakeFirst()
-  return r !== undefined
+/** The token generation of the consumer with this id, or undefined when there is none. */
+export async function customerGeneration(db: Db, id: number): Promise<number | undefined> {
+  const r = await db
+    .selectFrom('customers')
+    .select('token_generation')
+    .where('id', '=', id)
+    .executeTakeFirst()
+  return r?.token_generation
+}
+
+/** Starts the consumer's next token generation; answers the one that ended (undefined: no such consumer). */
+export async function nextCustomerGeneration(db: Db, id: number): Promise<number | undefined> {
+  const r = await db
+    .updateTable('customers')
+    .set((eb) => ({ token_generation: eb('token_generation', '+', 1) }))
+    .where('id', '=', id)
+    .returning('token_generation')
+    .executeTakeFirst()
+  return r && r.token_generation - 1
 }
 
 /** The consumers whose e-mail address is this one and proven (not self-asserted), oldest first. */

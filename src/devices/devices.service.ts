@@ -255,13 +255,18 @@ export function devicesOf(db: Db, eventId?: number) {
  * DEVICE_KEYS_REQUIRED=false) never holds `sync:*`: anyone who knows its MAC and event id could sign in
  * as it, and must not download every code of the event nor upload scans.
  */
-export function deviceGrant(operatorId: number, eventId: number, keyed: boolean): Grant {
+export function deviceGrant(
+  operator: { id: number; token_generation: number },
+  eventId: number,
+  keyed: boolean,
+): Grant {
   const scopes = BASELINE_SCOPES.device.filter((s) => keyed || !s.startsWith('sync:'))
   return {
-    sub: String(operatorId),
+    sub: String(operator.id),
     role: 'operator',
     event_ids: [eventId],
     permissions: { [String(eventId)]: scopes },
+    account_gen: operator.token_generation,
   }
 }
 
@@ -348,7 +353,7 @@ export class DeviceService {
       d.operator_id === null ? undefined : await findOperatorAtEvent(this.deps.db, d.operator_id, d.event_id)
     if (!operator) throw new ForbiddenError('No operator is associated with this device')
     const { token, claims } = this.deps.tokens.issueOffline(
-      deviceGrant(operator.id, d.event_id, d.key_hash !== null),
+      deviceGrant(operator, d.event_id, d.key_hash !== null),
       deviceClaims(d, d.key_hash !== null),
     )
     await this.deps.audit.record({
@@ -381,7 +386,7 @@ export class DeviceService {
     await setDeviceOperator(db, d.id, operator.id)
     const keyed = await deviceHasKey(db, d.id)
     const { token } = this.deps.tokens.issueOffline(
-      deviceGrant(operator.id, d.event_id, keyed),
+      deviceGrant(operator, d.event_id, keyed),
       deviceClaims(d, keyed),
     )
     await this.deps.audit.record({

@@ -147,7 +147,14 @@ export async function findSessionOperator(db: Db, tokenHash: string) {
   return db
     .selectFrom('operator_sessions')
     .innerJoin('users', 'users.id', 'operator_sessions.user_id')
-    .select(['users.id', 'users.event_id', 'users.permissions', 'users.mode', 'operator_sessions.created_at'])
+    .select([
+      'users.id',
+      'users.event_id',
+      'users.permissions',
+      'users.mode',
+      'users.token_generation',
+      'operator_sessions.created_at',
+    ])
     .where('operator_sessions.token_hash', '=', tokenHash)
     .executeTakeFirst()
 }

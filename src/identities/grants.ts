@@ -39,6 +39,11 @@ export interface Grant {
   role: Role
   event_ids: number[]
   permissions: Permissions
+  /**
+   * The account's token generation when the grant was read (`token_generation`): every token minted
+   * from it carries it, and one minted under a generation that has ended since is refused.
+   */
+  account_gen: number
 }
 
 export function parseEventIds(csv: string): number[] {
@@ -50,46 +55,60 @@ export function parseEventIds(csv: string): number[] {
     .filter(Number.isInteger)
 }
 
-export function adminGrant(rec: { id: number; role: string; event_ids: string }): Grant {
+/** An account's id and token generation, as every grant builder reads them. */
+interface AccountRecord {
+  id: number
+  token_generation: number
+}
+
+export function adminGrant(rec: AccountRecord & { role: string; event_ids: string }): Grant {
   const scopes = [...BASELINE_SCOPES.admin]
+  const account_gen = rec.token_generation
   if (rec.role === 'superadmin')
-    return { sub: String(rec.id), role: 'admin', event_ids: [], permissions: { '*': scopes } }
+    return { sub: String(rec.id), role: 'admin', event_ids: [], permissions: { '*': scopes }, account_gen }
   const ids = parseEventIds(rec.event_ids)
   return {
     sub: String(rec.id),
     role: 'admin',
     event_ids: ids,
     permissions: Object.fromEntries(ids.map((id) => [String(id), [...scopes]])),
+    account_gen,
   }
 }
 
-export function networkManagerGrant(rec: { id: number; event_ids: string }): Grant {
+export function networkManagerGrant(rec: AccountRecord & { event_ids: string }): Grant {
   const ids = parseEventIds(rec.event_ids)
   return {
     sub: String(rec.id),
     role: 'network_manager',
     event_ids: ids,
     permissions: Object.fromEntries(ids.map((id) => [String(id), [...BASELINE_SCOPES.network_manager]])),
+    account_gen: rec.token_generation,
   }
 }
 
-export function operatorGrant(rec: {
-  id: number
-  event_id: number | null
-  permissions: string | null
-}): Grant {
+export function operatorGrant(
+  rec: AccountRecord & { event_id: number | null; permissions: string | null },
+): Grant {
   const eventIds = rec.event_id === null ? [] : [rec.event_id]
   let permissions: Permissions = {}
   if (rec.permissions) permissions = JSON.parse(rec.permissions) as Permissions
   else if (rec.event_id !== null) permissions = { [String(rec.event_id)]: [...BASELINE_SCOPES.operator] }
-  return { sub: String(rec.id), role: 'operator', event_ids: eventIds, permissions }
+  return {
+    sub: String(rec.id),
+    role: 'operator',
+    event_ids: eventIds,
+    permissions,
+    account_gen: rec.token_generation,
+  }
 }
 
-export function consumerGrant(rec: { id: number }): Grant {
+export function consumerGrant(rec: AccountRecord): Grant {
   return {
     sub: String(rec.id),
     role: 'consumer',
     event_ids: [],
     permissions: { '*': [...BASELINE_SCOPES.consumer] },
+    account_gen: rec.token_generation,
   }
 }

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
-import { customerExists } from '../consumers/consumers.store.js'
+import { customerGeneration, nextCustomerGeneration } from '../consumers/consumers.store.js'
 import { type Db, upsertById } from '../platform/db/database.js'
 import type { AdministratorsTable, NetworkManagersTable, UsersTable } from '../platform/db/schema.js'
 import { UnauthorizedError } from '../platform/errors.js'
@@ -32,7 +32,7 @@ export async function findStaffByEmail(
   if (role === 'admin') {
     const r = await db
       .selectFrom('administrators')
-      .select(['id', 'password_hash', 'role', 'event_ids'])
+      .select(['id', 'password_hash', 'role', 'event_ids', 'token_generation'])
       .where('email', '=', normalized)
       .where('disabled', '=', 0)
       .executeTakeFirst()
@@ -41,14 +41,14 @@ export async function findStaffByEmail(
   if (role === 'operator') {
     const r = await db
       .selectFrom('users')
-      .select(['id', 'password_hash', 'event_id', 'permissions'])
+      .select(['id', 'password_hash', 'event_id', 'permissions', 'token_generation'])
       .where('email', '=', normalized)
       .executeTakeFirst()
     return r ? { id: r.id, password_hash: r.password_hash, grant: operatorGrant(r) } : null
   }
   const r = await db
     .selectFrom('network_managers')
-    .select(['id', 'password_hash', 'event_ids'])
+    .select(['id', 'password_hash', 'event_ids', 'token_generation'])
     .where('email', '=', normalized)
     .executeTakeFirst()
   return r ? { id: r.id, password_hash: r.password_hash, grant: networkManagerGrant(r) } : null
@@ -64,7 +64,7 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
     case 'admin': {
       const r = await db
         .selectFrom('administrators')
-        .select(['id', 'role', 'event_ids'])
+        .select(['id', 'role', 'event_ids', 'token_generation'])
         .where('id', '=', id)
         .where('disabled', '=', 0)
         .executeTakeFirst()
@@ -73,7 +73,7 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
     case 'operator': {
       const r = await db
         .selectFrom('users')
-        .select(['id', 'event_id', 'permissions'])
+        .select(['id', 'event_id', 'permissions', 'token_generation'])
         .where('id', '=', id)
         .executeTakeFirst()
       return r ? operatorGrant(r) : null
@@ -81,17 +81,36 @@ export async function loadGrant(db: Db, role: Role, id: number): Promise<Grant |
     case 'network_manager': {
       const r = await db
         .selectFrom('network_managers')
-        .select(['id', 'event_ids'])
+        .select(['id', 'event_ids', 'token_generation'])
         .where('id', '=', id)
         .executeTakeFirst()
       return r ? networkManagerGrant(r) : null
     }
     case 'consumer': {
-      return (await customerExists(db, id)) ? consumerGrant({ id }) : null
+      const generation = await customerGeneration(db, id)
+      return generation === undefined ? null : consumerGrant({ id, token_generation: generation })
     }
     default:
       return null
   }
+}
+
+/**
+ * Starts the next token generation of an account that tokens are minted for, in the caller's
+ * transaction: every token minted under the one that ends is refused from then on (the token
+ * authority's `endSessions` writes its revocation). Answers the generation that ended, or undefined
+ * when there is no such account.
+ */
+export async function nextAccountGeneration(db: Db, role: Role, id: number): Promise<number | undefined> {
+  if (role === 'consumer') return nextCustomerGeneration(db, id)
+  if (role === 'event_client') return undefined
+  const r = await db
+    .updateTable(tableOf[role])
+    .set((eb) => ({ token_generation: eb('token_generation', '+', 1) }))
+    .where('id', '=', id)
+    .returning('token_generation')
+    .executeTakeFirst()
+  return r && r.token_generation - 1
 }
 
 /**
@@ -275,7 +294,7 @@ export async function clearAdminMfa(db: Db, adminId: number, now: number): Promi
 export async function findAdminSignIn(db: Db, email: string) {
   const r = await db
     .selectFrom('administrators')
-    .select(['id', 'email', 'password_hash', 'role', 'event_ids', 'mfa_secret'])
+    .select(['id', 'email', 'password_hash', 'role', 'event_ids', 'mfa_secret', 'token_generation'])
     .where('email', '=', email)
     .where('disabled', '=', 0)
     .executeTakeFirst()
@@ -287,7 +306,7 @@ export async function findAdminSignIn(db: Db, email: string) {
 export async function findNetworkManagerSignIn(db: Db, email: string) {
   return db
     .selectFrom('network_managers')
-    .select(['id', 'email', 'password_hash', 'event_ids'])
+    .select(['id', 'email', 'password_hash', 'event_ids', 'token_generation'])
     .where('email', '=', email)
     .executeTakeFirst()
 }
@@ -296,7 +315,7 @@ export async function findNetworkManagerSignIn(db: Db, email: string) {
 export async function findAdminById(db: Db, id: number) {
   return db
     .selectFrom('administrators')
-    .select(['id', 'email', 'role', 'event_ids'])
+    .select(['id', 'email', 'role', 'event_ids', 'token_generation'])
     .where('id', '=', id)
     .where('disabled', '=', 0)
     .executeTakeFirst()
@@ -305,7 +324,7 @@ export async function findAdminById(db: Db, id: number) {
 export async function findNetworkManagerById(db: Db, id: number) {
   return db
     .selectFrom('network_managers')
-    .select(['id', 'email', 'event_ids'])
+    .select(['id', 'email', 'event_ids', 'token_generation'])
     .where('id', '=', id)
     .executeTakeFirst()
 }
@@ -371,7 +390,7 @@ export async function upsertOperator(
 export async function findOperatorAtEvent(db: Db, id: number, eventId: number) {
   return db
     .selectFrom('users')
-    .select(['id', 'event_id'])
+    .select(['id', 'event_id', 'token_generation'])
     .where('id', '=', id)
     .where('event_id', '=', eventId)
     .executeTakeFirst()

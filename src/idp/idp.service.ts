@@ -1,5 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { customersWithProvenEmail, insertCustomer } from '../consumers/consumers.store.js'
+import { customerGeneration, customersWithProvenEmail, insertCustomer } from '../consumers/consumers.store.js'
 import { consumerGrant } from '../identities/grants.js'
 import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
@@ -85,5 +85,6 @@ async function signInWithIdp(deps: IdpLoginDeps, idToken: string, ip: string): P
     outcome: 'success',
     detail: { issuer: who.issuer, how },
   })
-  return deps.tokens.issuePair(consumerGrant({ id }))
+  const generation = (await customerGeneration(deps.db, id)) ?? 0
+  return deps.tokens.issuePair(consumerGrant({ id, token_generation: generation }))
 }

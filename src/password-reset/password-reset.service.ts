@@ -118,14 +118,15 @@ async function resetPassword(
   const hash = await hashPassword(newPassword)
   const done = await db.transaction().execute(async (tx) => {
     const now = clock.now()
-    if (!(await consumeToken(tx, found.id, now))) return false
+    if (!(await consumeToken(tx, found.id, now))) return undefined
     await setAdminPassword(tx, found.admin_id, hash, now)
-    await deps.endSessions(tx, 'admin', found.admin_id)
+    const ended = await deps.endSessions(tx, 'admin', found.admin_id)
     await retireTokens(tx, found.admin_id, now)
     await queueMail(tx, now, passwordChangedMail(found.email))
-    return true
+    return ended
   })
   if (!done) throw await invalid()
+  await done.publish()
   await audit.record({
     kind: 'password_reset_completed',
     actor: `admin:${found.admin_id}`,

@@ -3,13 +3,16 @@ import type { Redis } from 'ioredis'
 import type { AuditLog } from '../audit/audit.store.js'
 import { type EdgeKeys, jwtEdgeOptions } from '../edge/edge-keys.js'
 import type { Role } from '../identities/grants.js'
+import { nextAccountGeneration } from '../identities/identities.store.js'
 import type { Metrics } from '../metrics/metrics.js'
 import type { Clock } from '../platform/clock.js'
-import type { Config } from '../platform/config.js'
+import { type Config, MAX_OFFLINE_TOKEN_HOURS } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
+import { accountTokensJti } from './claims.js'
 import { JwtCodec } from './jwt.js'
 import { revokeSubject } from './refresh.store.js'
 import { memoryRevocations, type Revocation, type RevocationStore, redisRevocations } from './revocations.js'
+import { insertRevocations } from './revocations.store.js'
 import { TokenService } from './token.service.js'
 
 export interface TokenAuthorityDeps {
@@ -35,7 +38,19 @@ export type SessionKind = Role | 'dashboard_user'
 export type SessionStore = (tx: Db, kind: SessionKind, id: number) => Promise<number>
 
 /** The one way to end an account's sessions (see TokenAuthority.endSessions). */
-export type EndSessions = (tx: Db, kind: SessionKind, id: number) => Promise<number>
+export type EndSessions = (tx: Db, kind: SessionKind, id: number) => Promise<EndedSessions>
+
+/** What `endSessions` ended. */
+export interface EndedSessions {
+  /** How many refresh-token families' tokens and dashboard sessions ended. */
+  sessions: number
+  /**
+   * Tells every running instance at once that the account's token generation ended (the Redis feed);
+   * call it after the transaction commits. Without it they learn it from the database within
+   * REVOCATION_POLL_MS. Does nothing for an account that has no tokens (a dashboard user).
+   */
+  publish(): Promise<void>
+}
 
 /** What signing tokens needs besides the authority's own deps: a serving app has it, the command line not. */
 export interface SigningDeps {
@@ -66,13 +81,15 @@ export interface TokenAuthority {
   /** Puts credentials on the revocation list; running instances refuse them from then on. */
   revoke(entries: Revocation[]): Promise<void>
   /**
-   * Ends every session of an account inside the caller's transaction `tx`: its refresh-token families
-   * and the sessions of `sessionStores`. Every one of them is refused through its row from the moment
-   * `tx` commits, by every instance at once, so nothing is left to publish after the commit (this
-   * took refresh tokens off the revocation list). Access tokens already issued lapse within
-   * ACCESS_TOKEN_EXPIRE_MINUTES and cannot be refreshed. Returns how many sessions ended.
+   * Ends every session and token of an account inside the caller's transaction `tx`: its refresh-token
+   * families and the sessions of `sessionStores`, refused through their rows from the moment `tx`
+   * commits, and, for an account tokens are minted for, its token generation: the next one starts and
+   * the revocation of the one that ended is written in `tx`, so every access, refresh and offline token
+   * minted before (bound to a device or not) is refused by every instance within REVOCATION_POLL_MS of
+   * the commit, at once where the caller publishes it (`publish()` after the commit). The entry outlives
+   * every access and offline token (MAX_OFFLINE_TOKEN_HOURS); a refresh token is refused by its row.
    */
-  endSessions(tx: Db, kind: SessionKind, id: number): Promise<number>
+  endSessions(tx: Db, kind: SessionKind, id: number): Promise<EndedSessions>
   /**
    * For a serving app: builds the codec and the token service, and loads the live revocations and
    * follows the feed until `stop`. The command line never calls it (it signs nothing and lives briefly).
@@ -99,10 +116,18 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
     revocations,
     revoke: (entries) => revocations.revoke(entries),
     async endSessions(tx, kind, id) {
-      let ended = await revokeSubject(tx, kind, id, clock.now())
-      for (const end of sessionStores) ended += await end(tx, kind, id)
+      const now = clock.now()
+      let sessions = await revokeSubject(tx, kind, id, now)
+      for (const end of sessionStores) sessions += await end(tx, kind, id)
       service?.forgetRefreshChecks()
-      return ended
+      const ended = kind === 'dashboard_user' ? undefined : await nextAccountGeneration(tx, kind, id)
+      if (ended === undefined) return { sessions, publish: async () => {} }
+      const entry = {
+        jti: accountTokensJti(kind, id, ended),
+        expiresAt: now + MAX_OFFLINE_TOKEN_HOURS * 3_600_000,
+      }
+      await insertRevocations(tx, now, [entry])
+      return { sessions, publish: () => revocations.revoke([entry]) }
     },
     async serve({ secrets, edgeKeys, audit, metrics, config: tokenConfig }) {
       const jwt = new JwtCodec({

@@ -19,6 +19,8 @@ export interface Claims {
   device_gen?: number
   /** An offline token of a device that has no device key (see isKeylessDevice). */
   device_keyless?: boolean
+  /** The account's token generation when the token was minted (absent: 0); see accountTokensJti. */
+  account_gen?: number
   event_id?: number
   [extra: string]: unknown
 }
@@ -65,6 +67,24 @@ export function isSuperadmin(claims: Pick<Claims, 'role' | 'permissions'>): bool
  */
 export function deviceTokensJti(deviceId: string | number, generation: number): string {
   return `device:${deviceId}:${generation}`
+}
+
+/**
+ * The revocation-list entry that ends one token generation of an account (disable, an administrator's
+ * password reset, an MFA reset, `wristband admin end-tokens`): every token minted for the account under
+ * that generation, whatever its type and whether bound to a device, is refused from then on. Tokens
+ * minted before generations existed carry none: they are generation 0.
+ */
+export function accountTokensJti(role: string, sub: string | number, generation: number): string {
+  return `${ACCOUNT_PREFIX}${role}:${sub}:${generation}`
+}
+
+/** The prefix of account-generation entries on the revocation list. */
+export const ACCOUNT_PREFIX = 'account:'
+
+/** The account generation a token was minted under (0 for a token minted before generations). */
+export function accountGenerationOf(claims: Pick<Claims, 'account_gen'>): number {
+  return typeof claims.account_gen === 'number' ? claims.account_gen : 0
 }
 
 /** The device-generation entry that would revoke these claims, or undefined for a token bound to no device. */

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { ACCOUNT_PREFIX, accountTokensJti } from './claims.js'
 import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 import {
   insertRevocations,
@@ -28,6 +29,12 @@ export interface Revocation {
  */
 export interface RevocationStore {
   isRevoked(jti: string): boolean | Promise<boolean>
+  /**
+   * Whether the token generation `generation` of the account (`role`, `sub`) has ended: its entry
+   * (`accountTokensJti`) is on the list. From memory, without allocating, while the list answers from
+   * memory (the verify lane asks it for every token).
+   */
+  isAccountEnded(role: string, sub: string, generation: number): boolean | Promise<boolean>
   revoke(entries: Revocation[]): Promise<void>
   /**
    * Whether this instance's memory is known to hold every revocation written so far, so that it can
@@ -105,6 +112,23 @@ async function eachLivePage(
 /** Lets the event loop run between two pages of the load: requests are served while it runs. */
 const yieldToEvents = () => new Promise<void>((resolve) => setImmediate(resolve))
 
+interface AccountEnd {
+  role: string
+  sub: string
+  /** The newest ended generation. */
+  generation: number
+  expiresAt: number
+}
+
+/** `account:<role>:<sub>:<generation>`, or undefined for another entry. */
+function parseAccountEntry(jti: string): Omit<AccountEnd, 'expiresAt'> | undefined {
+  const parts = jti.slice(ACCOUNT_PREFIX.length).split(':')
+  if (parts.length !== 3) return undefined
+  const [role, sub, raw] = parts as [string, string, string]
+  const generation = Number(raw)
+  return Number.isInteger(generation) && role && sub ? { role, sub, generation } : undefined
+}
+
 /**
  * Reads the revocations written since the last read, by any process on the database. The cursor is
  * the newest `revoked_at` seen, capped at this instance's clock, so one row dated in the future cannot
@@ -147,6 +171,29 @@ export function revocationCursor(db: Db, clock: Clock) {
  */
 function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvents }: RevocationDeps) {
   const revoked = new RevocationSet()
+  // Account generations, also kept apart so that a look-up is one map read by subject with no key to
+  // build: per subject id, the newest ended generation of each role that has one. A generation ends
+  // only after every one before it did, so a token of that generation or an older one is refused.
+  const accounts = new Map<string, AccountEnd[]>()
+  const addAccount = (jti: string, expiresAt: number) => {
+    const end = parseAccountEntry(jti)
+    if (!end) return
+    const ends = accounts.get(end.sub)
+    const known = ends?.find((e) => e.role === end.role)
+    if (!ends) accounts.set(end.sub, [{ ...end, expiresAt }])
+    else if (!known) ends.push({ ...end, expiresAt })
+    else {
+      known.generation = Math.max(known.generation, end.generation)
+      known.expiresAt = Math.max(known.expiresAt, expiresAt)
+    }
+  }
+  const sweepAccounts = (now: number) => {
+    for (const [sub, ends] of accounts) {
+      const live = ends.filter((e) => e.expiresAt > now)
+      if (live.length === 0) accounts.delete(sub)
+      else if (live.length < ends.length) accounts.set(sub, live)
+    }
+  }
   const cursor = revocationCursor(db, clock)
   let poller: NodeJS.Timeout | undefined
   let sweeper: NodeJS.Timeout | undefined
@@ -156,7 +203,10 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
   let readAt = Number.NEGATIVE_INFINITY
   const add = (entries: Revocation[]) => {
     const now = clock.now()
-    for (const e of entries) revoked.add(e.jti, e.expiresAt, now)
+    for (const e of entries) {
+      revoked.add(e.jti, e.expiresAt, now)
+      if (e.expiresAt > now && e.jti.startsWith(ACCOUNT_PREFIX)) addAccount(e.jti, e.expiresAt)
+    }
   }
   const catchUp = async () => {
     const started = clock.now()
@@ -188,7 +238,10 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
       const builder = new RevocationSetBuilder()
       try {
         await cursor.all((rows) => {
-          for (const e of rows) builder.add(e.jti, e.expiresAt)
+          for (const e of rows) {
+            builder.add(e.jti, e.expiresAt)
+            if (e.jti.startsWith(ACCOUNT_PREFIX)) addAccount(e.jti, e.expiresAt)
+          }
         }, between)
         if (stopped) return
         const count = builder.length
@@ -209,6 +262,15 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
   const staleAfter = staleAfterMs(pollMs)
   return {
     has: (jti: string) => revoked.has(jti),
+    accountEnded(role: string, sub: string, generation: number): boolean {
+      const ends = accounts.get(sub)
+      if (ends === undefined) return false
+      for (let i = 0; i < ends.length; i++) {
+        const e = ends[i]!
+        if (e.role === role) return generation <= e.generation
+      }
+      return false
+    },
     /** Whether every live revocation has been loaded: until then a miss in memory proves nothing. */
     loaded: () => loaded,
     add,
@@ -225,7 +287,10 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
       await cursor.begin()
       void load()
       poller = setTimeout(poll, pollMs).unref()
-      sweeper = setInterval(() => revoked.sweep(clock.now()), 60_000).unref()
+      sweeper = setInterval(() => {
+        revoked.sweep(clock.now())
+        sweepAccounts(clock.now())
+      }, 60_000).unref()
     },
     stop() {
       stopped = true
@@ -242,6 +307,10 @@ export function memoryRevocations(deps: RevocationDeps): RevocationStore {
     isRevoked(jti) {
       if (local.has(jti)) return true
       return local.loaded() ? false : isRevokedInDb(deps.db, jti)
+    },
+    isAccountEnded(role, sub, generation) {
+      if (local.accountEnded(role, sub, generation)) return true
+      return local.loaded() ? false : isRevokedInDb(deps.db, accountTokensJti(role, sub, generation))
     },
     async revoke(entries) {
       await insertRevocations(deps.db, deps.clock.now(), entries)
@@ -378,6 +447,11 @@ export function redisRevocations(
     isRevoked(jti) {
       if (local.has(jti)) return true
       return live && local.loaded() ? false : lookUp(jti)
+    },
+    isAccountEnded(role, sub, generation) {
+      if (local.accountEnded(role, sub, generation)) return true
+      // Every generation that ends writes its own entry, so the one the token carries is asked for.
+      return live && local.loaded() ? false : lookUp(accountTokensJti(role, sub, generation))
     },
     freshness() {
       const lastReadAgoMs = local.readAgoMs()

@@ -9,7 +9,7 @@ import type { Db } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
 import { randomToken } from '../platform/random.js'
 import { traced } from '../platform/tracing.js'
-import { type Claims, deviceGenerationOf } from './claims.js'
+import { accountGenerationOf, type Claims, deviceGenerationOf } from './claims.js'
 import type { JwtCodec } from './jwt.js'
 import { findRefresh, insertRefresh, markRotated, revokeFamily } from './refresh.store.js'
 import type { RevocationStore } from './revocations.js'
@@ -95,7 +95,7 @@ export class TokenService {
   ): Promise<TokenResponse> {
     const access = this.deps.jwt.issue({ type: 'access', ...grant, ...extra }, this.accessLifetime)
     const refresh = this.deps.jwt.issue(
-      { type: 'refresh', sub: grant.sub, role: grant.role },
+      { type: 'refresh', sub: grant.sub, role: grant.role, account_gen: grant.account_gen },
       this.refreshLifetime,
     )
     await insertRefresh(this.deps.db, {
@@ -130,16 +130,37 @@ export class TokenService {
   }
 
   /**
-   * The route guard's check: a JWT of one of `types` that is good now and not revoked (its jti, or for a
-   * device's offline token its device's token generation); 401 otherwise.
+   * The route guard's check: a JWT of one of `types` that is good now and not revoked (its jti, its
+   * account's token generation, or for a device's offline token its device's token generation); 401
+   * otherwise.
    */
   async authenticate(token: string, types: readonly string[]): Promise<Claims> {
     const claims = this.verifyJwt(token, types)
-    const revoked = traced('token.revocation_check', { 'token.type': claims.type }, () =>
-      this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti)),
-    )
+    const revoked = traced('token.revocation_check', { 'token.type': claims.type }, () => this.revokedNow(claims))
     if (await revoked) throw new UnauthorizedError()
     return claims
+  }
+
+  /** Whether the revocation list refuses a JWT: by its jti, its account's generation or its device's. */
+  private revokedNow(claims: Claims): boolean | Promise<boolean> {
+    return this.withAccount(claims, this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti)))
+  }
+
+  /**
+   * Whether the revocation list refuses the token, given whether it refuses it otherwise: also when
+   * the token generation of its account it was minted under has ended (disable, an administrator's
+   * password reset, an MFA reset, `wristband admin end-tokens`). A map read, no allocation, while the
+   * list answers from memory.
+   */
+  private withAccount(claims: Claims, otherwise: boolean | Promise<boolean>): boolean | Promise<boolean> {
+    if (otherwise === true) return true
+    const byAccount = this.deps.revocations.isAccountEnded(
+      claims.role,
+      claims.sub,
+      accountGenerationOf(claims),
+    )
+    if (otherwise === false || byAccount === true) return byAccount
+    return Promise.all([otherwise, byAccount]).then(([a, b]) => a || b)
   }
 
   /**
@@ -177,9 +198,13 @@ export class TokenService {
     // Before the look-up, which may be a read that nobody would await (the list still loading).
     if (claims.type === 'refresh' && !refreshTokens) return this.outcome(null)
     const byJti = this.deps.revocations.isRevoked(claims.jti)
-    if (claims.type === 'refresh') return this.refreshState(claims, byJti)
-    // Access tokens, the bulk of verify calls, are bound to no device: one comparison more, nothing else.
-    const revoked = claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti
+    if (claims.type === 'refresh') return this.refreshState(claims, this.withAccount(claims, byJti))
+    // Access tokens, the bulk of verify calls, are bound to no device: the account's generation is one
+    // map read more, nothing else.
+    const revoked = this.withAccount(
+      claims,
+      claims.type === 'offline' ? this.withDevice(claims, byJti) : byJti,
+    )
     if (revoked === false) return this.outcome(claims)
     if (revoked === true) return this.outcome(null)
     return revoked.then((r) => this.outcome(r ? null : claims))
@@ -264,7 +289,8 @@ export class TokenService {
     // answers); no entry in the revocation list (one per refresh filled every instance's memory).
     this.refreshGood.delete(claims.jti)
     const grant = await loadGrant(db, claims.role as Role, Number(claims.sub))
-    if (!grant) {
+    // The row of the account decides its generation here (the family was ended with it anyway).
+    if (!grant || accountGenerationOf(claims) < grant.account_gen) {
       await this.revokeFamily(row.family_id)
       throw new UnauthorizedError()
     }
@@ -308,7 +334,7 @@ export class TokenService {
       await this.revokeFamily(row.family_id)
       return claims
     }
-    if (await this.withDevice(claims, this.deps.revocations.isRevoked(claims.jti))) return null
+    if (await this.revokedNow(claims)) return null
     await this.deps.revocations.revoke([{ jti: claims.jti, expiresAt: claims.exp * 1000 }])
     return claims
   }

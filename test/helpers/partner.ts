@@ -71,7 +71,8 @@ function codec(t: TestApp) {
 
 /** An access token of a consumer, signed as the service signs one (there is no consumer login here). */
 export function consumerToken(t: TestApp, customerId: number): string {
-  return codec(t).issue({ type: 'access', ...consumerGrant({ id: customerId }) }, 900).token
+  return codec(t).issue({ type: 'access', ...consumerGrant({ id: customerId, token_generation: 0 }) }, 900)
+    .token
 }
 
 /** An offline device token: the device baseline scopes for one event, as /auth/login/device issues. */

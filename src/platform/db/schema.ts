@@ -33,6 +33,8 @@ export interface AdministratorsTable {
   /** Secret from the latest setup, not yet confirmed by a code */
   mfa_pending_secret: string | null
   mfa_pending_at: number | null
+  /** The account's token generation (044): tokens minted under an older one are refused */
+  token_generation: Generated<number>
 }
 
 export interface NetworkManagersTable {
@@ -41,6 +43,8 @@ export interface NetworkManagersTable {
   password_hash: string
   event_ids: string
   created_at: number
+  /** The account's token generation (044): tokens minted under an older one are refused */
+  token_generation: Generated<number>
 }
 
 /** Operators ("users" in the original service). */
@@ -53,6 +57,8 @@ export interface UsersTable {
   /** JSON map of event id to scopes, or null for the baseline operator scopes */
   permissions: string | null
   created_at: number
+  /** The account's token generation (044): tokens minted under an older one are refused */
+  token_generation: Generated<number>
 }
 
 export interface CustomersTable {
@@ -65,6 +71,8 @@ export interface CustomersTable {
   created_at: number
   /** 1 when the consumer typed the e-mail address in (not proven); 0 when an administrator or a verified provider set it */
   email_self_asserted: Generated<number>
+  /** The account's token generation (044): tokens minted under an older one are refused */
+  token_generation: Generated<number>
 }
 
 export interface DevicesTable {

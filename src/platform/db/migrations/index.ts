@@ -24,6 +24,7 @@ import * as m040 from './040-filter-indexes.js'
 import * as m041 from './041-revocation-load.js'
 import * as m042 from './042-audit-cursor.js'
 import * as m043 from './043-job-traceparent.js'
+import * as m044 from './044-account-generations.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -63,6 +64,7 @@ const migrations: [string, MigrationModule][] = [
   ['041-revocation-load', m041],
   ['042-audit-cursor', m042],
   ['043-job-traceparent', m043],
+  ['044-account-generations', m044],
 ]
 
 export function migrationNames(): string[] {
