@@ -10,7 +10,6 @@ import {
   insertAdministrator,
   MFA_COLUMNS,
   setAdminDisabled,
-  setAdminPassword,
 } from '../identities/identities.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
@@ -100,9 +99,4 @@ export function setAdministratorDisabled(tx: Db, admin: AdminSummary, disabled: 
 export async function resetAdministratorMfa(tx: Db, admin: AdminSummary, now: number) {
   await clearAdminMfa(tx, admin.id, now)
   return MFA_COLUMNS
-}
-
-/** Replaces the administrator's password hash. */
-export function setAdministratorPassword(tx: Db, admin: AdminSummary, passwordHash: string, now: number) {
-  return setAdminPassword(tx, admin.id, passwordHash, now)
 }

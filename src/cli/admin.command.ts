@@ -7,10 +7,10 @@ import {
   findOperator,
   resetAdministratorMfa,
   setAdministratorDisabled,
-  setAdministratorPassword,
 } from '../admin/admin.service.js'
 import { findDashboardUserByName } from '../dashboard/dashboard-users.service.js'
 import { removeAllPasskeys } from '../passkeys/passkeys.service.js'
+import { changePassword } from '../password-reset/password-change.service.js'
 import type { Db } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
@@ -266,11 +266,13 @@ ${SELECT_HELP}
 }
 
 const resetPassword: Subcommand = {
-  summary: 'Set a new password for an administrator and end their sessions',
+  summary: 'Set a new password for an administrator and end their sessions and tokens',
   usage: `Usage: wristband admin reset-password (--email EMAIL | --id ID) [--password-stdin]
 
-Replaces the administrator's password, ends their dashboard sessions and revokes every refresh
-token. Recorded in the audit log (never the password).
+Replaces the administrator's password as a reset by e-mail does: every unused reset link stops
+working, every session and token of the administrator ends, and the administrator is e-mailed a
+notice (sent by the running service). Passkeys stay (wristband admin reset-passkeys removes them).
+Recorded in the audit log (never the password).
 
 Options:
 ${SELECT_HELP}
@@ -283,12 +285,21 @@ ${PASSWORD_HELP}`,
     const { password, generated } = newPassword(values, command)
     const passwordHash = await hashPassword(password)
     await withContext(config, async (ctx) => {
-      const target = { selector, command, kind: 'cli_admin_reset_password', endSessions: true }
-      const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-        await setAdministratorPassword(tx, a, passwordHash, ctx.clock.now())
-        return {}
+      const result = await audited(ctx, 'cli_admin_reset_password', async (tx) => {
+        const admin = await findAdmin(tx, selector, command)
+        const ended = await changePassword(tx, ctx.authority, {
+          owner: { kind: 'admin', id: admin.id, email: admin.email },
+          passwordHash,
+          way: 'command_line',
+          now: ctx.clock.now(),
+        })
+        return { admin, ended, detail: { admin_id: admin.id, email: admin.email, tokens_ended: true } }
       })
-      console.log(`password reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
+      await result.ended.publish()
+      const { admin, ended } = result
+      console.log(
+        `password reset for administrator ${admin.id} (${admin.email}); ${ended.sessions} session(s) ended, every token revoked, reset links retired, notice queued`,
+      )
       if (generated) console.log(`password: ${password}`)
     })
     return 0

@@ -3,6 +3,7 @@ import { missingEvents } from '../events/events.store.js'
 import { parseEventIds } from '../identities/grants.js'
 import { storedGrant } from '../identities/identities.store.js'
 import { removeAllPasskeys } from '../passkeys/passkeys.service.js'
+import { changePassword } from '../password-reset/password-change.service.js'
 import type { Clock } from '../platform/clock.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { ConflictError, ForbiddenError, NotFoundError } from '../platform/errors.js'
@@ -118,14 +119,20 @@ export class DashboardUsersService {
     await this.assertExists(id)
     if (event_ids) await this.assertEventsExist(event_ids)
     const passwordHash = password ? await hashPassword(password) : undefined
-    await db.transaction().execute(async (tx) => {
+    const ended = await db.transaction().execute(async (tx) => {
       await updateDashboardUser(tx, id, {
-        ...(passwordHash ? { password_hash: passwordHash } : {}),
         ...(event_ids ? { event_ids: event_ids.join(',') } : {}),
         ...(partner !== undefined ? { partner } : {}),
       })
-      if (passwordHash) await this.deps.endSessions(tx, 'dashboard_user', id)
+      if (!passwordHash) return undefined
+      return changePassword(tx, this.deps, {
+        owner: { kind: 'dashboard_user', id },
+        passwordHash,
+        way: 'dashboard',
+        now: this.deps.clock.now(),
+      })
     })
+    await ended?.publish()
     await this.deps.audit.record({
       kind: 'dashboard_user_updated',
       actor: `admin:${claims.sub}`,

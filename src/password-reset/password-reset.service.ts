@@ -1,5 +1,5 @@
 import type { AuditLog } from '../audit/audit.store.js'
-import { findAdminByEmail, findAdminById, setAdminPassword } from '../identities/identities.store.js'
+import { findAdminByEmail, findAdminById } from '../identities/identities.store.js'
 import { type AuthEvents, type AuthNote, counted } from '../platform/auth-events.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
@@ -7,16 +7,10 @@ import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
 import { GoneError, TooManyRequestsError } from '../platform/errors.js'
 import { enqueue } from '../platform/jobs/jobs.js'
-import { type MailMessage, queueMail } from '../platform/mail.js'
 import { hashPassword } from '../platform/passwords.js'
 import type { EndSessions } from '../tokens/authority.js'
-import {
-  consumeToken,
-  countRequest,
-  findLiveToken,
-  pruneRequests,
-  retireTokens,
-} from './password-reset.store.js'
+import { changePassword } from './password-change.service.js'
+import { consumeToken, countRequest, findLiveToken, pruneRequests } from './password-reset.store.js'
 import { RESET_MAIL_JOB, type ResetMailPayload } from './reset-mail.js'
 
 export interface PasswordResetDeps {
@@ -85,10 +79,9 @@ async function queueReset(deps: PasswordResetDeps, email: string, ip: string, no
 }
 
 /**
- * Sets a new password through a reset link: the link is used up, every other outstanding link,
- * every dashboard session and every refresh token of the administrator is revoked, and a notice is
- * e-mailed. Any link that does
- * not work (unknown, expired, used, administrator gone) gets the same 410.
+ * Sets a new password through a reset link: the link is used up, and `changePassword` does the rest
+ * (every other outstanding link retired, every session and token of the administrator ended, a notice
+ * e-mailed). Any link that does not work (unknown, expired, used, administrator gone) gets the same 410.
  */
 export function confirmReset(
   deps: PasswordResetDeps,
@@ -119,11 +112,12 @@ async function resetPassword(
   const done = await db.transaction().execute(async (tx) => {
     const now = clock.now()
     if (!(await consumeToken(tx, found.id, now))) return undefined
-    await setAdminPassword(tx, found.admin_id, hash, now)
-    const ended = await deps.endSessions(tx, 'admin', found.admin_id)
-    await retireTokens(tx, found.admin_id, now)
-    await queueMail(tx, now, passwordChangedMail(found.email))
-    return ended
+    return changePassword(tx, deps, {
+      owner: { kind: 'admin', id: found.admin_id, email: found.email },
+      passwordHash: hash,
+      way: 'reset_link',
+      now,
+    })
   })
   if (!done) throw await invalid()
   await done.publish()
@@ -133,14 +127,4 @@ async function resetPassword(
     ip,
     outcome: 'success',
   })
-}
-
-function passwordChangedMail(to: string): MailMessage {
-  return {
-    to,
-    subject: 'Your wristband password was changed',
-    text:
-      'The password of your wristband administrator account was changed through a reset link, and every ' +
-      'session was signed out.\n\nIf this was not you, contact your platform administrator at once.\n',
-  }
 }
