@@ -298,6 +298,8 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
   const apiKeys = createApiKeyCache({ db, clock, revocations: authority.revocations, metrics })
   const freshness = { clock, windowHours: config.MFA_FRESHNESS_WINDOW_HOURS }
   const { authEvents } = metrics
+  // The one password sign-in's shared parts (platform/password-sign-in.ts).
+  const passwords = { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() }
   // Passkeys (WebAuthn), off while there is no RP ID (production without WEBAUTHN_RP_ID).
   const passkeys: PasskeyDeps = {
     db,
@@ -310,6 +312,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     requiredFor: config.PASSKEYS_REQUIRED_FOR,
     accounts: staffAccounts(db),
     authEvents,
+    passwords,
   }
   return {
     keys,
@@ -323,8 +326,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     endSessions: authority.endSessions,
     answers: verifyAnswers(),
     backoff,
-    // The one password sign-in's shared parts (platform/password-sign-in.ts).
-    passwords: { backoff, dummyHash: createDummyHash(), onCheck: () => metrics.passwordChecks.inc() },
+    passwords,
     mfaSealer: keys.sealer('mfa-secret'),
     freshness,
     passkeys,

@@ -22,7 +22,15 @@ import { releaseVersion } from './platform/version.js'
 import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
 
-const USAGE = `Usage: wristband <command> [options]
+/**
+ * `wristband --help`. The break-glass groups are listed from the table `main` dispatches on (`groups`),
+ * each with every command it runs, so the help cannot forget one (src/cli/help.test.ts compares them).
+ */
+function usage(): string {
+  const breakGlass = Object.values(groups).map(
+    (g) => `  ${g.name} ${Object.keys(g.subcommands).join('|')}\n                   ${g.summary}`,
+  )
+  return `Usage: wristband <command> [options]
 
 Commands:
   serve [--workers N]
@@ -35,14 +43,8 @@ Commands:
   backup FILE      Copy the SQLite database to FILE while the service runs
 
 Break-glass administration (each on the configured database, each recorded in the audit log):
-  admin create|disable|enable|reset-mfa|reset-password
-                   Administrator accounts, e.g. recover one locked out of MFA
-  apikey create|list|revoke
-                   Event API keys
-  device create|rotate-key|list
-                   Devices and their device keys
+${breakGlass.join('\n')}
   audit [--follow] Print the audit log
-  secret generate  Print a new random secret for JWT_SECRET
 
 Options:
   -h, --help       This text; \`wristband <command> --help\` shows the options of a command
@@ -50,6 +52,7 @@ Options:
 
 Settings are environment variables; a .env file in the working directory may supply them.
 See README.md for the full list.`
+}
 
 function readEnvFile(): void {
   if (fs.existsSync('.env')) process.loadEnvFile('.env')
@@ -231,11 +234,11 @@ const commands: Record<string, Subcommand> = {
 async function main(argv: string[]): Promise<number> {
   const [first, ...args] = argv
   if (first === undefined) {
-    console.error(USAGE)
+    console.error(usage())
     return 2
   }
   if (first === '--help' || first === '-h' || first === 'help') {
-    console.log(USAGE)
+    console.log(usage())
     return 0
   }
   if (first === '--version' || first === '-V') {
@@ -245,7 +248,7 @@ async function main(argv: string[]): Promise<number> {
   if (Object.hasOwn(groups, first)) return runGroup(groups[first]!, args, configFromEnvironment)
   if (Object.hasOwn(commands, first)) return runCommand(first, commands[first]!, args, configFromEnvironment)
   if (first.startsWith('-')) throw new CliError(`wristband: unknown option "${first}" (see wristband --help)`)
-  throw new CliError(`wristband: unknown command "${first}"\n\n${USAGE}`)
+  throw new CliError(`wristband: unknown command "${first}"\n\n${usage()}`)
 }
 
 main(process.argv.slice(2)).then(

@@ -234,7 +234,11 @@ ${SELECT_HELP}
       await withContext(loadConfig(), async (ctx) => {
         const target = { selector, command, kind: 'cli_admin_reset_passkeys', endSessions: true }
         const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => ({
-          passkeys_removed: await removeAllPasskeys(tx, { kind: 'admin', id: a.id }),
+          passkeys_removed: await removeAllPasskeys(
+            tx,
+            { kind: 'admin', id: a.id },
+            { to: a.email, now: ctx.clock.now() },
+          ),
         }))
         console.log(`passkeys reset for administrator ${admin.id} (${admin.email}); ${sessions}`)
       })
@@ -252,7 +256,11 @@ ${SELECT_HELP}
         const account =
           user !== undefined ? await findDashboardUserByName(tx, user) : await findNetworkManager(tx, name)
         if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${name}`, 1)
-        const removed = await removeAllPasskeys(tx, { kind, id: account.id })
+        const removed = await removeAllPasskeys(
+          tx,
+          { kind, id: account.id },
+          kind === 'network_manager' ? { to: name, now: ctx.clock.now() } : undefined,
+        )
         const ended = await ctx.authority.endSessions(tx, kind, account.id)
         return { ended, detail: { kind, id: account.id, name, passkeys_removed: removed } }
       })
@@ -367,7 +375,7 @@ ${SELECT_HELP}
 
 export const adminCommands: CommandGroup = {
   name: 'admin',
-  summary: 'Break-glass administration of administrator accounts, on the configured database.',
+  summary: 'Administrator accounts, and the passkeys and tokens of every staff account.',
   subcommands: {
     create,
     disable: setDisabled(1),

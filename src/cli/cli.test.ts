@@ -369,7 +369,11 @@ eachBackend(httpBackends, 'wristband CLI on the configured database', (backend) 
       method: 'POST',
       url: '/admin/passkeys/registration',
       token: session.access_token,
-      payload: { flow: opts.json().flow, response: key.register(opts.json().options) },
+      payload: {
+        flow: opts.json().flow,
+        response: key.register(opts.json().options),
+        password: 'pk-password-1',
+      },
     })
     assert.equal(registered.statusCode, 201, registered.body)
 

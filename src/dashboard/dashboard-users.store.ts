@@ -19,6 +19,16 @@ export async function findDashboardUser(db: Db, id: number): Promise<DashboardUs
   )
 }
 
+/** A dashboard user's password hash (null: no such user). */
+export async function dashboardUserPasswordHash(db: Db, id: number): Promise<string | null> {
+  const r = await db
+    .selectFrom('dashboard_users')
+    .select('password_hash')
+    .where('id', '=', id)
+    .executeTakeFirst()
+  return r?.password_hash ?? null
+}
+
 /** Inserts a user; a taken username surfaces as the driver's unique violation. */
 export function insertDashboardUser(
   db: Db,

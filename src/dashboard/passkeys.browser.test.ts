@@ -85,6 +85,7 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
       assert.equal(await page.locator('h1').textContent(), 'Passkeys')
       assert.match(String(await page.getByRole('status').textContent()), /must sign in with a passkey/)
       await page.getByLabel('Name').fill('Virtual laptop')
+      await page.getByLabel('Your password').fill('s3cret-pass')
       await page.getByRole('button', { name: 'Add a passkey' }).click()
       await page.waitForURL(`${base}/dashboard/passkeys?added=1`)
       assert.equal(await page.locator('table.passkeys tbody tr td').first().textContent(), 'Virtual laptop')

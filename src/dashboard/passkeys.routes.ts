@@ -82,6 +82,7 @@ const AnswerForm = Type.Object(
     response: Type.String({ minLength: 2, maxLength: 32_768 }),
     name: Type.Optional(Type.String({ maxLength: 100 })),
     csrf_token: Type.Optional(Type.String({ maxLength: 100 })),
+    password: Type.Optional(Type.String({ maxLength: 1024 })),
   },
   { additionalProperties: false },
 )
@@ -326,7 +327,7 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
         await finishRegistration(
           passkeys,
           passkeyAccountOf(session.viewer),
-          { flow, response, name: request.body.name },
+          { flow, response, name: request.body.name, password: request.body.password || undefined },
           request.ip,
         )
       } catch (err) {

@@ -175,6 +175,11 @@ export function passkeysPage(
       <input type="hidden" name="csrf_token" value="${session.csrfToken}">
       <input type="hidden" name="response" value="">
       <label>Name <input name="name" maxlength="100" placeholder="Work laptop"></label>
+      ${
+        passkeys.length === 0
+          ? html`<label>Your password (a first passkey needs it) <input type="password" name="password" maxlength="1024" autocomplete="current-password" required></label>`
+          : ''
+      }
       <button type="button" data-passkey-start>Add a passkey</button>
       <p class="error" role="alert" data-passkey-error hidden></p>
     </form>`

@@ -311,6 +311,16 @@ export async function findNetworkManagerSignIn(db: Db, email: string) {
     .executeTakeFirst()
 }
 
+/** The password hash of an administrator or network manager by id (null: no such account). */
+export async function staffPasswordHash(
+  db: Db,
+  kind: 'admin' | 'network_manager',
+  id: number,
+): Promise<string | null> {
+  const r = await db.selectFrom(tableOf[kind]).select('password_hash').where('id', '=', id).executeTakeFirst()
+  return r?.password_hash ?? null
+}
+
 /** An enabled administrator by id; undefined once removed or disabled. */
 export async function findAdminById(db: Db, id: number) {
   return db

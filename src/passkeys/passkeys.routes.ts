@@ -79,18 +79,20 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
         description:
           "Refused (400, audited, nothing stored) when the flow is unknown, used or another account's, or " +
           'when the answer fails a WebAuthn check: origin not in WEBAUTHN_ORIGINS, RP ID not WEBAUTHN_RP_ID, ' +
-          'no user verification. A credential registered already is 409.',
+          'no user verification; the first passkey of the account without its `password`, or with a wrong ' +
+          'one (400, counted on the password back-off). A credential registered already is 409. The owner ' +
+          'is e-mailed a notice of every passkey added or removed.',
         security: [{ OAuth2PasswordBearer: [] }],
         body: RegistrationRequest,
         response: { 201: Passkey, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
     async (request, reply) => {
-      const { flow, response, name } = request.body
+      const { flow, response, name, password } = request.body
       const view = await finishRegistration(
         deps,
         await callerAccount(request),
-        { flow, response, name },
+        { flow, response, name, password },
         request.ip,
       )
       return reply.code(201).send(view)

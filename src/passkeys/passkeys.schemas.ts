@@ -77,6 +77,15 @@ export const RegistrationRequest = Type.Object(
       Type.String({ minLength: 1, maxLength: 100, description: 'A name to tell passkeys apart' }),
     ),
     response: RegistrationCredential,
+    password: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1024,
+        description:
+          "The account's current password: required for its first passkey (400 `password` without it or " +
+          'when it is wrong, counted on the password back-off); ignored once the account has one.',
+      }),
+    ),
   },
   { additionalProperties: false },
 )

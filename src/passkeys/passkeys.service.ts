@@ -5,7 +5,8 @@ import type {
   RegistrationResponseJSON,
 } from '@simplewebauthn/server'
 import type { AuditLog } from '../audit/audit.store.js'
-import { findAdminById, findNetworkManagerById } from '../identities/identities.store.js'
+import { dashboardUserPasswordHash } from '../dashboard/dashboard-users.store.js'
+import { findAdminById, findNetworkManagerById, staffPasswordHash } from '../identities/identities.store.js'
 import { type AuthEvents, counted } from '../platform/auth-events.js'
 import type { Backoff } from '../platform/backoff.js'
 import type { Clock } from '../platform/clock.js'
@@ -18,7 +19,8 @@ import {
   NotFoundError,
   UnauthorizedError,
 } from '../platform/errors.js'
-import { passwordBudget } from '../platform/password-sign-in.js'
+import { type MailMessage, queueMail } from '../platform/mail.js'
+import { type PasswordSignInDeps, passwordBudget, signInWithPassword } from '../platform/password-sign-in.js'
 import { randomToken } from '../platform/random.js'
 import {
   advanceCounter,
@@ -70,6 +72,8 @@ export interface PasskeyDeps {
   requiredFor: PasskeysRequiredFor
   accounts: AccountLoader
   authEvents: AuthEvents
+  /** The one password sign-in's parts: the first passkey of an account needs its password. */
+  passwords: PasswordSignInDeps
 }
 
 /**
@@ -104,6 +108,7 @@ export type Refusal =
   | 'account'
   | 'duplicate'
   | 'invalid'
+  | 'password'
 
 /** Names the check of @simplewebauthn/server that failed, from its message (it throws plain Errors). */
 export function refusalOf(err: unknown): Refusal {
@@ -282,20 +287,87 @@ const transportsOf = (p: PasskeyRow) =>
 export function finishRegistration(
   deps: PasskeyDeps,
   account: PasskeyAccount,
-  input: { flow: string | undefined; response: RegistrationResponseJSON; name?: string | undefined },
+  input: RegistrationInput,
   ip: string,
 ): Promise<PasskeyView> {
   return counted(deps.authEvents, 'passkey_register', () => register(deps, account, input, ip))
 }
 
+interface RegistrationInput {
+  flow: string | undefined
+  response: RegistrationResponseJSON
+  name?: string | undefined
+  /** The account's password: needed for its first passkey. */
+  password?: string | undefined
+}
+
+/**
+ * The first passkey of an account needs its password, given with the answer (the fresh second factor
+ * where MFA is on is the routes' guard): a session or token alone, left open or stolen, adds no second
+ * factor the owner does not know of. Checked by the one password sign-in, on the account's password
+ * budget, so guesses here lock the password as at sign-in. A wrong or missing password is the refusal
+ * `password`.
+ */
+async function confirmFirstPasskey(deps: PasskeyDeps, account: PasskeyAccount, password: string | undefined) {
+  if ((await countPasskeys(deps.db, account)) > 0) return
+  if (password === undefined) throw new Refused('password')
+  try {
+    await signInWithPassword(deps.passwords, {
+      slots: [
+        {
+          backoffKey: passwordBudget(account.kind, account.name),
+          find: async () => ({ password_hash: await passwordHashOf(deps.db, account) }),
+          storeHash: async () => {},
+        },
+      ],
+      password,
+      onFailure: async () => {},
+      failure: 'password',
+    })
+  } catch (err) {
+    if (err instanceof UnauthorizedError) throw new Refused('password')
+    throw err
+  }
+}
+
+function passwordHashOf(db: Db, account: Subject): Promise<string | null> {
+  return account.kind === 'dashboard_user'
+    ? dashboardUserPasswordHash(db, account.id)
+    : staffPasswordHash(db, account.kind, account.id)
+}
+
+/** Where an account's notices go: administrators and network managers sign in with their e-mail address. */
+function noticeAddress(account: PasskeyAccount): string | null {
+  return account.kind === 'dashboard_user' ? null : account.name
+}
+
+/** The owner's notice of a passkey added or removed (`which`: `the passkey "…"`, `every passkey (3)`). */
+function passkeyNotice(to: string, what: 'added' | 'removed', which: string, at: number): MailMessage {
+  const when = new Date(at).toISOString()
+  const where = what === 'added' ? 'to' : 'from'
+  return {
+    to,
+    subject: `A passkey was ${what} ${where} your wristband account`,
+    text:
+      `${which[0]!.toUpperCase()}${which.slice(1)} was ${what} ${where} your wristband account at ${when}.\n\n` +
+      (what === 'added'
+        ? 'If this was not you, someone knows your password: reset it (the sign-in page, "Forgot your ' +
+          'password?"), then ask your platform administrator to remove every passkey of the account ' +
+          '(wristband admin reset-passkeys), or remove the passkey yourself on the dashboard (Passkeys) ' +
+          'after signing in with a second factor of your own.\n'
+        : 'If this was not you, contact your platform administrator at once.\n'),
+  }
+}
+
 async function register(
   deps: PasskeyDeps,
   account: PasskeyAccount,
-  input: { flow: string | undefined; response: RegistrationResponseJSON; name?: string | undefined },
+  input: RegistrationInput,
   ip: string,
 ): Promise<PasskeyView> {
   const rp = relyingParty(deps)
   try {
+    await confirmFirstPasskey(deps, account, input.password)
     const row = await takeLiveChallenge(deps, input.flow, 'registration')
     if (!sameSubject(account, { kind: row.subject_kind, id: row.subject_id })) throw new Refused('session')
     const verification = await (await webauthn())
@@ -334,6 +406,8 @@ async function register(
       outcome: 'success',
       detail: { passkey_id: id, name, aaguid: info.aaguid },
     })
+    const to = noticeAddress(account)
+    if (to) await queueMail(deps.db, now, passkeyNotice(to, 'added', `the passkey "${name}"`, now))
     const stored = await findPasskeyByCredentialId(deps.db, info.credential.id)
     return viewOf(stored!)
   } catch (err) {
@@ -346,6 +420,10 @@ async function register(
       detail: { reason: err.reason },
     })
     if (err.reason === 'duplicate') throw new ConflictError('This passkey is registered already')
+    if (err.reason === 'password')
+      throw new BadRequestError(
+        "The first passkey of an account needs the account's password (password), given and right",
+      )
     throw new BadRequestError(`The passkey could not be registered (${err.reason})`)
   }
 }
@@ -353,7 +431,7 @@ async function register(
 /** Removes one of an account's passkeys, audited; 404 when the account has none with that id. */
 export async function removePasskey(
   deps: PasskeyDeps,
-  account: Subject,
+  account: PasskeyAccount,
   passkeyId: number,
   ip: string,
 ): Promise<void> {
@@ -366,14 +444,29 @@ export async function removePasskey(
     outcome: 'success',
     detail: { passkey_id: removed.id, name: removed.name },
   })
+  const to = noticeAddress(account)
+  const now = deps.clock.now()
+  if (to) await queueMail(deps.db, now, passkeyNotice(to, 'removed', `the passkey "${removed.name}"`, now))
 }
 
 /**
  * Removes every passkey of an account, in the caller's transaction; answers how many. A removed dashboard
- * user's, and `wristband admin reset-passkeys` for an account that lost them (which also ends its sessions).
+ * user's, and `wristband admin reset-passkeys` for an account that lost them (which also ends its sessions),
+ * which tells the owner (`notice`: its address) when there were any.
  */
-export function removeAllPasskeys(tx: Db, subject: Subject): Promise<number> {
-  return deletePasskeysOf(tx, subject)
+export async function removeAllPasskeys(
+  tx: Db,
+  subject: Subject,
+  notice?: { to: string; now: number },
+): Promise<number> {
+  const removed = await deletePasskeysOf(tx, subject)
+  if (notice && removed > 0)
+    await queueMail(
+      tx,
+      notice.now,
+      passkeyNotice(notice.to, 'removed', `every passkey (${removed})`, notice.now),
+    )
+  return removed
 }
 
 /**

@@ -9,7 +9,8 @@ import { auditOf, PASSKEY_ENV, softAuthenticator } from '../../test/helpers/pass
 
 /**
  * The dashboard's passkeys through HTTP as a browser sends them, for a dashboard user, who
- * has no TOTP: the first passkey needs the password's session alone, a passkey alone signs in, and
+ * has no TOTP: the first passkey needs the password's session and the password with the answer
+ * (docs/security.md, "The first passkey and the owner's recovery"), a passkey alone signs in, and
  * once the account has one a password-only session neither adds nor removes one. Options need the CSRF
  * token; the flow is a cookie, answered once; a dashboard user's passkey opens no API session.
  */
@@ -62,6 +63,8 @@ forEachBackend(
           csrf_token: csrf,
           name,
           response: JSON.stringify(response),
+          // The account's password: a first passkey needs it (every test account has this one).
+          password: 's3cret-pass',
         }).toString(),
       })
     }

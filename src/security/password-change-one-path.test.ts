@@ -96,7 +96,7 @@ eachBackend(
       const root = (await login(t, 'root@example.com')).access_token
       const created = await t.request({
         method: 'POST',
-        url: '/dashboard/users',
+        url: '/admin/dashboard-users',
         token: root,
         payload: { username: 'one-path', password: 'first-password', event_ids: [1] },
       })
@@ -106,7 +106,7 @@ eachBackend(
       assert.equal((await page()).statusCode, 200)
       const changed = await t.request({
         method: 'PATCH',
-        url: `/dashboard/users/${created.json().id}`,
+        url: `/admin/dashboard-users/${created.json().id}`,
         token: root,
         payload: { password: 'second-password' },
       })

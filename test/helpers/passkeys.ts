@@ -11,13 +11,17 @@ export function softAuthenticator(): SoftAuthenticator {
   return new SoftAuthenticator(ORIGIN, RP_ID)
 }
 
-/** Registers a passkey of `authenticator` through the API with `token`; answers the stored passkey. */
+/**
+ * Registers a passkey of `authenticator` through the API with `token`; answers the stored passkey. The
+ * account's `password` goes with it (a first passkey needs it; the test accounts' by default; null: none).
+ */
 export async function registerPasskey(
   t: TestApp,
   token: string,
   authenticator: SoftAuthenticator,
   c: Ceremony = {},
   name?: string,
+  password: string | null = 's3cret-pass',
 ) {
   const opts = await t.request({ method: 'POST', url: '/admin/passkeys/registration/options', token })
   assert.equal(opts.statusCode, 200, opts.body)
@@ -27,7 +31,7 @@ export async function registerPasskey(
     method: 'POST',
     url: '/admin/passkeys/registration',
     token,
-    payload: { flow, response, ...(name ? { name } : {}) },
+    payload: { flow, response, ...(name ? { name } : {}), ...(password === null ? {} : { password }) },
   })
 }
 
