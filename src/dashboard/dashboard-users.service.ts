@@ -120,10 +120,11 @@ export class DashboardUsersService {
     if (event_ids) await this.assertEventsExist(event_ids)
     const passwordHash = password ? await hashPassword(password) : undefined
     const ended = await db.transaction().execute(async (tx) => {
-      await updateDashboardUser(tx, id, {
+      const values = {
         ...(event_ids ? { event_ids: event_ids.join(',') } : {}),
         ...(partner !== undefined ? { partner } : {}),
-      })
+      }
+      if (Object.keys(values).length > 0) await updateDashboardUser(tx, id, values)
       if (!passwordHash) return undefined
       return changePassword(tx, this.deps, {
         owner: { kind: 'dashboard_user', id },

@@ -269,7 +269,8 @@ forEachBackend(
         // verification): removed again once answered, as `wristband admin reset-passkeys` does.
         const subject = { kind: 'admin' as const, id: await adminId(role) }
         return {
-          payload: { flow, response: key.register(options) },
+          // A first passkey needs the account's password too (the table's accounts have the standard one).
+          payload: { flow, response: key.register(options), password: 's3cret-pass' },
           after: () => deletePasskeysOf(t.db.db, subject),
         }
       },
