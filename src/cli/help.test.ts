@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { ok, wristband } from '../../test/helpers/cli.js'
 
 /**
- * Third audit (docs/security.md, "Third round"): `wristband --help` did not list `admin reset-passkeys`
+ * Third audit (docs/security.md, "Third audit"): `wristband --help` did not list `admin reset-passkeys`
  * or `device revoke`. The help names every command the command line dispatches: each command group's
  * line lists exactly the commands the group runs (its own `--help`, printed from the table it dispatches
  * on), and every command the help names runs.

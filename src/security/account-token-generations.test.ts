@@ -15,7 +15,7 @@ import { SmtpSink } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
- * F2 of the third audit (docs/security.md, "Third round"): an offline token minted for an event alone
+ * F2 of the third audit (docs/security.md, "Third audit"): an offline token minted for an event alone
  * (no device) stayed good after an administrator disabled the account, reset its password or its MFA;
  * only device-bound tokens ended. Every account now has a token generation; those four and `wristband
  * admin end-tokens` start the next one, and every token minted under the old one (access, refresh,

@@ -40,7 +40,7 @@ eachBackend(backends, 'CLI revocations reach a running instance', (backend) => {
         `${name}: the running instance refuses the token`,
         async () => !(await verifyToken(t, session.refresh_token)).valid,
       )
-      // The account's token generation ended with its sessions (third round, F2): its access tokens too.
+      // The account's token generation ended with its sessions (docs/security.md, "Token generations (F2)"): its access tokens too.
       await until(
         `${name}: the running instance refuses the access token`,
         async () => !(await verifyToken(t, session.access_token)).valid,

@@ -22,7 +22,7 @@ import { SmtpSink } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
- * F1 of the third audit (docs/security.md, "Third round"): someone who learned an administrator's
+ * F1 of the third audit (docs/security.md, "Third audit"): someone who learned an administrator's
  * password registered a passkey (the fresh-MFA guard let a password sign-in add the first one), the
  * passkey survived the owner's password reset by e-mail, nobody was told, and the intruder signed in
  * with it afterwards. Now the first passkey needs the password with the request (a session or token

@@ -9,7 +9,7 @@ import { SmtpSink } from '../../test/helpers/smtp-sink.js'
 import { until } from '../../test/helpers/until.js'
 
 /**
- * Third audit (docs/security.md, "Third round"): a password changed on the command line left the old
+ * Third audit (docs/security.md, "Third audit"): a password changed on the command line left the old
  * reset links alive and told the owner nothing; the reset link retired them and sent a notice. The
  * three ways a password changes (a reset link, the dashboard, `wristband admin reset-password`) now
  * take one path, `changePassword`: open reset links retired, every session and token ended, a notice.
