@@ -245,12 +245,25 @@ eachBackend(
         backend,
         {},
         async (a, b) => {
-          await a.seed(withStandardSeed({}))
+          // A scanner with a device key (a key-less one holds no sync:* at all).
+          const key = 'wbd_end-tokens-operator-0123456789'
+          await a.seed(
+            withStandardSeed({
+              devices: [
+                {
+                  dev_mac: 'AA:BB:CC:DD:EE:61',
+                  event_id: 1,
+                  operator_email: 'op@example.com',
+                  device_key: key,
+                },
+              ],
+            }),
+          )
           const signIn = async (t: TestApp) => {
             const res = await t.request({
               method: 'POST',
               url: '/auth/login/device',
-              payload: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1 },
+              payload: { dev_mac: 'AA:BB:CC:DD:EE:61', event_id: 1, device_key: key },
             })
             assert.equal(res.statusCode, 200, res.body)
             return res.json().offline_token as string
