@@ -136,7 +136,9 @@ export class TokenService {
    */
   async authenticate(token: string, types: readonly string[]): Promise<Claims> {
     const claims = this.verifyJwt(token, types)
-    const revoked = traced('token.revocation_check', { 'token.type': claims.type }, () => this.revokedNow(claims))
+    const revoked = traced('token.revocation_check', { 'token.type': claims.type }, () =>
+      this.revokedNow(claims),
+    )
     if (await revoked) throw new UnauthorizedError()
     return claims
   }
