@@ -339,10 +339,20 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
         case 503:
           return page(503, 'Unavailable', 'The service is temporarily unavailable. Try again shortly.')
       }
+    // A form its schema refuses: 400, naming the fields (never a 500, whatever the body). A path or query
+    // parameter keeps the service's 422 (integers in canonical decimal, docs/specification.md).
     if (err.validation) {
-      if (onSignIn) return renderSignIn(request, reply, 422, 'Enter your username and password.')
-      return onCodeStep
-        ? renderCodeStep(request, reply, 422, 'Enter the 6-digit code from your authenticator app.')
+      const form = err.validationContext === 'body'
+      const status = form ? 400 : 422
+      if (onSignIn) return renderSignIn(request, reply, status, 'Enter your username and password.')
+      if (onCodeStep)
+        return renderCodeStep(request, reply, status, 'Enter the 6-digit code from your authenticator app.')
+      return form
+        ? page(
+            400,
+            'Invalid form',
+            `The form was not filled in as expected: ${invalidFields(err.validation)}.`,
+          )
         : page(422, 'Invalid request', 'The request was not understood.')
     }
     if (isDependencyFailure(err))
@@ -359,8 +369,9 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
   const pageSchema = (summary: string, success: 200 | 303, ...statuses: number[]) => ({
     tags: ['dashboard pages'],
     summary,
+    // A page that validates its input: a form refused by its schema is 400, a path or query value 422.
     response: Object.fromEntries(
-      [success, ...statuses, 429].map((status) => [
+      [success, ...statuses, ...(statuses.includes(422) ? [400] : []), 429].map((status) => [
         status,
         status === 303
           ? { description: 'See Other: the page to go to next (Location)', type: 'null' }
@@ -556,4 +567,20 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     sessionOf,
     pageSchema,
   })
+}
+
+/** The fields a schema refused, as a form names them (`response`, `csrf_token`), for the 400 page. */
+function invalidFields(errors: NonNullable<FastifyError['validation']>): string {
+  const names = new Set<string>()
+  for (const e of errors) {
+    const params = e.params as { missingProperty?: unknown; additionalProperty?: unknown }
+    const name =
+      typeof params.missingProperty === 'string'
+        ? params.missingProperty
+        : typeof params.additionalProperty === 'string'
+          ? params.additionalProperty
+          : e.instancePath.split('/').filter(Boolean).join('.')
+    names.add(name || 'the form')
+  }
+  return [...names].join(', ')
 }
