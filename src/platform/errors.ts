@@ -50,6 +50,21 @@ export const ERROR_CODES = {
   },
   username_taken: { status: 409, field: 'error', when: 'the dashboard username exists' },
   already_used: { status: 409, field: 'error', when: 'the ticket was used; `used_timestamp` tells when' },
+  product: {
+    status: 409,
+    field: 'error',
+    when: "a scan's ticket type is not on the check-in list (`reason` says the same)",
+  },
+  invalid_time: {
+    status: 409,
+    field: 'error',
+    when: 'a scan is outside the check-in list’s windows (`reason` says the same)',
+  },
+  wrong_event: {
+    status: 409,
+    field: 'error',
+    when: 'the ticket is of another event than the check-in list named (`reason` says the same)',
+  },
   concurrent_change: {
     status: 409,
     field: 'error',

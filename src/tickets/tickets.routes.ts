@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import { DirectionSchema, ReasonSchema } from '../checkin/checkin.schemas.js'
 import type { EdgeKeys } from '../edge/edge-keys.js'
 import type { Config } from '../platform/config.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
@@ -9,7 +10,12 @@ import { isKeylessDevice, KEYLESS_DEVICE } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { MAX_SCANNED_CODE, verifyScannedCode } from './scanned-code.js'
-import { TicketsService, type TicketsServiceDeps, USED_AT_MAX_AHEAD_MS } from './tickets.service.js'
+import {
+  type ScanOutcome,
+  TicketsService,
+  type TicketsServiceDeps,
+  USED_AT_MAX_AHEAD_MS,
+} from './tickets.service.js'
 
 export interface TicketRoutesDeps extends Omit<TicketsServiceDeps, 'log'> {
   tokens: TokenService
@@ -33,7 +39,22 @@ const Gate = Type.String({ minLength: 1, maxLength: 100 })
 const LocalTimestamp = Type.String({ description: "Event's local time, YYYY-MM-DDThh:mm:ss.SSS" })
 const ISO_WITH_OFFSET = '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})$'
 
-const UseRequest = Type.Object({ access_gate: Type.Optional(Gate) }, { additionalProperties: false })
+const ListId = Type.Integer({
+  minimum: 1,
+  maximum: 2 ** 31 - 1,
+  description: "The check-in list (GET /events/{event_id}/checkin-lists); absent: the event's default list",
+})
+const Direction = DirectionSchema
+const Reason = ReasonSchema
+
+const UseRequest = Type.Object(
+  {
+    access_gate: Type.Optional(Gate),
+    checkin_list_id: Type.Optional(ListId),
+    direction: Type.Optional(Direction),
+  },
+  { additionalProperties: false },
+)
 
 const BatchRequest = Type.Object(
   {
@@ -55,6 +76,18 @@ const BatchRequest = Type.Object(
                 "The scanned code's version (its `n`); a version below the ticket's current one is a re-issued code: the scan still counts, flagged `revoked_code`; one above it was never issued: the scan still counts, flagged `unknown_code`",
             }),
           ),
+          checkin_list_id: Type.Optional(ListId),
+          direction: Type.Optional(Direction),
+          nonce: Type.Optional(
+            Type.String({
+              minLength: 8,
+              maxLength: 64,
+              pattern: '^[A-Za-z0-9_-]+$',
+              description:
+                'Unique per scan (the scanner sends 128 random bits, base64url): a scan uploaded again under its nonce is answered as the first time and counts nothing twice',
+            }),
+          ),
+          reason: Type.Optional(Reason),
           code: Type.Optional(
             Type.String({
               minLength: 1,
@@ -92,11 +125,21 @@ const BatchResult = Type.Object({
     [
       Type.Literal('USED'),
       Type.Literal('ALREADY_USED'),
+      Type.Literal('REFUSED'),
       Type.Literal('NOT_FOUND'),
       Type.Literal('FORBIDDEN'),
     ],
-    { description: '`FORBIDDEN`: this token may not scan this ticket (and only that)' },
+    {
+      description:
+        "`USED`: accepted (`first_use` tells whether it made the ticket USED); `ALREADY_USED`: refused `already_used`, with the ticket's use; `REFUSED`: refused for `reason`; `FORBIDDEN`: this token may not scan this ticket (and only that)",
+    },
   ),
+  checkin_list_id: Type.Optional(Type.Integer({ description: 'The list the scan was recorded on' })),
+  direction: Type.Optional(Direction),
+  first_use: Type.Optional(
+    Type.Boolean({ description: 'With `USED`: this accepted entry made the ticket USED (its first use)' }),
+  ),
+  reason: Type.Optional(Reason),
   used_timestamp: Type.Optional(LocalTimestamp),
   used_at: Type.Optional(
     Type.String({ format: 'date-time', description: 'The counted use, UTC (ISO 8601 with Z)' }),
@@ -120,6 +163,52 @@ const BatchResult = Type.Object({
   ),
 })
 
+/** A refusal of a single use: 409 with `error` and `reason` both the reason code. */
+function refusal(r: Extract<ScanOutcome, { status: 'REFUSED' }>) {
+  const extra = { reason: r.reason, checkin_list_id: r.checkin_list_id, direction: r.direction }
+  switch (r.reason) {
+    case 'product':
+      return new ConflictError('The ticket type is not on this check-in list', 'product', extra)
+    case 'invalid_time':
+      return new ConflictError('Outside the check-in list’s times', 'invalid_time', extra)
+    case 'wrong_event':
+      return new ConflictError('The ticket is of another event', 'wrong_event', extra)
+    default:
+      return new ConflictError(`Refused: ${r.reason}`, 'conflict', extra)
+  }
+}
+
+/** One answer of use-batch. */
+function batchResult(transferUid: string, r: ScanOutcome) {
+  switch (r.status) {
+    case 'USED': {
+      const { usedAt, firstUse, ...answer } = r
+      return {
+        transfer_uid: transferUid,
+        ...answer,
+        first_use: firstUse,
+        used_at: new Date(usedAt).toISOString(),
+      }
+    }
+    case 'ALREADY_USED': {
+      const { usedAt, ...answer } = r
+      return {
+        transfer_uid: transferUid,
+        ...answer,
+        ...(r.checkin_list_id === undefined ? {} : { reason: 'already_used' as const }),
+        used_at: new Date(usedAt).toISOString(),
+      }
+    }
+    case 'REFUSED':
+      return { transfer_uid: transferUid, ...r }
+    case 'NO_LIST':
+      // The list named is no list of this token's events (or was archived before an online scan).
+      return { transfer_uid: transferUid, status: 'REFUSED' as const, reason: 'error' as const }
+    default:
+      return { transfer_uid: transferUid, status: r.status }
+  }
+}
+
 export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (app, deps) => {
   const tickets = new TicketsService({ ...deps, log: app.log })
   const guard = protect(deps.tokens, { types: ['access', 'offline'] })
@@ -135,9 +224,9 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       },
       schema: {
         tags: ['tickets'],
-        summary: 'Use (scan) a ticket; the first use wins',
+        summary: 'Use (scan) a ticket on a check-in list; the first accepted entry makes it USED',
         description:
-          "Needs `ticket:scan` for the ticket's event. A second use answers 409 with the first `used_timestamp`.",
+          "Needs `ticket:scan` for the ticket's event. Without `checkin_list_id` the scan is an entry on the event's default list, the specification's single use: a second use answers 409 `already_used` with the first `used_timestamp`. On another list the list's rules decide (docs/gate.md): a refusal answers 409 with `error` and `reason` both the reason code, and is recorded. 404 for an unknown ticket or list.",
         security,
         params: Type.Object({ transfer_uid: TransferUid }, { additionalProperties: false }),
         body: UseRequest,
@@ -149,6 +238,9 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
               format: 'date-time',
               description: 'The same instant in UTC (ISO 8601 with Z)',
             }),
+            checkin_list_id: Type.Integer({ description: 'The list the scan was recorded on' }),
+            direction: Direction,
+            first_use: Type.Boolean({ description: 'This entry made the ticket USED (its first use)' }),
           }),
           ...errorResponses(401, 403, 404, 409),
         },
@@ -159,26 +251,40 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
       // A token that may scan nowhere is refused before the ticket is looked up (403 before 404).
       if (!Object.values(claims.permissions ?? {}).some((scopes) => scopes.includes('ticket:scan')))
         throw new ForbiddenError('This token lacks ticket:scan')
-      const r = await tickets.use(claims, ['ticket:scan'], request.params.transfer_uid, {
-        usedAt: deps.clock.now(),
-        gate: request.body.access_gate ?? null,
-      })
+      const { access_gate, checkin_list_id, direction = 'entry' } = request.body
+      const r = await tickets.use(
+        claims,
+        ['ticket:scan'],
+        request.params.transfer_uid,
+        { usedAt: deps.clock.now(), gate: access_gate ?? null },
+        { ...(checkin_list_id === undefined ? {} : { listId: checkin_list_id }), direction },
+      )
       switch (r.status) {
         case 'USED':
           return {
             status: r.status,
             used_timestamp: r.used_timestamp,
             used_at: new Date(r.usedAt).toISOString(),
+            checkin_list_id: r.checkin_list_id,
+            direction: r.direction,
+            first_use: r.firstUse,
           }
         case 'NOT_FOUND':
           throw new NotFoundError('Unknown ticket')
+        case 'NO_LIST':
+          throw new NotFoundError('Unknown check-in list')
         case 'FORBIDDEN':
           throw new ForbiddenError("This token lacks ticket:scan for the ticket's event")
         case 'ALREADY_USED':
           throw new ConflictError('Ticket already used', 'already_used', {
+            reason: 'already_used',
             used_timestamp: r.used_timestamp,
             used_at: new Date(r.usedAt).toISOString(),
+            checkin_list_id: r.checkin_list_id,
+            direction: r.direction,
           })
+        case 'REFUSED':
+          throw refusal(r)
       }
     },
   )
@@ -192,7 +298,7 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
         tags: ['tickets'],
         summary: 'Upload scans a device recorded offline (at most 500), answered per scan in order',
         description:
-          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A person who got in is never lost: a scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] (a device clock far off, an upload days late), or before the scanned code existed (the ticket's creation; the issue of the version a carried `code` shows), is recorded at the time the service receives it and answered with `clock_adjusted: true`. A scan may carry the scanned code's `version` or the `code` itself: one of a re-issued code counts too, answered with `revoked_code: true`; one of a code never issued for the ticket (a version above the current one, a code that does not verify as this ticket's) counts, answered with `unknown_code: true`. FORBIDDEN means only that this token may not scan this ticket.",
+          "Needs `sync:upload` or `ticket:scan` for each ticket's event. The first scan the service processes counts and its `used_at` becomes `used_timestamp`; every later one is ALREADY_USED. A person who got in is never lost: a scan whose `used_at` lies outside [now − OFFLINE_TOKEN_EXPIRE_HOURS, now + 5 min] (a device clock far off, an upload days late), or before the scanned code existed (the ticket's creation; the issue of the version a carried `code` shows), is recorded at the time the service receives it and answered with `clock_adjusted: true`. A scan may carry the scanned code's `version` or the `code` itself: one of a re-issued code counts too, answered with `revoked_code: true`; one of a code never issued for the ticket (a version above the current one, a code that does not verify as this ticket's) counts, answered with `unknown_code: true`. Each scan may name a `checkin_list_id` and `direction` (default: an entry on the event's default list, the specification's single use); the list's rules decide it again (docs/gate.md), a refusal is recorded and answered `REFUSED` with its `reason` (`ALREADY_USED` for `already_used`). A `nonce` makes the upload idempotent: a scan sent again under its nonce is answered as before and counted once. A scan the device refused offline carries its `reason` and is recorded as refused. FORBIDDEN means only that this token may not scan this ticket.",
         security,
         body: BatchRequest,
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses(401, 403) },
@@ -239,17 +345,25 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
           s.code === undefined
             ? undefined
             : ((await verifyScannedCode(deps.edgeKeys, s.code, s.transfer_uid)) ?? ('unknown' as const))
-        const r = await tickets.use(claims, ['sync:upload', 'ticket:scan'], s.transfer_uid, {
-          usedAt: s.usedAt,
-          gate: s.access_gate ?? null,
-          offline: { claimedAt: s.used_at, ...window },
-          ...(s.version === undefined ? {} : { version: s.version }),
-          ...(code === undefined ? {} : { code }),
-        })
-        if (r.status === 'USED' || r.status === 'ALREADY_USED') {
-          const { usedAt, ...answer } = r
-          results.push({ transfer_uid: s.transfer_uid, ...answer, used_at: new Date(usedAt).toISOString() })
-        } else results.push({ transfer_uid: s.transfer_uid, status: r.status })
+        const r = await tickets.use(
+          claims,
+          ['sync:upload', 'ticket:scan'],
+          s.transfer_uid,
+          {
+            usedAt: s.usedAt,
+            gate: s.access_gate ?? null,
+            offline: { claimedAt: s.used_at, ...window },
+            ...(s.version === undefined ? {} : { version: s.version }),
+            ...(code === undefined ? {} : { code }),
+          },
+          {
+            direction: s.direction ?? 'entry',
+            ...(s.checkin_list_id === undefined ? {} : { listId: s.checkin_list_id }),
+            ...(s.nonce === undefined ? {} : { nonce: s.nonce }),
+            ...(s.reason === undefined ? {} : { refusedOffline: s.reason }),
+          },
+        )
+        results.push(batchResult(s.transfer_uid, r))
       }
       return { results }
     },

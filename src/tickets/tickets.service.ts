@@ -1,11 +1,16 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Static } from 'typebox'
+import type { CheckinDirection } from '../../packages/scanner/src/checkin-rules.js'
 import { insertAuditEntry } from '../audit/audit.store.js'
+import { type CheckinListRow, defaultList, findList } from '../checkin/checkin-lists.store.js'
+import { decideAndCount, type RefusalReason } from '../checkin/checkin-scan.service.js'
+import { findEventSummary } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
 import { traced } from '../platform/tracing.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
+import { addCounts, checkinByNonce, type NewCheckin, recordCheckin } from '../transfers/checkins.store.js'
 import { findTransferToUse, flaggedCodeUses, markUsed, useOf } from '../transfers/transfers.store.js'
 import type { UseNotification } from '../webhooks/notification.js'
 import { queueNotification } from '../webhooks/webhooks.store.js'
@@ -33,10 +38,36 @@ export interface ScanFlags {
   unknown_code?: true
 }
 
+/** Where a scan was made: its check-in list and direction (docs/gate.md). */
+export interface ScanPlace {
+  /** The list named; absent: the event's default list. */
+  listId?: number
+  direction: CheckinDirection
+  /** An offline scan's nonce: a scan uploaded again under it counts nothing twice. */
+  nonce?: string
+  /** The device refused the scan offline, for this reason: it is recorded as refused. */
+  refusedOffline?: RefusalReason
+}
+
+/** Where the scan was recorded, said with every answer about one. */
+export interface Placed {
+  checkin_list_id: number
+  direction: CheckinDirection
+}
+
 export type ScanOutcome =
-  | ({ status: 'USED'; used_timestamp: string; usedAt: number } & ScanFlags)
-  | ({ status: 'ALREADY_USED'; used_timestamp: string; usedAt: number } & ScanFlags)
+  | ({
+      status: 'USED'
+      used_timestamp: string
+      usedAt: number
+      /** This accepted entry made the ticket USED (and notified its partner). */
+      firstUse: boolean
+    } & ScanFlags &
+      Placed)
+  | ({ status: 'ALREADY_USED'; used_timestamp: string; usedAt: number } & ScanFlags & Partial<Placed>)
+  | ({ status: 'REFUSED'; reason: Exclude<RefusalReason, 'already_used'> } & Placed)
   | { status: 'NOT_FOUND' }
+  | { status: 'NO_LIST' }
   | { status: 'FORBIDDEN' }
 
 export interface Scan {
@@ -76,14 +107,15 @@ export class TicketsService {
   constructor(private readonly deps: TicketsServiceDeps) {}
 
   /**
-   * The use's time in the event's time zone. An event stored with a zone the runtime's zone database
-   * does not know (`Europe/Berln`, from before seeds were checked) fails every format: the use still
-   * counts (the person got in), its local time given in UTC, and one error line per zone names the
-   * event so that an operator corrects its zone (docs/operations.md, runbook).
+   * The zone an event's local times are given in: its own, or UTC for a zone the runtime's zone
+   * database does not know (`Europe/Berln`, from before seeds were checked), which fails every format.
+   * The use still counts (the person got in), and one error line per zone names the event so that an
+   * operator corrects its zone (docs/operations.md, runbook).
    */
-  private localTimestamp(at: number, timeZone: string, eventId: number): string {
+  private zoneOf(timeZone: string, eventId: number): string {
     try {
-      return this.localTime.format(at, timeZone)
+      this.localTime.format(0, timeZone)
+      return timeZone
     } catch (err) {
       if (!(err instanceof RangeError)) throw err
       if (!this.unknownZones.has(timeZone)) {
@@ -93,7 +125,7 @@ export class TicketsService {
           `event ${eventId} has the time zone "${timeZone}", which the zone database does not know: ticket uses are recorded with their local time in UTC until the event's timezone is corrected`,
         )
       }
-      return this.localTime.format(at, 'UTC')
+      return 'UTC'
     }
   }
 
@@ -108,11 +140,40 @@ export class TicketsService {
     scopes: readonly string[],
     transferUid: string,
     scan: Scan,
+    place: ScanPlace = { direction: 'entry' },
   ): Promise<ScanOutcome> {
     const { db } = this.deps
+    const now = this.deps.clock.now()
+    const may = (eventId: number) => scopes.some((s) => hasScope(claims, eventId, s))
+    const named = place.listId === undefined ? undefined : await findList(db, place.listId)
+    // A list of an event the token cannot scan at is no list to it; an archived one takes only the
+    // uploads of scans made while it was live.
+    if (
+      place.listId !== undefined &&
+      (!named || !may(named.event_id) || (named.archived_at && !scan.offline))
+    )
+      return { status: 'NO_LIST' }
     const t = await findTransferToUse(db, transferUid)
-    if (!t) return { status: 'NOT_FOUND' }
-    if (!scopes.some((s) => hasScope(claims, t.event_id, s))) return { status: 'FORBIDDEN' }
+    if (!t) {
+      if (named) await this.recordAlone(named, transferUid, 'unknown', claims, scan, place, now)
+      return { status: 'NOT_FOUND' }
+    }
+    if (!may(t.event_id)) return { status: 'FORBIDDEN' }
+    if (named && named.event_id !== t.event_id) {
+      await this.recordAlone(named, transferUid, 'wrong_event', claims, scan, place, now)
+      return {
+        status: 'REFUSED',
+        reason: 'wrong_event',
+        checkin_list_id: named.id,
+        direction: place.direction,
+      }
+    }
+    const list = named ?? (await defaultList(db, t.event_id, now))
+    const placed: Placed = { checkin_list_id: list.id, direction: place.direction }
+    if (place.nonce !== undefined) {
+      const replay = await this.replay(place.nonce, t.id)
+      if (replay) return replay
+    }
     // A code that does not verify says nothing of its version: the scan counts as one without a version.
     const checked = typeof scan.code === 'object' ? scan.code : undefined
     const version = scan.code === 'unknown' ? undefined : (checked?.version ?? scan.version)
@@ -132,26 +193,52 @@ export class TicketsService {
         ? { unknown_code: true }
         : {}),
     }
-    if (t.used_timestamp !== null)
-      return { status: 'ALREADY_USED', used_timestamp: t.used_timestamp, usedAt: Number(t.used_at), ...flags }
-
-    const usedTimestamp = this.localTimestamp(usedAt, t.timezone, t.event_id)
-    const now = this.deps.clock.now()
+    const zone = this.zoneOf(t.timezone, t.event_id)
+    const usedTimestamp = this.localTime.format(usedAt, zone)
     const outcome = await db.transaction().execute(async (tx) => {
-      // The ledger also moves the ticket to the end of the sync feed, so scanners learn of the use.
-      const won = await markUsed(
+      // Of two uploads of one nonce at once, the second waits for the first's place on the list.
+      const decision = await decideAndCount(
         tx,
-        { id: t.id, eventId: t.event_id },
         {
-          used_at: usedAt,
-          used_timestamp: usedTimestamp,
-          used_gate: scan.gate,
-          clockAdjusted: adjusted !== undefined,
-          version,
-          unknownCode: scan.code === 'unknown',
+          list,
+          transferId: t.id,
+          ticketType: t.ticket_uid,
+          direction: place.direction,
+          at: usedTimestamp,
+          now: this.localTime.format(now, zone),
+          ...(place.refusedOffline ? { refusedOffline: place.refusedOffline } : {}),
         },
+        { timezone: zone, now },
       )
-      if (!won) return { won, notified: false }
+      if (place.nonce !== undefined && (await checkinByNonce(tx, place.nonce)))
+        return { replayed: true as const }
+      const entry = decision.accepted && place.direction === 'entry'
+      // The first accepted entry of the ticket on any list makes it USED; the ledger also moves the
+      // ticket to the end of the sync feed, so scanners learn of the use.
+      const won = entry
+        ? await markUsed(
+            tx,
+            { id: t.id, eventId: t.event_id },
+            {
+              used_at: usedAt,
+              used_timestamp: usedTimestamp,
+              used_gate: scan.gate,
+              clockAdjusted: adjusted !== undefined,
+              version,
+              unknownCode: scan.code === 'unknown',
+            },
+          )
+        : undefined
+      await recordCheckin(tx, {
+        ...this.scanRow(list, transferUid, claims, scan, place, now),
+        transfer_id: t.id,
+        result: decision.accepted ? 'accepted' : 'refused',
+        reason: decision.accepted ? null : decision.reason,
+        first_use: won ? 1 : null,
+        scanned_at: usedAt,
+        local_at: usedTimestamp,
+      })
+      if (!won) return { decision, won, notified: false }
       // Nothing is backdated: the device's claimed time is kept in the audit log, with the use.
       if (adjusted)
         await insertAuditEntry(tx, now, {
@@ -179,28 +266,119 @@ export class TicketsService {
           used_at: new Date(usedAt).toISOString(),
           event_timezone: t.timezone,
         } satisfies Static<typeof UseNotification>))
-      return { won, notified }
+      return { decision, won, notified }
     })
+    if ('replayed' in outcome) return (await this.replay(place.nonce!, t.id))!
     if (outcome.notified) this.deps.runDueJobs()
-    if (outcome.won) {
+    const { decision, won } = outcome
+    if (decision.accepted) {
       // The code flags as the UPDATE decided them, against the row as it then was.
       const { revoked_code: _revoked, unknown_code: _unknown, ...rest } = flags
       return {
         status: 'USED',
         used_timestamp: usedTimestamp,
         usedAt,
-        ...rest,
-        ...(outcome.won.revokedCode ? { revoked_code: true } : {}),
-        ...(outcome.won.unknownCode ? { unknown_code: true } : {}),
+        firstUse: won !== undefined,
+        ...(won ? rest : flags),
+        ...(won?.revokedCode ? { revoked_code: true } : {}),
+        ...(won?.unknownCode ? { unknown_code: true } : {}),
+        ...placed,
       }
     }
-    const first = await useOf(db, t.id)
+    if (decision.reason !== 'already_used') return { status: 'REFUSED', reason: decision.reason, ...placed }
+    return this.alreadyUsed(t.id, placed, flags)
+  }
+
+  /** The refusal `already_used`, with the ticket's use (the first accepted entry) as today. */
+  private async alreadyUsed(transferId: number, placed: Placed, flags: ScanFlags = {}): Promise<ScanOutcome> {
+    const first = await useOf(this.deps.db, transferId)
+    if (first.used_timestamp === null) return { status: 'REFUSED', reason: 'error', ...placed }
     return {
       status: 'ALREADY_USED',
-      used_timestamp: first.used_timestamp!,
+      used_timestamp: first.used_timestamp,
       usedAt: Number(first.used_at),
       ...flags,
+      ...placed,
     }
+  }
+
+  /** The answer a scan recorded under `nonce` had (an upload sent again), or undefined when none is. */
+  private async replay(nonce: string, transferId: number): Promise<ScanOutcome | undefined> {
+    const r = await checkinByNonce(this.deps.db, nonce)
+    if (!r) return undefined
+    const placed: Placed = { checkin_list_id: r.list_id, direction: r.direction as CheckinDirection }
+    if (r.transfer_id !== transferId) return { status: 'REFUSED', reason: 'error', ...placed }
+    if (r.result === 'accepted')
+      return {
+        status: 'USED',
+        used_timestamp: r.local_at,
+        usedAt: Number(r.scanned_at),
+        firstUse: r.first_use === 1,
+        ...placed,
+      }
+    if (r.reason === 'already_used') return this.alreadyUsed(transferId, placed)
+    return { status: 'REFUSED', reason: r.reason as Exclude<RefusalReason, 'already_used'>, ...placed }
+  }
+
+  /** What every stored scan says of who, where and how. */
+  private scanRow(
+    list: CheckinListRow,
+    transferUid: string,
+    claims: Claims,
+    scan: Scan,
+    place: ScanPlace,
+    now: number,
+  ): Omit<NewCheckin, 'transfer_id' | 'result' | 'reason' | 'first_use' | 'scanned_at' | 'local_at'> {
+    return {
+      event_id: list.event_id,
+      list_id: list.id,
+      transfer_uid: transferUid,
+      direction: place.direction,
+      gate: scan.gate,
+      device_id:
+        claims.device_id === undefined || claims.device_id === null ? null : String(claims.device_id),
+      actor: `${claims.role}:${claims.sub}`,
+      offline: scan.offline ? 1 : null,
+      nonce: place.nonce ?? null,
+      created_at: now,
+    }
+  }
+
+  /**
+   * A refused scan of no ticket of the list's event (`unknown`, `wrong_event`): recorded and counted on
+   * the list named, at the scan's time (an upload sent again under its nonce is recorded once).
+   */
+  private async recordAlone(
+    list: CheckinListRow,
+    transferUid: string,
+    reason: 'unknown' | 'wrong_event',
+    claims: Claims,
+    scan: Scan,
+    place: ScanPlace,
+    now: number,
+  ): Promise<void> {
+    const { db } = this.deps
+    if (place.nonce !== undefined && (await checkinByNonce(db, place.nonce))) return
+    const timezone = this.zoneOf(
+      (await findEventSummary(db, list.event_id))?.timezone ?? 'UTC',
+      list.event_id,
+    )
+    const at =
+      scan.offline && scan.usedAt >= scan.offline.earliest && scan.usedAt <= scan.offline.latest
+        ? scan.usedAt
+        : now
+    await db.transaction().execute(async (tx) => {
+      await recordCheckin(tx, {
+        ...this.scanRow(list, transferUid.slice(0, 64), claims, scan, place, now),
+        transfer_id: null,
+        result: 'refused',
+        reason,
+        first_use: null,
+        scanned_at: at,
+        local_at: this.localTime.format(at, timezone),
+      })
+      await addCounts(tx, list.id, { [`refused:${reason}`]: 1 })
+    })
   }
 }
 

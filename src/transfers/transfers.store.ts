@@ -221,14 +221,16 @@ export async function claimTickets(tx: Db, linkId: number, customerId: number, n
 
 // Gates: a ticket's use.
 
-/** A ticket (transfer) by its uid, with its event's uid and time zone, for a scan. */
+/** A ticket (transfer) by its uid, with its type's uid and its event's uid and time zone, for a scan. */
 export function findTransferToUse(db: Db, transferUid: string) {
   return db
     .selectFrom('transfers as t')
     .innerJoin('events as e', 'e.id', 't.event_id')
+    .innerJoin('ticket_types as tt', 'tt.id', 't.ticket_type_id')
     .select([
       't.id',
       't.event_id',
+      'tt.uid as ticket_uid',
       't.partner_id',
       't.email',
       't.company_ticket_id',

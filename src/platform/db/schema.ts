@@ -478,7 +478,77 @@ export interface WebauthnChallengesTable {
   expires_at: number
 }
 
+/** An event's check-in list (migration 041, docs/gate.md). Booleans 0/1, lists JSON. */
+export interface CheckinListsTable {
+  id: Generated<number>
+  event_id: number
+  /** The event's id on its default list, null on the others. */
+  default_of: number | null
+  name: string
+  /** JSON array of ticket type uids; null: every type. */
+  ticket_type_ids: string | null
+  allow_multiple_entries: number
+  allow_entry_after_exit: number
+  /** JSON `[{"from", "until"}]` of event-local times; null: always. */
+  windows: string | null
+  /** Event-local `HH:MM`; null: never. */
+  exit_all_at: string | null
+  /** The latest `exit_all_at` moment (event-local) whose count-out was applied. */
+  counted_out_until: string | null
+  archived_at: number | null
+  created_at: number
+  updated_at: number
+}
+
+/** A scan on a check-in list, accepted or refused (migration 041). */
+export interface CheckinsTable {
+  id: Generated<number>
+  event_id: number
+  list_id: number
+  /** null: no ticket of that uid */
+  transfer_id: number | null
+  transfer_uid: string
+  /** entry or exit */
+  direction: string
+  /** accepted or refused */
+  result: string
+  reason: string | null
+  /** 1: this accepted entry made the ticket USED */
+  first_use: number | null
+  /** epoch ms (the scan's time as recorded) */
+  scanned_at: number
+  /** event-local time of `scanned_at`, YYYY-MM-DDThh:mm:ss.SSS */
+  local_at: string
+  gate: string | null
+  device_id: string | null
+  /** role:sub of the token that scanned */
+  actor: string
+  /** 1: uploaded from an offline device */
+  offline: number | null
+  nonce: string | null
+  created_at: number
+}
+
+/** Whether a ticket is inside a list's area (migration 041). */
+export interface CheckinPresenceTable {
+  list_id: number
+  transfer_id: number
+  /** event-local YYYY-MM-DDThh:mm:ss of the entry; null: out */
+  inside_since: string | null
+}
+
+/** A list's counters (migration 041): entries, exits, inside, counted_out, refused:<reason>, hour:<YYYY-MM-DDThh>. */
+export interface CheckinCountsTable {
+  list_id: number
+  measure: string
+  n: number
+}
+
 export interface Database {
+  checkin_lists: CheckinListsTable
+  checkins: CheckinsTable
+  checkin_presence: CheckinPresenceTable
+  checkin_counts: CheckinCountsTable
   passkeys: PasskeysTable
   webauthn_challenges: WebauthnChallengesTable
   dashboard_sessions: DashboardSessionsTable

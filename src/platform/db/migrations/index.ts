@@ -25,6 +25,7 @@ import * as m041 from './041-revocation-load.js'
 import * as m042 from './042-audit-cursor.js'
 import * as m043 from './043-job-traceparent.js'
 import * as m044 from './044-account-generations.js'
+import * as m045 from './045-checkin-lists.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -65,6 +66,7 @@ const migrations: [string, MigrationModule][] = [
   ['042-audit-cursor', m042],
   ['043-job-traceparent', m043],
   ['044-account-generations', m044],
+  ['045-checkin-lists', m045],
 ]
 
 export function migrationNames(): string[] {
