@@ -14,6 +14,7 @@ import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
 import { endDashboardSessions, viewerAccounts } from './dashboard/session.service.js'
 import { deviceRoutes } from './devices/devices.routes.js'
+import { checkinRoutes } from './checkin/checkin.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
 import { resolveEdgeKeys } from './edge/edge-keys.js'
 import { TicketCodes } from './edge/ticket-codes.js'
@@ -181,6 +182,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   })
   await app.register(webhookRoutes, shared)
   await app.register(ticketRoutes, shared)
+  await app.register(checkinRoutes, shared)
   await app.register(holderRoutes, shared)
   await app.register(scannerPageRoutes, {
     dir: a.deps.scannerPage ?? path.join(packageRoot(), 'dist', 'scanner-page'),

@@ -21,7 +21,10 @@ export type { RefusalReason }
  */
 
 /** A list's rules as the check-in rule takes them. */
-export function rulesOf(list: CheckinListRow): CheckinRules {
+export function rulesOf(list: CheckinListRow): CheckinRules & {
+  ticket_type_ids: string[] | null
+  windows: { from: string; until: string }[] | null
+} {
   return {
     ticket_type_ids: list.ticket_type_ids === null ? null : (JSON.parse(list.ticket_type_ids) as string[]),
     allow_multiple_entries: list.allow_multiple_entries === 1,

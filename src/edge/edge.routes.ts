@@ -60,6 +60,28 @@ const FeedEntry = Type.Object({
   used_gate: Type.Union([Type.String(), Type.Null()]),
 })
 
+const CheckinListOfFeed = Type.Object({
+  id: Type.Integer(),
+  name: Type.String(),
+  is_default: Type.Boolean(),
+  ticket_type_ids: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  allow_multiple_entries: Type.Boolean(),
+  allow_entry_after_exit: Type.Boolean(),
+  windows: Type.Union([Type.Array(Type.Object({ from: Type.String(), until: Type.String() })), Type.Null()]),
+  exit_all_at: Type.Union([Type.String(), Type.Null()]),
+})
+
+/** With every page of changes (not the pages of a shared first-sync snapshot): what scanners apply offline. */
+const FeedLists = {
+  timezone: Type.Optional(Type.String({ description: "The event's time zone (IANA): list windows are its local time" })),
+  checkin_lists: Type.Optional(
+    Type.Array(CheckinListOfFeed, {
+      description:
+        "The event's live check-in lists as they are now, the default list first (docs/gate.md): sent with every page of changes, so a first sync, which ends with one, brings them too",
+    }),
+  ),
+}
+
 const ColumnsPage = Type.Object(
   {
     format: Type.Literal('columns'),
@@ -87,12 +109,14 @@ const ColumnsPage = Type.Object(
       description: 'Pass as `cursor`: `position.id` inside a first sync, a plain feed position after it',
     }),
     has_more: Type.Boolean(),
+    ...FeedLists,
   },
   { description: 'The compact encoding (`format=columns`)' },
 )
 
 const FeedPage = Type.Object({
   event_id: Type.Integer(),
+  ...FeedLists,
   key_ids: Type.Array(Type.String(), {
     description: 'Key ids of /.well-known/jwks.json; fetch it again when one is unknown',
   }),

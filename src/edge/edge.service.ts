@@ -1,7 +1,8 @@
 import { promisify } from 'node:util'
 import { brotliCompress, constants, gzip } from 'node:zlib'
 import { LRUCache } from 'lru-cache'
-import { eventExists, feedPosition } from '../events/events.store.js'
+import { feedLists } from '../checkin/checkin.service.js'
+import { feedPosition } from '../events/events.store.js'
 import type { Partner } from '../partner/partner-auth.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
@@ -160,19 +161,24 @@ export class EdgeService {
       const rows = await ticketsAfter(db, eventId, after, limit + 1)
       return this.snapshotPage(eventId, key_ids, now, rows, limit)
     }
-    this.forgetIdleSnapshots()
-    if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
+    const now = this.forgetIdleSnapshots()
+    // The event's lists as they are now, with every page of changes (a first sync ends with one).
+    const lists = await feedLists(db, eventId, now)
+    if (!lists) throw new NotFoundError('Event not found')
     const rows = await feedPage(db, eventId, Number(cursor), limit + 1)
     const page = rows.slice(0, limit)
-    return columnsPage(
-      {
-        event_id: eventId,
-        key_ids,
-        cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),
-        has_more: rows.length > limit,
-      },
-      page,
-    )
+    return {
+      ...columnsPage(
+        {
+          event_id: eventId,
+          key_ids,
+          cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),
+          has_more: rows.length > limit,
+        },
+        page,
+      ),
+      ...lists,
+    }
   }
 
   private snapshotPage(eventId: number, key_ids: string[], position: number, rows: FeedRow[], limit: number) {
@@ -295,8 +301,9 @@ export class EdgeService {
   /** The event's tickets changed after `cursor`, at most `limit`, and the cursor of the next page. */
   async feed(eventId: number, cursor: number, limit: number) {
     const { db, keys } = this.deps
-    this.forgetIdleSnapshots()
-    if (!(await eventExists(db, eventId))) throw new NotFoundError('Event not found')
+    const now = this.forgetIdleSnapshots()
+    const lists = await feedLists(db, eventId, now)
+    if (!lists) throw new NotFoundError('Event not found')
     const rows = await feedPage(db, eventId, cursor, limit + 1)
     const page = rows.slice(0, limit)
     return {
@@ -319,6 +326,7 @@ export class EdgeService {
       })),
       cursor: String(page.length ? Number(page[page.length - 1]!.feed_seq) : cursor),
       has_more: rows.length > limit,
+      ...lists,
     }
   }
 

@@ -1,3 +1,4 @@
+import type { FeedCheckinList } from '../checkin/checkin.service.js'
 import type { FeedRow } from '../transfers/transfers.store.js'
 
 /**
@@ -30,6 +31,9 @@ export interface ColumnsPage {
   used: [number, number, number][]
   cursor: string
   has_more: boolean
+  /** With a page of changes: the event's time zone and live check-in lists. */
+  timezone?: string
+  checkin_lists?: FeedCheckinList[]
 }
 
 export const ID_CHARS = 16
