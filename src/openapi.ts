@@ -7,6 +7,7 @@ import { ADMIN_OPENAPI } from './admin/admin.openapi.js'
 import { API_KEYS_OPENAPI } from './api-keys/api-keys.openapi.js'
 import { AUDIT_OPENAPI } from './audit/audit.openapi.js'
 import { AUTH_OPENAPI } from './auth/auth.openapi.js'
+import { CHECKIN_OPENAPI } from './checkin/checkin.openapi.js'
 import { CONSUMERS_OPENAPI } from './consumers/consumers.openapi.js'
 import { DASHBOARD_OPENAPI } from './dashboard/dashboard.openapi.js'
 import { DEVICES_OPENAPI } from './devices/devices.openapi.js'
@@ -54,6 +55,7 @@ export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
   IDP_OPENAPI,
   DEVICES_OPENAPI,
   TICKETS_OPENAPI,
+  CHECKIN_OPENAPI,
   HOLDER_OPENAPI,
   PARTNER_OPENAPI,
   WEBHOOKS_OPENAPI,

@@ -1,15 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Clock } from '../platform/clock.js'
-import type { JobRunner } from '../platform/jobs/jobs.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
+import type { JobRunner } from '../platform/jobs/jobs.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { COUNT_OUT_JOB, countOutJob } from './checkin-scan.service.js'
 import { DirectionSchema, ReasonSchema } from './checkin.schemas.js'
 import { CheckinService, type CheckinServiceDeps } from './checkin.service.js'
+import { COUNT_OUT_JOB, countOutJob } from './checkin-scan.service.js'
 
 export interface CheckinRoutesDeps extends CheckinServiceDeps {
   tokens: TokenService
@@ -34,15 +34,20 @@ const HourMinute = Type.String({
 })
 
 const Rules = {
-  ticket_type_ids: Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 200 }), Type.Null()], {
-    description: 'The ticket types (their `ticket_uid`) the list admits; absent or null: every type',
+  ticket_type_ids: Type.Union(
+    [Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 200 }), Type.Null()],
+    {
+      description: 'The ticket types (their `ticket_uid`) the list admits; absent or null: every type',
+    },
+  ),
+  allow_multiple_entries: Type.Boolean({
+    description: 'A ticket may enter any number of times (default false)',
   }),
-  allow_multiple_entries: Type.Boolean({ description: 'A ticket may enter any number of times (default false)' }),
   allow_entry_after_exit: Type.Boolean({
     description: 'A ticket may enter again after an exit, or after being counted out (default true)',
   }),
   windows: Type.Union([Type.Array(Window, { maxItems: 100 }), Type.Null()], {
-    description: "The doors: entries are accepted inside one of them; absent, null or empty: always",
+    description: 'The doors: entries are accepted inside one of them; absent, null or empty: always',
   }),
   exit_all_at: Type.Union([HourMinute, Type.Null()]),
 }
@@ -155,13 +160,16 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
         security,
         params: EventParams,
         querystring: Type.Object(
-          { archived: Type.Optional(Type.Boolean({ description: 'Include archived lists', default: false })) },
+          {
+            archived: Type.Optional(Type.Boolean({ description: 'Include archived lists', default: false })),
+          },
           { additionalProperties: false },
         ),
         response: { 200: Type.Array(CheckinList), ...errorResponses(401, 403, 404) },
       },
     },
-    async (request) => checkin.lists(claimsOf(request), request.params.event_id, request.query.archived ?? false),
+    async (request) =>
+      checkin.lists(claimsOf(request), request.params.event_id, request.query.archived ?? false),
   )
 
   app.patch(

@@ -6,6 +6,7 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '
 import { isRealLocalDateTime, LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope, reachesEvent } from '../tokens/claims.js'
 import { type CheckinFilter, checkinPage, countsOf } from '../transfers/checkins.store.js'
+import type { RefusalReason } from './checkin.schemas.js'
 import {
   archiveList,
   type CheckinListRow,
@@ -17,7 +18,6 @@ import {
   updateList,
 } from './checkin-lists.store.js'
 import { applyCountOuts, rulesOf } from './checkin-scan.service.js'
-import type { RefusalReason } from './checkin.schemas.js'
 
 /*
  * An event's check-in lists, their live counts and the scan log, for the organiser (docs/gate.md).
@@ -76,7 +76,12 @@ export async function feedLists(
   const lists = await listsOf(db, eventId)
   return {
     timezone: event.timezone,
-    checkin_lists: lists.map((l) => ({ id: l.id, name: l.name, is_default: l.default_of !== null, ...rulesOf(l) })),
+    checkin_lists: lists.map((l) => ({
+      id: l.id,
+      name: l.name,
+      is_default: l.default_of !== null,
+      ...rulesOf(l),
+    })),
   }
 }
 
@@ -89,7 +94,8 @@ export class CheckinService {
 
   /** The event (its time zone), after checking the claims may work with its lists; 404 for none. */
   private async event(claims: Claims, eventId: number) {
-    if (!mayManageLists(claims, eventId)) throw new ForbiddenError("This token may not manage the event's check-in lists")
+    if (!mayManageLists(claims, eventId))
+      throw new ForbiddenError("This token may not manage the event's check-in lists")
     const event = await findEventSummary(this.deps.db, eventId)
     if (!event) throw new NotFoundError('Event not found')
     return event
@@ -130,7 +136,8 @@ export class CheckinService {
   async change(claims: Claims, eventId: number, listId: number, input: Partial<ListInput>) {
     await this.event(claims, eventId)
     const l = await this.list(eventId, listId)
-    if (l.default_of !== null) throw new ConflictError('The default list keeps the specification’s single use: it cannot be changed')
+    if (l.default_of !== null)
+      throw new ConflictError('The default list keeps the specification’s single use: it cannot be changed')
     const change = await this.checked(eventId, input)
     if (!(await updateList(this.deps.db, listId, change, this.deps.clock.now())))
       throw new NotFoundError('Unknown check-in list')
@@ -182,7 +189,13 @@ export class CheckinService {
   }
 
   /** A page of the event's scans, newest first; `cursor` is the last page's `next_cursor`. */
-  async log(claims: Claims, eventId: number, filter: CheckinFilter, cursor: number | undefined, limit: number) {
+  async log(
+    claims: Claims,
+    eventId: number,
+    filter: CheckinFilter,
+    cursor: number | undefined,
+    limit: number,
+  ) {
     await this.event(claims, eventId)
     const rows = await checkinPage(this.deps.db, eventId, filter, cursor, limit + 1)
     const page = rows.slice(0, limit)

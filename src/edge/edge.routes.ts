@@ -73,7 +73,9 @@ const CheckinListOfFeed = Type.Object({
 
 /** With every page of changes (not the pages of a shared first-sync snapshot): what scanners apply offline. */
 const FeedLists = {
-  timezone: Type.Optional(Type.String({ description: "The event's time zone (IANA): list windows are its local time" })),
+  timezone: Type.Optional(
+    Type.String({ description: "The event's time zone (IANA): list windows are its local time" }),
+  ),
   checkin_lists: Type.Optional(
     Type.Array(CheckinListOfFeed, {
       description:

@@ -129,6 +129,18 @@ forEachBackend(
       ops = await protectedOperations(t)
     })
 
+    /** A new check-in list of the event, made by the superadmin. */
+    async function freshList(event: Event): Promise<number> {
+      const res = await t.request({
+        method: 'POST',
+        url: `/events/${event}/checkin-lists`,
+        token: credential.superadmin!,
+        payload: { name: 'matrix fixture' },
+      })
+      assert.equal(res.statusCode, 201, res.body)
+      return res.json().id
+    }
+
     /** The credential of a role: a fresh sign-in (or the event-1 API key). */
     async function signIn(role: MatrixRole): Promise<string | undefined> {
       return (await pairOf(role))?.access_token ?? (role === 'event_client' ? keys.write : undefined)
@@ -305,6 +317,22 @@ forEachBackend(
         url: `/tokens/api-key/${await freshKeyId(event)}`,
       }),
       'GET /tokens/api-keys': (_r, event) => ({ url: `/tokens/api-keys?event_id=${event}` }),
+      'POST /events/{event_id}/checkin-lists': (_r, event) => ({
+        url: `/events/${event}/checkin-lists`,
+        payload: { name: 'matrix' },
+      }),
+      'GET /events/{event_id}/checkin-lists': (_r, event) => ({ url: `/events/${event}/checkin-lists` }),
+      'PATCH /events/{event_id}/checkin-lists/{list_id}': async (_r, event) => ({
+        url: `/events/${event}/checkin-lists/${await freshList(event)}`,
+        payload: { name: 'matrix 2' },
+      }),
+      'DELETE /events/{event_id}/checkin-lists/{list_id}': async (_r, event) => ({
+        url: `/events/${event}/checkin-lists/${await freshList(event)}`,
+      }),
+      'GET /events/{event_id}/checkin-lists/{list_id}/status': async (_r, event) => ({
+        url: `/events/${event}/checkin-lists/${await freshList(event)}/status`,
+      }),
+      'GET /events/{event_id}/checkins': (_r, event) => ({ url: `/events/${event}/checkins?limit=1` }),
       'GET /tokens/check': (_r, event) => ({ url: `/tokens/check?event=${event}` }),
       'POST /tokens/offline': (_r, event) => ({ payload: { event_id: event } }),
       'POST /devices/{device_id}/token': (_r, event) => ({

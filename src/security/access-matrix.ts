@@ -55,6 +55,8 @@ function row(route: string, cells: string[], note?: string): AccessRow {
 const ADMIN_ONLY = ['200', '200', '403', '403', '403', '401', '401', '401']
 const CONSUMER_ONLY = ['403', '403', '403', '403', '200', '401', '401', '401']
 const EVENT_ADMIN = ['200|403', '200|200', '403|403', '403|403', '403|403', '401|401', '401|401', '401|401']
+/** The check-in lists of an event: its administrators, network managers and operators. */
+const CHECKIN_STAFF = ['200|403', '200|200', '200|403', '200|403', '403|403', '401|401', '401|401', '401|401']
 const PARTNER = ['401', '401', '401', '401', '401', '401']
 /** The routes that create lasting credentials or accounts (src/security/mfa-credentials.test.ts). */
 const FRESH_MFA = "while the administrator's MFA is on, 403 mfa_required without a fresh verification"
@@ -90,7 +92,18 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('GET /events/{event_id}/stats',               ['200|403', '200|200',  '200|403',  '403|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     'Needs reports:read at the event; access tokens only. The dashboard pages use a session cookie instead'),
   row('GET /events/{event_id}/scan-sync',           ['403|403', '403|403',  '403|403',  '200|403',  '403|403',  '200|403',  '401|401',  '401|401'],
+<<<<<<< HEAD
     'Needs ticket:scan or sync:download at the event; access and offline tokens; a device without a device key: 403 device_key_required'),
+=======
+    'Needs ticket:scan or sync:download at the event; access and offline tokens'),
+  row('POST /events/{event_id}/checkin-lists',      ['201|403', '201|201',  '201|403',  '201|403',  '403|403',  '401|401',  '401|401',  '401|401'],
+    "The event's administrators and network managers (events:manage) and its operators; access tokens only"),
+  row('GET /events/{event_id}/checkin-lists', CHECKIN_STAFF),
+  row('PATCH /events/{event_id}/checkin-lists/{list_id}', CHECKIN_STAFF),
+  row('DELETE /events/{event_id}/checkin-lists/{list_id}', CHECKIN_STAFF, 'Archives the list'),
+  row('GET /events/{event_id}/checkin-lists/{list_id}/status', CHECKIN_STAFF),
+  row('GET /events/{event_id}/checkins', CHECKIN_STAFF),
+>>>>>>> 19a136d (Check-in lists: the case table offline through the Node scanner (the same answers as online, the counts after each upload, a resent upload counting nothing twice), OpenAPI texts and examples, the access matrix rows, docs/gate.md, README and CHANGELOG)
   row('POST /tokens/api-key', EVENT_ADMIN, `The key never expires: ${FRESH_MFA}`),
   row('DELETE /tokens/api-key/{key_id}', EVENT_ADMIN),
   row('GET /tokens/api-keys', EVENT_ADMIN),

@@ -13,15 +13,46 @@ export const TICKETS_OPENAPI: FeatureOpenApi = {
       operationId: 'useTicket',
       returns: 'The ticket is used (the first use)',
       bodyOptional: true,
-      request: { access_gate: 'North' },
-      response: { status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
+      request: { access_gate: 'North', checkin_list_id: 12, direction: 'entry' },
+      response: {
+        status: 'USED',
+        used_timestamp: USED_LOCAL,
+        used_at: USED_UTC,
+        checkin_list_id: 12,
+        direction: 'entry',
+        first_use: true,
+      },
       errors: {
         409: [
           {
             code: 'already_used',
-            when: 'the ticket was used before; `used_timestamp` tells when',
+            when: 'no entry allowed now: the ticket entered already (on the default list: it was used); `used_timestamp` tells when it was first used',
             detail: 'Ticket already used',
-            extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
+            extra: {
+              reason: 'already_used',
+              used_timestamp: USED_LOCAL,
+              used_at: USED_UTC,
+              checkin_list_id: 12,
+              direction: 'entry',
+            },
+          },
+          {
+            code: 'product',
+            when: "the ticket's type is not on the list",
+            detail: 'The ticket type is not on this check-in list',
+            extra: { reason: 'product', checkin_list_id: 12, direction: 'entry' },
+          },
+          {
+            code: 'invalid_time',
+            when: "outside the list's windows",
+            detail: 'Outside the check-in list’s times',
+            extra: { reason: 'invalid_time', checkin_list_id: 12, direction: 'entry' },
+          },
+          {
+            code: 'wrong_event',
+            when: 'the ticket is of another event than the list',
+            detail: 'The ticket is of another event',
+            extra: { reason: 'wrong_event', checkin_list_id: 12, direction: 'entry' },
           },
         ],
       },
@@ -30,9 +61,37 @@ export const TICKETS_OPENAPI: FeatureOpenApi = {
       operationId: 'useTicketBatch',
       errors: DEVICE_KEY_REQUIRED,
       returns: 'One result per scan, in order',
+      request: {
+        scans: [
+          {
+            transfer_uid: TRANSFER_UID,
+            used_at: '2026-07-18T20:15:30.123Z',
+            access_gate: 'North',
+            version: 1,
+            checkin_list_id: 12,
+            direction: 'entry',
+            nonce: 'q1Xv3b8Jc0LrT5nW2yZk7A',
+          },
+        ],
+      },
       response: {
         results: [
-          { transfer_uid: TRANSFER_UID, status: 'USED', used_timestamp: USED_LOCAL, used_at: USED_UTC },
+          {
+            transfer_uid: TRANSFER_UID,
+            status: 'USED',
+            used_timestamp: USED_LOCAL,
+            used_at: USED_UTC,
+            checkin_list_id: 12,
+            direction: 'entry',
+            first_use: true,
+          },
+          {
+            transfer_uid: '7c2e4a6b8d0f1e3a5c7e9b1d3f5a7c9e',
+            status: 'REFUSED',
+            reason: 'product',
+            checkin_list_id: 12,
+            direction: 'entry',
+          },
           {
             transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
             status: 'ALREADY_USED',

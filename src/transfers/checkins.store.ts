@@ -9,7 +9,6 @@ import type { CheckinsTable } from '../platform/db/schema.js'
  */
 
 export type NewCheckin = Omit<CheckinsTable, 'id'>
-export type CheckinRow = Omit<CheckinsTable, 'id'> & { id: number }
 
 /**
  * Takes the ticket's place on the list for the scan's transaction and answers since when it is inside
