@@ -3,7 +3,7 @@ import { findTicketTypes } from '../partner/partner.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ConflictError, ForbiddenError, NotFoundError, ValidationFailed } from '../platform/errors.js'
-import { isRealLocalDateTime, LocalTimeFormatter } from '../platform/formats.js'
+import { isRealLocalDateTime, isTimeZone, LocalTimeFormatter } from '../platform/formats.js'
 import { type Claims, hasScope, reachesEvent } from '../tokens/claims.js'
 import { type CheckinFilter, checkinPage, countsOf } from '../transfers/checkins.store.js'
 import type { RefusalReason } from './checkin.schemas.js'
@@ -75,7 +75,9 @@ export async function feedLists(
   await defaultList(db, eventId, now)
   const lists = await listsOf(db, eventId)
   return {
-    timezone: event.timezone,
+    // A zone the runtime does not know (stored before seeds were checked) would fail every scan: UTC,
+    // as the service records that event's uses.
+    timezone: isTimeZone(event.timezone) ? event.timezone : 'UTC',
     checkin_lists: lists.map((l) => ({
       id: l.id,
       name: l.name,
@@ -163,7 +165,7 @@ export class CheckinService {
     const now = clock.now()
     let l = await this.list(eventId, listId, true)
     if (l.exit_all_at !== null) {
-      const local = this.localTime.format(now, event.timezone)
+      const local = this.localTime.format(now, isTimeZone(event.timezone) ? event.timezone : 'UTC')
       await db.transaction().execute((tx) => applyCountOuts(tx, l, local))
       l = await this.list(eventId, listId, true)
     }
