@@ -292,6 +292,10 @@ export const ticketRoutes: FastifyPluginAsyncTypebox<TicketRoutesDeps> = async (
   app.post(
     '/tickets/use-batch',
     {
+      // 500 scans of the largest size (a code, a gate of 100 characters, a list, a nonce): the
+      // service-wide BODY_LIMIT_BYTES is for single requests (a scanner's batch of 500 with nonces and
+      // lists is about 110 KB).
+      bodyLimit: MAX_BATCH * 3 * 1024,
       config: perMinute(TICKET_USE_RATE_LIMIT),
       ...guard,
       schema: {

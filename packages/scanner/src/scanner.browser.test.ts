@@ -198,9 +198,11 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         assert.equal((await scan(codeB)).status, 'VALID')
         await page.evaluate(() => (globalThis as unknown as PageGlobals).save())
 
-        // The network is back; the page reloads (a restart) and finds its queue in localStorage.
+        // The network is back; the page reloads (a restart) and finds its queue in localStorage: the two
+        // accepted scans, and the refused repeat and revoked code (the service has check-in lists, so
+        // refusals go up to its scan log too).
         await browser!.context.setOffline(false)
-        assert.equal(await open(`${PAGE_ORIGIN}/`, 'esm'), 2)
+        assert.equal(await open(`${PAGE_ORIGIN}/`, 'esm'), 4)
         const report = await sync()
         assert.equal(report.error, undefined)
         assert.deepEqual(report.used.sort(), [a!.transfer_uid, b!.transfer_uid].sort())
@@ -244,9 +246,10 @@ if (process.env.SKIP_BROWSER_TESTS === '1') {
         assert.deepEqual([again.status, again.source, again.gate], ['ALREADY_USED', 'device', 'Browser'])
         assert.equal((await scan(codeB)).status, 'VALID')
 
-        // Loaded again, the state is IndexedDB's alone; then the network returns and both are uploaded.
+        // Loaded again, the state is IndexedDB's alone (both accepted scans and the refused repeat queued);
+        // then the network returns and they are uploaded.
         await browser!.context.setOffline(false)
-        assert.equal(await open(`${PAGE_ORIGIN}/idb.html`, 'idb'), 2)
+        assert.equal(await open(`${PAGE_ORIGIN}/idb.html`, 'idb'), 3)
         assert.equal((await scan(codeB)).status, 'ALREADY_USED')
         const report = await sync()
         assert.equal(report.error, undefined)

@@ -46,7 +46,15 @@ forEachBackend(httpBackends, '@wristband/scanner', (ctx) => {
     await s.sync()
     const late = await newTransfer(t, keys.write, ticketUid)
     const r = await s.scan(await codeOf(late.company_ticket_id))
-    assert.deepEqual(r, { status: 'VALID', transfer_uid: late.transfer_uid, ticket_uid: ticketUid })
+    // The service has check-in lists: the scan was on the event's default list, as an entry.
+    const defaultList = s.checkinLists.find((l) => l.is_default)!.id
+    assert.deepEqual(r, {
+      status: 'VALID',
+      transfer_uid: late.transfer_uid,
+      ticket_uid: ticketUid,
+      checkin_list_id: defaultList,
+      direction: 'entry',
+    })
     const otherType = await newTicketType(t, keys.other, 'winter-fest-2026')
     const other = await newTransfer(t, keys.other, otherType, {}, 'winter-fest-2026')
     const wrong = await s.scan(await codeOf(other.company_ticket_id, keys.other))
