@@ -64,13 +64,45 @@ async function scanBench() {
       g: null,
     }
   for (let i = 0; i < SCANS / 4; i++) late.push(await sign(randomBytes(16).toString('hex')))
-  const make = (digest?: typeof nodeDigest) =>
+  // With check-in lists (docs/gate.md): the event's default list and a camping with re-entry, doors and
+  // a nightly count-out, as a festival has them; each code is scanned as an entry there, then an exit,
+  // then an entry again (three decisions of the rule per ticket, each reading its earlier scans).
+  const lists: ScannerState['checkin_lists'] = [
+    {
+      id: 1,
+      name: 'Default',
+      is_default: true,
+      ticket_type_ids: null,
+      allow_multiple_entries: false,
+      allow_entry_after_exit: false,
+      windows: null,
+      exit_all_at: null,
+    },
+    {
+      id: 2,
+      name: 'Camping',
+      is_default: false,
+      ticket_type_ids: ['b'.repeat(32)],
+      allow_multiple_entries: false,
+      allow_entry_after_exit: true,
+      windows: [{ from: '2020-01-01T00:00:00', until: '2099-12-31T23:59:59' }],
+      exit_all_at: '04:00',
+    },
+  ]
+  const make = (digest?: typeof nodeDigest, withLists = false) =>
     new Scanner({
       ...(digest ? { digest } : {}),
       baseUrl: 'http://offline.invalid',
       eventId: 1,
       token: 'unused',
-      state: { event_id: 1, cursor: '0', keys: [jwk], tickets: structuredClone(tickets), queue: [] },
+      state: {
+        event_id: 1,
+        cursor: '0',
+        keys: [jwk],
+        tickets: structuredClone(tickets),
+        queue: [],
+        ...(withLists ? { timezone: 'Europe/Berlin', checkin_lists: lists } : {}),
+      },
     })
   const measure = async (codes: string[], digest?: typeof nodeDigest) => {
     const scanner = make(digest)
@@ -81,9 +113,20 @@ async function scanBench() {
     }
     return rate(codes.length, performance.now() - start)
   }
+  const measureLists = async (codes: string[]) => {
+    const scanner = make(nodeDigest, true)
+    const start = performance.now()
+    for (const direction of ['entry', 'exit', 'entry'] as const)
+      for (const code of codes) {
+        const r = await scanner.scan(code, { listId: 2, direction })
+        if (r.status !== 'VALID') throw new Error(`bench code answered ${r.status} (${direction})`)
+      }
+    return rate(codes.length * 3, performance.now() - start)
+  }
   await measure(synced.slice(0, 2000)) // warm-up
   return {
     syncedPerSecond: await measure(synced, nodeDigest),
+    syncedWithListsPerSecond: await measureLists(synced),
     syncedWebCryptoPerSecond: await measure(synced),
     unsyncedPerSecond: await measure(late, nodeDigest),
   }
@@ -334,6 +377,11 @@ async function feedBench() {
 }
 
 const scan = await scanBench()
+// OFFLINE_BENCH_PARTS=scan: the scanner's figures alone (no feed, no files written).
+if (process.env.OFFLINE_BENCH_PARTS === 'scan') {
+  console.log(JSON.stringify({ date: new Date().toISOString(), node: process.version, scan }, null, 2))
+  process.exit(0)
+}
 const feed = await feedBench()
 const result = {
   date: new Date().toISOString(),
@@ -351,6 +399,7 @@ ${result.date}, Node ${result.node}, one core (taskset), ${TICKETS.toLocaleStrin
 | what | figure |
 |---|---|
 | \`scan()\` of a synced code (digest match), \`@wristband/scanner/node\` | ${scan.syncedPerSecond.toLocaleString('en')} per second |
+| \`scan()\` of a synced code on a check-in list with re-entry, windows and \`exit_all_at\` (entry, exit, entry again), \`@wristband/scanner/node\` | ${scan.syncedWithListsPerSecond.toLocaleString('en')} per second |
 | the same with the WebCrypto digest (browsers) | ${scan.syncedWebCryptoPerSecond.toLocaleString('en')} per second |
 | \`scan()\` of a code issued after the last sync (Ed25519 check) | ${scan.unsyncedPerSecond.toLocaleString('en')} per second |
 | full sync, ${feed.backend} | ${feed.fullSyncMs} ms, ${feed.fullSyncPages} pages, ${(feed.fullSyncBytes / 1e6).toFixed(1)} MB |

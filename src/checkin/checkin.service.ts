@@ -87,11 +87,54 @@ export async function feedLists(
   }
 }
 
+const localTime = new LocalTimeFormatter()
+
+/**
+ * A list's live counts: inside, entries, exits, counted out, refusals by reason and entries per
+ * event-local hour. The counters are kept with the scans; a count-out by `exit_all_at` the job queue has
+ * not applied yet is applied first, so the answer is right at the service's time.
+ */
+export async function listStatus(deps: CheckinServiceDeps, list: CheckinListRow, timezone: string) {
+  const { db, clock } = deps
+  const now = clock.now()
+  if (list.exit_all_at !== null) {
+    const local = localTime.format(now, isTimeZone(timezone) ? timezone : 'UTC')
+    await db.transaction().execute((tx) => applyCountOuts(tx, list, local))
+  }
+  const counts = await countsOf(db, list.id)
+  const refused: Partial<Record<RefusalReason, number>> = {}
+  const hours: { hour: string; entries: number }[] = []
+  for (const [measure, n] of counts) {
+    if (measure.startsWith('refused:') && n > 0) refused[measure.slice(8) as RefusalReason] = n
+    if (measure.startsWith('hour:') && n > 0) hours.push({ hour: measure.slice(5), entries: n })
+  }
+  hours.sort((a, b) => (a.hour < b.hour ? -1 : 1))
+  return {
+    checkin_list_id: list.id,
+    name: list.name,
+    inside: counts.get('inside') ?? 0,
+    entries: counts.get('entries') ?? 0,
+    exits: counts.get('exits') ?? 0,
+    counted_out: counts.get('counted_out') ?? 0,
+    refused,
+    entries_per_hour: hours,
+    at: new Date(now).toISOString(),
+  }
+}
+
+/** Every live list of an event with its status, the default list first: the dashboard's gate page. */
+export async function gateOverview(deps: CheckinServiceDeps, eventId: number, timezone: string) {
+  await defaultList(deps.db, eventId, deps.clock.now())
+  const lists = await listsOf(deps.db, eventId)
+  const out = []
+  for (const l of lists)
+    out.push({ ...(await listStatus(deps, l, timezone)), is_default: l.default_of !== null })
+  return out
+}
+
 const WINDOW_LOCAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?$/
 
 export class CheckinService {
-  private readonly localTime = new LocalTimeFormatter()
-
   constructor(private readonly deps: CheckinServiceDeps) {}
 
   /** The event (its time zone), after checking the claims may work with its lists; 404 for none. */
@@ -161,33 +204,7 @@ export class CheckinService {
    */
   async status(claims: Claims, eventId: number, listId: number) {
     const event = await this.event(claims, eventId)
-    const { db, clock } = this.deps
-    const now = clock.now()
-    let l = await this.list(eventId, listId, true)
-    if (l.exit_all_at !== null) {
-      const local = this.localTime.format(now, isTimeZone(event.timezone) ? event.timezone : 'UTC')
-      await db.transaction().execute((tx) => applyCountOuts(tx, l, local))
-      l = await this.list(eventId, listId, true)
-    }
-    const counts = await countsOf(db, listId)
-    const refused: Partial<Record<RefusalReason, number>> = {}
-    const hours: { hour: string; entries: number }[] = []
-    for (const [measure, n] of counts) {
-      if (measure.startsWith('refused:') && n > 0) refused[measure.slice(8) as RefusalReason] = n
-      if (measure.startsWith('hour:') && n > 0) hours.push({ hour: measure.slice(5), entries: n })
-    }
-    hours.sort((a, b) => (a.hour < b.hour ? -1 : 1))
-    return {
-      checkin_list_id: l.id,
-      name: l.name,
-      inside: counts.get('inside') ?? 0,
-      entries: counts.get('entries') ?? 0,
-      exits: counts.get('exits') ?? 0,
-      counted_out: counts.get('counted_out') ?? 0,
-      refused,
-      entries_per_hour: hours,
-      at: new Date(now).toISOString(),
-    }
+    return listStatus(this.deps, await this.list(eventId, listId, true), event.timezone)
   }
 
   /** A page of the event's scans, newest first; `cursor` is the last page's `next_cursor`. */

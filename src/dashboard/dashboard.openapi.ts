@@ -161,6 +161,10 @@ export const DASHBOARD_OPENAPI: FeatureOpenApi = {
       operationId: 'getDashboardEventPage',
       returns: "The event's page",
     },
+    'GET /dashboard/events/{event_id}/gate': {
+      operationId: 'getDashboardGatePage',
+      returns: "The page of the event's gate: inside now per check-in list, entries per hour",
+    },
     'GET /dashboard/events/{event_id}/webhooks': {
       operationId: 'getDashboardWebhookDeliveriesPage',
       returns: "The page of the event's webhook deliveries",

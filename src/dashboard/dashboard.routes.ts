@@ -25,6 +25,7 @@ import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { dashboardUsersRoutes } from './dashboard-users.routes.js'
 import { deliveriesPageRoutes } from './deliveries.routes.js'
 import { devicesPageRoutes } from './devices.routes.js'
+import { gatePageRoutes } from './gate.routes.js'
 import { passkeyPageRoutes } from './passkeys.routes.js'
 import {
   csrfMatches,
@@ -567,6 +568,8 @@ const pageRoutes: FastifyPluginAsyncTypebox<DashboardDeps> = async (app, deps) =
     sessionOf,
     pageSchema,
   })
+  // The gate page (gate.routes.ts): inside counts per check-in list.
+  await app.register(gatePageRoutes, { ...deps, loadSession: loadSession(deps, true), sessionOf, pageSchema })
 }
 
 /** The fields a schema refused, as a form names them (`response`, `csrf_token`), for the 400 page. */

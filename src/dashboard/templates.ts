@@ -352,6 +352,7 @@ export function eventPage(
       </div>
       <p class="last-error" data-webhook-error></p>
       <p><a href="/dashboard/events/${event.id}/webhooks">Every delivery, its attempts, and Resend</a></p>
+      <p><a href="/dashboard/events/${event.id}/gate">The gate: who is inside, per check-in list</a></p>
     </section>
     ${
       session.viewer.kind === 'admin'

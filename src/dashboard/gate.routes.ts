@@ -1,0 +1,143 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import { gateOverview } from '../checkin/checkin.service.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { ForbiddenError } from '../platform/errors.js'
+import { perMinute } from '../platform/rate-limit.js'
+import type { Session } from './session.service.js'
+import { EventIdParams } from './stats.schemas.js'
+import { findEvent } from './stats.service.js'
+import { type EventSummary, html, layout } from './templates.js'
+import { canSeeEvent, type Viewer } from './viewers.js'
+
+/** What the page borrows from the dashboard's page context (dashboard.routes.ts). */
+export interface GatePageDeps {
+  db: Db
+  clock: Clock
+  loadSession: preParsingAsyncHookHandler
+  sessionOf: (request: FastifyRequest) => Session
+  pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
+}
+
+type Overview = Awaited<ReturnType<typeof gateOverview>>
+
+/** Seconds between the page's reloads: the counts are live. */
+const REFRESH_SECONDS = 10
+const REASONS: Record<string, string> = {
+  already_used: 'already in / used',
+  product: 'wrong ticket type',
+  invalid_time: 'outside the doors',
+  revoked: 'revoked code',
+  unknown: 'unknown ticket',
+  wrong_event: 'other event',
+  error: 'error',
+}
+
+/** Entries per event-local hour as bars (SVG: no script, no inline style, within the page policy). */
+function hoursChart(hours: Overview[number]['entries_per_hour']) {
+  if (hours.length === 0) return html`<p class="meta">No entries yet.</p>`
+  const shown = hours.slice(-48)
+  const max = Math.max(...shown.map((h) => h.entries))
+  const w = 14
+  const height = 80
+  const bars = shown.map((h, i) => {
+    const bar = Math.max(1, Math.round((h.entries / max) * height))
+    return html`<rect x="${i * w}" y="${height - bar}" width="${w - 3}" height="${bar}" fill="#2f6fdf"><title>${h.hour.replace('T', ' ')}:00 · ${h.entries} entries</title></rect>`
+  })
+  return html`<figure class="hours"><svg role="img" aria-label="Entries per hour" width="${shown.length * w}" height="${height + 14}" viewBox="0 0 ${shown.length * w} ${height + 14}">${bars}<text x="0" y="${height + 12}" font-size="10" fill="#667">${shown[0]!.hour.replace('T', ' ')}h</text><text x="${shown.length * w}" y="${height + 12}" font-size="10" fill="#667" text-anchor="end">${shown.at(-1)!.hour.slice(11)}h</text></svg>
+  <figcaption class="meta">Entries per hour (event time), peak ${max}</figcaption></figure>`
+}
+
+export function gatePage(
+  session: { viewer: Viewer; csrfToken: string },
+  event: EventSummary,
+  lists: Overview,
+) {
+  const total = lists.reduce((n, l) => n + l.inside, 0)
+  const rows = lists.map(
+    (l) => html`<tr data-list="${l.checkin_list_id}">
+      <td><strong>${l.name}</strong>${l.is_default ? html` <span class="meta">(default)</span>` : ''}</td>
+      <td class="num"><strong data-inside>${l.inside}</strong></td>
+      <td class="num">${l.entries}</td>
+      <td class="num">${l.exits}</td>
+      <td class="num">${l.counted_out}</td>
+      <td>${
+        Object.keys(l.refused).length === 0
+          ? html`<span class="meta">none</span>`
+          : Object.entries(l.refused).map(
+              ([r, n]) => html`<span class="badge" data-reason="${r}">${REASONS[r] ?? r}: ${n}</span> `,
+            )
+      }</td>
+    </tr>`,
+  )
+  const charts = lists
+    .filter((l) => l.entries_per_hour.length > 0)
+    .map((l) => html`<section class="panel"><h2>${l.name}</h2>${hoursChart(l.entries_per_hour)}</section>`)
+  return layout(
+    { title: `Gate · ${event.name}`, session },
+    html`<main class="event gate">
+    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${event.id}">${event.name}</a></nav>
+    <div class="heading">
+      <h1>Gate</h1>
+      <p class="meta">Inside now, per check-in list · updated every ${REFRESH_SECONDS} s · ${lists[0]?.at.slice(0, 19).replace('T', ' ') ?? ''} UTC</p>
+    </div>
+    <section class="tiles" aria-label="Totals">
+      <div class="tile"><span class="label">Inside, all lists</span><span class="value" data-figure="inside">${total}</span></div>
+      <div class="tile"><span class="label">Entries</span><span class="value">${lists.reduce((n, l) => n + l.entries, 0)}</span></div>
+      <div class="tile"><span class="label">Refused</span><span class="value">${lists.reduce((n, l) => n + Object.values(l.refused).reduce((a, b) => a + (b ?? 0), 0), 0)}</span></div>
+    </section>
+    <section class="panel">
+      <h2>Check-in lists</h2>
+      <div class="scroll">
+        <table class="types gate-lists">
+          <thead><tr><th>List</th><th class="num">Inside</th><th class="num">Entries</th><th class="num">Exits</th><th class="num">Counted out</th><th>Refused</th></tr></thead>
+          <tbody>${rows}</tbody>
+        </table>
+      </div>
+    </section>
+    ${charts}
+  </main>`,
+  ).replace(
+    '<meta charset="utf-8">',
+    `<meta charset="utf-8">\n  <meta http-equiv="refresh" content="${REFRESH_SECONDS}">`,
+  )
+}
+
+/**
+ * The gate page of an event: who is inside each area now, entries, exits, counted out, refusals by
+ * reason, and entries per hour (docs/gate.md). Event-wide figures: administrators and network managers
+ * of the event, and dashboard users bound to no partner (a partner's user sees its own figures only).
+ */
+export const gatePageRoutes: FastifyPluginAsyncTypebox<GatePageDeps> = async (app, deps) => {
+  app.get(
+    '/dashboard/events/:event_id/gate',
+    {
+      config: perMinute(120),
+      preParsing: deps.loadSession,
+      schema: {
+        ...deps.pageSchema(
+          "An event's gate: inside now per check-in list, entries, exits, refusals by reason, entries per hour",
+          200,
+          303,
+          403,
+          404,
+          422,
+        ),
+        params: EventIdParams,
+      },
+    },
+    async (request, reply) => {
+      const session = deps.sessionOf(request)
+      const { event_id } = request.params
+      if (
+        !canSeeEvent(session.viewer, event_id) ||
+        (session.viewer.partners !== 'all' && session.viewer.partners !== null)
+      )
+        throw new ForbiddenError()
+      const event = await findEvent(deps, event_id)
+      const lists = await gateOverview(deps, event_id, event.timezone)
+      return reply.type('text/html; charset=utf-8').send(gatePage(session, event, lists))
+    },
+  )
+}
