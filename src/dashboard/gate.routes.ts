@@ -34,19 +34,38 @@ const REASONS: Record<string, string> = {
   error: 'error',
 }
 
-/** Entries per event-local hour as bars (SVG: no script, no inline style, within the page policy). */
-function hoursChart(hours: Overview[number]['entries_per_hour']) {
-  if (hours.length === 0) return html`<p class="meta">No entries yet.</p>`
+/** The event-local hour (`YYYY-MM-DDTHH`) after `hour`. */
+function nextHour(hour: string): string {
+  const d = new Date(`${hour}:00:00Z`)
+  return new Date(d.getTime() + 3_600_000).toISOString().slice(0, 13)
+}
+
+/**
+ * Entries per event-local hour as bars, the hours without entries between the first and the last shown
+ * as gaps (the latest 48 hours at most); SVG: no script, no inline style, within the page policy.
+ */
+function hoursChart(entries: Overview[number]['entries_per_hour']) {
+  if (entries.length === 0) return html`<p class="meta">No entries yet.</p>`
+  const byHour = new Map(entries.map((h) => [h.hour, h.entries]))
+  const hours: { hour: string; entries: number }[] = []
+  for (let h = entries[0]!.hour; h <= entries.at(-1)!.hour; h = nextHour(h))
+    hours.push({ hour: h, entries: byHour.get(h) ?? 0 })
   const shown = hours.slice(-48)
   const max = Math.max(...shown.map((h) => h.entries))
-  const w = 14
-  const height = 80
+  const w = 22
+  const height = 90
+  const every = shown.length > 24 ? 3 : 1
   const bars = shown.map((h, i) => {
-    const bar = Math.max(1, Math.round((h.entries / max) * height))
-    return html`<rect x="${i * w}" y="${height - bar}" width="${w - 3}" height="${bar}" fill="#2f6fdf"><title>${h.hour.replace('T', ' ')}:00 · ${h.entries} entries</title></rect>`
+    const bar = h.entries === 0 ? 0 : Math.max(2, Math.round((h.entries / max) * height))
+    const label =
+      i % every === 0
+        ? html`<text x="${i * w + (w - 4) / 2}" y="${height + 13}" font-size="10" fill="#667" text-anchor="middle">${h.hour.slice(11)}</text>`
+        : ''
+    return html`<rect x="${i * w}" y="${height - bar}" width="${w - 4}" height="${bar}" fill="#2f6fdf"><title>${h.hour.replace('T', ' ')}:00 · ${h.entries} entries</title></rect>${label}`
   })
-  return html`<figure class="hours"><svg role="img" aria-label="Entries per hour" width="${shown.length * w}" height="${height + 14}" viewBox="0 0 ${shown.length * w} ${height + 14}">${bars}<text x="0" y="${height + 12}" font-size="10" fill="#667">${shown[0]!.hour.replace('T', ' ')}h</text><text x="${shown.length * w}" y="${height + 12}" font-size="10" fill="#667" text-anchor="end">${shown.at(-1)!.hour.slice(11)}h</text></svg>
-  <figcaption class="meta">Entries per hour (event time), peak ${max}</figcaption></figure>`
+  const width = shown.length * w
+  return html`<figure class="hours"><svg role="img" aria-label="Entries per hour" width="${width}" height="${height + 16}" viewBox="0 0 ${width} ${height + 16}"><line x1="0" y1="${height}" x2="${width}" y2="${height}" stroke="#ccd"/>${bars}</svg>
+  <figcaption class="meta">Entries per hour (event time) from ${shown[0]!.hour.replace('T', ' ')}:00, peak ${max}</figcaption></figure>`
 }
 
 export function gatePage(
