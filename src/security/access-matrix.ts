@@ -92,10 +92,7 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('GET /events/{event_id}/stats',               ['200|403', '200|200',  '200|403',  '403|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     'Needs reports:read at the event; access tokens only. The dashboard pages use a session cookie instead'),
   row('GET /events/{event_id}/scan-sync',           ['403|403', '403|403',  '403|403',  '200|403',  '403|403',  '200|403',  '401|401',  '401|401'],
-<<<<<<< HEAD
     'Needs ticket:scan or sync:download at the event; access and offline tokens; a device without a device key: 403 device_key_required'),
-=======
-    'Needs ticket:scan or sync:download at the event; access and offline tokens'),
   row('POST /events/{event_id}/checkin-lists',      ['201|403', '201|201',  '201|403',  '201|403',  '403|403',  '401|401',  '401|401',  '401|401'],
     "The event's administrators and network managers (events:manage) and its operators; access tokens only"),
   row('GET /events/{event_id}/checkin-lists', CHECKIN_STAFF),
@@ -103,7 +100,6 @@ export const ACCESS_MATRIX: readonly AccessRow[] = [
   row('DELETE /events/{event_id}/checkin-lists/{list_id}', CHECKIN_STAFF, 'Archives the list'),
   row('GET /events/{event_id}/checkin-lists/{list_id}/status', CHECKIN_STAFF),
   row('GET /events/{event_id}/checkins', CHECKIN_STAFF),
->>>>>>> 19a136d (Check-in lists: the case table offline through the Node scanner (the same answers as online, the counts after each upload, a resent upload counting nothing twice), OpenAPI texts and examples, the access matrix rows, docs/gate.md, README and CHANGELOG)
   row('POST /tokens/api-key', EVENT_ADMIN, `The key never expires: ${FRESH_MFA}`),
   row('DELETE /tokens/api-key/{key_id}', EVENT_ADMIN),
   row('GET /tokens/api-keys', EVENT_ADMIN),

@@ -129,9 +129,15 @@ export class TicketsService {
     }
   }
 
-  use(claims: Claims, scopes: readonly string[], transferUid: string, scan: Scan): Promise<ScanOutcome> {
+  use(
+    claims: Claims,
+    scopes: readonly string[],
+    transferUid: string,
+    scan: Scan,
+    place: ScanPlace = { direction: 'entry' },
+  ): Promise<ScanOutcome> {
     return traced('ticket.use', { 'ticket.channel': scan.offline ? 'offline' : 'online' }, () =>
-      this.useOnce(claims, scopes, transferUid, scan),
+      this.useOnce(claims, scopes, transferUid, scan, place),
     )
   }
 
@@ -140,7 +146,7 @@ export class TicketsService {
     scopes: readonly string[],
     transferUid: string,
     scan: Scan,
-    place: ScanPlace = { direction: 'entry' },
+    place: ScanPlace,
   ): Promise<ScanOutcome> {
     const { db } = this.deps
     const now = this.deps.clock.now()
