@@ -478,7 +478,7 @@ export interface WebauthnChallengesTable {
   expires_at: number
 }
 
-/** An event's check-in list (migration 044, docs/gate.md). Booleans 0/1, lists JSON. */
+/** An event's check-in list (migration 045, docs/gate.md). Booleans 0/1, lists JSON. */
 export interface CheckinListsTable {
   id: Generated<number>
   event_id: number
@@ -500,7 +500,7 @@ export interface CheckinListsTable {
   updated_at: number
 }
 
-/** A scan on a check-in list, accepted or refused (migration 044). */
+/** A scan on a check-in list, accepted or refused (migration 045). */
 export interface CheckinsTable {
   id: Generated<number>
   event_id: number
@@ -529,7 +529,7 @@ export interface CheckinsTable {
   created_at: number
 }
 
-/** Whether a ticket is inside a list's area (migration 044). */
+/** Whether a ticket is inside a list's area (migration 045). */
 export interface CheckinPresenceTable {
   list_id: number
   transfer_id: number
@@ -537,7 +537,7 @@ export interface CheckinPresenceTable {
   inside_since: string | null
 }
 
-/** A list's counters (migration 044): entries, exits, inside, counted_out, refused:<reason>, hour:<YYYY-MM-DDThh>. */
+/** A list's counters (migration 045): entries, exits, inside, counted_out, refused:<reason>, hour:<YYYY-MM-DDThh>. */
 export interface CheckinCountsTable {
   list_id: number
   measure: string
