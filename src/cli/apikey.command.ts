@@ -1,5 +1,5 @@
 import { VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
-import { createKeyForEvent, findKey, keysOf, revokeKey } from '../api-keys/api-keys.service.js'
+import { createKeyForEvent, getApiKey, listApiKeys, revokeKey } from '../api-keys/api-keys.service.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
   audited,
@@ -112,7 +112,7 @@ Options:
     const eventId = integerOption(stringOption(values, 'event', command), 'event', command)
     const { keys } = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_apikey_list', async (tx) => {
-        const keys = await keysOf(tx, eventId)
+        const keys = await listApiKeys(tx, eventId)
         return { keys, detail: { event_id: eventId, count: keys.length } }
       }),
     )
@@ -149,7 +149,7 @@ Options:
     const id = integerOption(stringOption(values, 'id', command), 'id', command)
     await withContext(loadConfig(), async (ctx) => {
       const revoked = await audited(ctx, 'cli_apikey_revoke', async (tx) => {
-        const key = await findKey(tx, id)
+        const key = await getApiKey(tx, id)
         if (!key) throw new CliError(`wristband ${command}: no API key with id ${id}`, 1)
         const revocation = await revokeKey(tx, id, ctx.clock.now())
         if (!revocation) throw new CliError(`wristband ${command}: API key ${id} is already revoked`, 1)

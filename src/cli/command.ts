@@ -138,7 +138,9 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
     await database.migrate()
   } catch (err) {
     await database?.close().catch(() => undefined)
-    throw new CliError(`wristband: ${databaseUnavailable(config.databaseUrl, err).message}`, 1)
+    const refusal = databaseUnavailable(config.databaseUrl, err)
+    // The refusal's own exit status (docs/operations.md, "Refusals at start"), as `serve` exits with.
+    throw new CliError(`wristband: ${refusal.message}`, refusal.exitStatus)
   }
   // The service's line format (level names, ISO times), on standard error.
   const log = pino(
