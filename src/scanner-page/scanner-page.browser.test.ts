@@ -142,7 +142,9 @@ if (skip) {
         const synced = await waitFor(
           async () => {
             const s = await status(page)
-            return s.synced !== undefined && Number(s.known) >= 2 && s
+            // The page says "online" once the sync it started with has been stored: a moment after
+            // the synced time and codes show (on a loaded machine the two were read in between).
+            return s.synced !== undefined && Number(s.known) >= 2 && s.state !== 'starting' && s
           },
           60_000,
           'the first sync',
