@@ -371,7 +371,7 @@ async function registerPlumbing(app: FastifyInstance, a: Assembly, platform: Pla
   // The limits' settings that decide who shares a budget, visible beside the refusals they cause.
   a.metrics
     .gauge({
-      name: 'wristband_rate_limit_ipv6_prefix_bits',
+      name: 'wristband_rate_limit_ipv6_prefix_length',
       help: 'Per-address limits count an IPv6 caller by this prefix of its address (64: a /64 shares one budget)',
       aggregator: 'max',
     })

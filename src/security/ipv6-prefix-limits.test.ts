@@ -111,7 +111,7 @@ forEachBackend(
 
     test('the /64 is in /metrics', async () => {
       const res = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
-      assert.equal(sample(res.body, 'wristband_rate_limit_ipv6_prefix_bits'), 64)
+      assert.equal(sample(res.body, 'wristband_rate_limit_ipv6_prefix_length'), 64)
     })
   },
   { METRICS_TOKEN },
