@@ -4,6 +4,7 @@ import pino from 'pino'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
 import { until } from '../../../test/helpers/until.js'
+import { openDatabase } from '../db/database.js'
 import { enqueue, JobRunner, RetryLater } from './jobs.js'
 
 const log = pino({ level: 'silent' })
@@ -218,4 +219,36 @@ eachBackend(httpBackends, 'job queue', (backend) => {
     assert.equal(row.last_error, null, "the stale runner's failure is not written over the finished job")
     assert.equal(row.attempts, 2)
   })
+})
+
+test('a job whose outcome cannot be written (the database gone) is logged, never an unhandled rejection', async () => {
+  const handle = await openDatabase('sqlite::memory:')
+  await handle.migrate()
+  const lines: string[] = []
+  const runner = new JobRunner({
+    db: handle.db,
+    dialect: handle.dialect,
+    clock: new TestClock(),
+    log: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
+    pollMs: 20,
+    leaseMs: 60_000,
+  })
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
+  process.on('unhandledRejection', onUnhandled)
+  try {
+    // The job runs, and the database goes away before its outcome is written (a network cut does this
+    // on PostgreSQL; here the handle is closed).
+    runner.register('cut', { retrySchedule: [], run: () => handle.close() })
+    await enqueue(handle.db, Date.now(), { kind: 'cut', payload: {} })
+    runner.start()
+    await until('the failed write is logged', async () =>
+      lines.some((l) => l.includes('could not record a job outcome')),
+    )
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual(unhandled, [])
+  } finally {
+    process.off('unhandledRejection', onUnhandled)
+    await runner.stop()
+  }
 })

@@ -175,7 +175,17 @@ export class JobRunner {
     if (room <= 0) return []
     const jobs = await this.claim(this.deps.clock.now(), room)
     return jobs.map((job) => {
-      const run = this.runOne(job).finally(() => this.inFlight.delete(run))
+      // A job's own failure is handled in runOne; what can still fail is writing its outcome (the
+      // database gone meanwhile). Its lease then lapses and the job runs again: logged, never an
+      // unhandled rejection, which would end the process (a poll does not wait for what it started).
+      const run = this.runOne(job)
+        .catch((err) =>
+          this.deps.log.warn(
+            { jobId: job.id, kind: job.kind, err: { message: (err as Error).message } },
+            'could not record a job outcome; it runs again when its lease ends',
+          ),
+        )
+        .finally(() => this.inFlight.delete(run))
       this.inFlight.add(run)
       return run
     })
