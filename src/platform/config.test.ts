@@ -354,7 +354,7 @@ describe('secrets from files', () => {
 describe('settings that do not fit together are told at start', () => {
   const warned = (env: Record<string, string>) => configWarnings(loadConfig({ NODE_ENV: 'test', ...env }))
   test('PUBLIC_BASE_URL on loopback at another port than PORT', () => {
-    const [w, ...rest] = warned({ PORT: '9000' })
+    const [w, ...rest] = warned({ PORT: '9000', PUBLIC_BASE_URL: 'http://127.0.0.1:8000' })
     assert.match(w ?? '', /PUBLIC_BASE_URL \(http:\/\/127\.0\.0\.1:8000\) .* PORT 9000/)
     assert.deepEqual(rest, [])
     assert.equal(
@@ -366,6 +366,8 @@ describe('settings that do not fit together are told at start', () => {
   })
   test('no warning when they agree, for a public host (a proxy may map ports) or PORT 0', () => {
     assert.deepEqual(warned({}), [])
+    assert.deepEqual(warned({ PORT: '9000' }), [], 'unset, it follows PORT')
+    assert.equal(loadConfig({ NODE_ENV: 'test', PORT: '9000' }).PUBLIC_BASE_URL, 'http://127.0.0.1:9000')
     assert.deepEqual(warned({ PORT: '9000', PUBLIC_BASE_URL: 'http://127.0.0.1:9000' }), [])
     assert.deepEqual(warned({ PORT: '9000', PUBLIC_BASE_URL: 'https://tickets.example.com' }), [])
     assert.deepEqual(warned({ PORT: '0' }), [])

@@ -360,7 +360,7 @@ export const settings = {
     originList,
   ),
   PUBLIC_BASE_URL: setting(
-    'Base address used in links sent by e-mail and device set-up codes; also the issuer of the OAuth metadata (GET /.well-known/oauth-authorization-server) and the base of its endpoint addresses. A loopback address at another port than PORT is warned about at start',
+    'Base address used in links sent by e-mail and device set-up codes; also the issuer of the OAuth metadata (GET /.well-known/oauth-authorization-server) and the base of its endpoint addresses. Unset: http://127.0.0.1:<PORT>; a loopback address at another port than PORT is warned about at start',
     'http://127.0.0.1:8000',
     url,
   ),
@@ -662,6 +662,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       refuse(`${name}: ${(err as Error).message}`, err instanceof Refusal ? err.status : EXIT_STATUS.setting)
     }
   }
+  // Unset, the public address is this machine at the port the service listens on.
+  if ((env.PUBLIC_BASE_URL ?? '') === '' && typeof out.PORT === 'number' && out.PORT !== 0)
+    out.PUBLIC_BASE_URL = `http://127.0.0.1:${out.PORT}`
   if (typeof out.JWT_SECRET === 'string' && Buffer.byteLength(out.JWT_SECRET) < 32) {
     refuse('JWT_SECRET: must be at least 32 bytes')
   }
