@@ -212,7 +212,12 @@ describe('npm start', () => {
     copy = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-npm-start-'))
     for (const f of ['package.json', 'tsconfig.json', 'tsconfig.build.json'])
       fs.copyFileSync(path.join(ROOT, f), path.join(copy, f))
-    for (const d of ['bin', 'src']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true })
+    // packages/: the build also bundles the scanner's page (packages/scanner/build.mjs).
+    for (const d of ['bin', 'src', 'packages'])
+      fs.cpSync(path.join(ROOT, d), path.join(copy, d), {
+        recursive: true,
+        filter: (from) => !from.includes(`${path.sep}node_modules`),
+      })
     fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'))
   })
   after(() => fs.rmSync(copy, { recursive: true, force: true }))
