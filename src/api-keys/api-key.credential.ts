@@ -3,8 +3,6 @@ import type { CredentialLookup } from '../tokens/verify-callers.js'
 import { type ApiKeyCache, type CachedKey, KEY_CACHE_WINDOW_MS } from './api-key-cache.js'
 import type { ApiKeyRecord } from './api-keys.store.js'
 
-export { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key-cache.js'
-
 export function apiKeyClaims(key: ApiKeyRecord, now: number): Claims {
   const iat = Math.floor(now / 1000)
   return {

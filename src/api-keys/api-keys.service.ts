@@ -7,7 +7,8 @@ import { ForbiddenError, NotFoundError } from '../platform/errors.js'
 import { type Claims, hasScope } from '../tokens/claims.js'
 import type { Revocation } from '../tokens/revocations.js'
 import type { TokenService } from '../tokens/token.service.js'
-import { API_KEY_REVOCATION_MS, apiKeyClaims, apiKeyJti } from './api-key.credential.js'
+import { apiKeyClaims } from './api-key.credential.js'
+import { API_KEY_REVOCATION_MS, apiKeyJti } from './api-key-cache.js'
 import {
   type ApiKeyRecord,
   createApiKey,
