@@ -65,3 +65,32 @@ test('an entry expired at the load is left out; what is added later is held, mer
   assert.equal(set.sweep(NOW + 4 * HOUR), 101)
   assert.equal(set.size, 0)
 })
+
+test('a page read as lines holds the same jtis as one read entry by entry, and names its last entry', () => {
+  const revoked = [...jtis(2_000, 'r'), 'account:consumer:7:3', 'x', 'account:admin:12:1']
+  const exp = (i: number) => NOW + HOUR + i * 1_000
+  const lines = revoked.map((j, i) => `${exp(i)} ${j}`).join('\n')
+  const accounts: [string, number][] = []
+  const builder = new RevocationSetBuilder(16)
+  const page = builder.addLines(lines, 'account:', (jti, at) => accounts.push([jti, at]))
+  assert.deepEqual(page, {
+    count: revoked.length,
+    expiresAt: exp(revoked.length - 1),
+    jti: 'account:admin:12:1',
+  })
+  assert.deepEqual(accounts, [
+    ['account:consumer:7:3', exp(2_000)],
+    ['account:admin:12:1', exp(2_002)],
+  ])
+  const set = new RevocationSet()
+  set.install(builder, NOW)
+  assert.equal(set.size, revoked.length)
+  for (const j of revoked) assert.equal(set.has(j), true, j)
+  for (const j of jtis(2_000, 'good')) assert.equal(set.has(j), false, j)
+  assert.equal(
+    builder.addLines('', 'account:', () => assert.fail('no entry')),
+    undefined,
+    'an empty page',
+  )
+  assert.throws(() => new RevocationSetBuilder().addLines('12x4 jti', 'account:', () => {}), /unreadable/)
+})

@@ -100,6 +100,41 @@ export class RevocationSetBuilder {
     this.push(digestHi(jti), digestLo(jti), Math.min(0xffffffff, Math.ceil(expiresAt / 1000)))
   }
 
+  /**
+   * Adds a page read as `<expires_at> <jti>` lines (revocations.store.ts: liveRevocationLines), with no
+   * string or object made per entry; `each` is given the jtis that start with `prefix` (the few that
+   * also need their text). Returns how many entries the page held and its last (the next page starts
+   * after it), or undefined for an empty page.
+   */
+  addLines(
+    lines: string,
+    prefix: string,
+    each: (jti: string, expiresAt: number) => void,
+  ): { count: number; expiresAt: number; jti: string } | undefined {
+    let count = 0
+    let expiresAt = 0
+    let start = 0
+    let end = 0
+    for (let i = 0; i < lines.length; i = end + 1) {
+      expiresAt = 0
+      for (let c = lines.charCodeAt(i); c !== 32; c = lines.charCodeAt(++i)) {
+        if (c < 48 || c > 57) throw new Error(`unreadable revocation line at ${i}`)
+        expiresAt = expiresAt * 10 + (c - 48)
+      }
+      start = i + 1
+      end = lines.indexOf('\n', start)
+      if (end < 0) end = lines.length
+      this.push(
+        murmur(lines, SEED_HI, start, end),
+        murmur(lines, SEED_LO, start, end),
+        Math.min(0xffffffff, Math.ceil(expiresAt / 1000)),
+      )
+      if (lines.startsWith(prefix, start)) each(lines.slice(start, end), expiresAt)
+      count++
+    }
+    return count === 0 ? undefined : { count, expiresAt, jti: lines.slice(start, end) }
+  }
+
   push(hi: number, lo: number, exp: number): void {
     if (this.n === this.hi.length) {
       const c = this.n * 2
@@ -183,23 +218,27 @@ export class RevocationSetBuilder {
  * caller, so a hash built for spread, not against crafted collisions, is what fits.
  */
 function digestHi(jti: string): number {
-  return murmur(jti, 0x9747b28c)
+  return murmur(jti, SEED_HI, 0, jti.length)
 }
 
 function digestLo(jti: string): number {
-  return murmur(jti, 0x5bd1e995)
+  return murmur(jti, SEED_LO, 0, jti.length)
 }
 
-function murmur(s: string, seed: number): number {
+const SEED_HI = 0x9747b28c
+const SEED_LO = 0x5bd1e995
+
+/** The digest of `s` from `start` to `end` (exclusive): of a jti, or of one inside a page's lines. */
+function murmur(s: string, seed: number, start: number, end: number): number {
   let h = seed | 0
-  for (let i = 0; i < s.length; i++) {
+  for (let i = start; i < end; i++) {
     let k = Math.imul(s.charCodeAt(i), 0xcc9e2d51)
     k = (k << 15) | (k >>> 17)
     h ^= Math.imul(k, 0x1b873593)
     h = (h << 13) | (h >>> 19)
     h = (Math.imul(h, 5) + 0xe6546b64) | 0
   }
-  h ^= s.length
+  h ^= end - start
   h ^= h >>> 16
   h = Math.imul(h, 0x85ebca6b)
   h ^= h >>> 13

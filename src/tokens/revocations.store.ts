@@ -1,9 +1,13 @@
+import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { Revocation } from './revocations.js'
 
 /** Writes revocations; one already there is left as it is. */
 export async function insertRevocations(db: Db, now: number, entries: Revocation[]): Promise<void> {
   if (entries.length === 0) return
+  // The load at start reads the list as lines (liveRevocationLines): a jti with a line break in it
+  // would be read as two wrong ones. The service's jtis never have one; this keeps it so.
+  if (entries.some((e) => e.jti.includes('\n'))) throw new Error('a jti must not contain a line break')
   await db
     .insertInto('revoked_tokens')
     .values(entries.map((e) => ({ jti: e.jti, expires_at: e.expiresAt, revoked_at: now })))
@@ -27,6 +31,40 @@ export function liveRevocationsPage(db: Db, after: { expiresAt: number; jti: str
     .orderBy('jti')
     .limit(limit)
     .execute()
+}
+
+/**
+ * The same page as `liveRevocationsPage`, as one string of `<expires_at> <jti>` lines in that order
+ * (empty when none is left): the load at start reads a million of them, and one string a page, where
+ * an object a row grew the process's young generation by about 120 MB that it kept (bench:scale).
+ * `string_agg` with an ordered argument is in PostgreSQL and in SQLite from 3.44.
+ */
+export async function liveRevocationLines(
+  db: Db,
+  after: { expiresAt: number; jti: string },
+  limit: number,
+): Promise<string> {
+  const page = db
+    .selectFrom('revoked_tokens')
+    .select(['jti', 'expires_at'])
+    .where(({ eb, refTuple, tuple }) =>
+      eb(refTuple('expires_at', 'jti'), '>', tuple(after.expiresAt, after.jti)),
+    )
+    .orderBy('expires_at')
+    .orderBy('jti')
+    .limit(limit)
+    .as('page')
+  const row = await db
+    .selectFrom(page)
+    .select(
+      sql<
+        string | null
+      >`string_agg(cast(page.expires_at as text) || ' ' || page.jti, ${'\n'} order by page.expires_at, page.jti)`.as(
+        'lines',
+      ),
+    )
+    .executeTakeFirst()
+  return row?.lines ?? ''
 }
 
 /** Deletes up to `limit` revocations that expired before `before` (retention); returns how many. */

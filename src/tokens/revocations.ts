@@ -7,6 +7,7 @@ import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
 import {
   insertRevocations,
   isRevokedInDb,
+  liveRevocationLines,
   liveRevocationsPage,
   newestRevokedAt,
   revocationsSince,
@@ -149,9 +150,26 @@ export function revocationCursor(db: Db, clock: Clock) {
       const newest = await newestRevokedAt(db)
       advance([{ revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
     },
-    /** Every live revocation, page by page (after `begin`). */
-    all(page: (rows: Revocation[]) => void, between?: () => Promise<void>): Promise<void> {
-      return eachLivePage(db, clock.now(), page, between)
+    /**
+     * Every live revocation into `builder`, page by page (after `begin`); `account` is given the
+     * account ends among them. `between` runs before each page.
+     */
+    async all(
+      builder: RevocationSetBuilder,
+      account: (jti: string, expiresAt: number) => void,
+      between: () => Promise<void>,
+    ): Promise<void> {
+      let after = { expiresAt: clock.now(), jti: '' }
+      for (;;) {
+        await between()
+        const page = builder.addLines(
+          await liveRevocationLines(db, after, REVOCATION_PAGE),
+          ACCOUNT_PREFIX,
+          account,
+        )
+        if (!page || page.count < REVOCATION_PAGE) return
+        after = page
+      }
     },
     /** The revocations written since the previous read (and a few seconds before it). */
     async next(): Promise<Revocation[]> {
@@ -237,12 +255,7 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
       const started = clock.now()
       const builder = new RevocationSetBuilder()
       try {
-        await cursor.all((rows) => {
-          for (const e of rows) {
-            builder.add(e.jti, e.expiresAt)
-            if (e.jti.startsWith(ACCOUNT_PREFIX)) addAccount(e.jti, e.expiresAt)
-          }
-        }, between)
+        await cursor.all(builder, addAccount, between)
         if (stopped) return
         const count = builder.length
         revoked.install(builder, clock.now())
