@@ -1,22 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
 import { AppError, ForbiddenError, NotFoundError } from '../platform/errors.js'
-import { perMinute } from '../platform/rate-limit.js'
 import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
 import { DELIVERY_STATUSES, type DeliveriesPageData, deliveriesPage } from './deliveries.templates.js'
-import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
-import { EventIdParams } from './stats.schemas.js'
+import { CsrfForm, pageKit, sendPage, sessionOf } from './kit/pages.js'
+import { csrfMatches, type SessionDeps } from './session.service.js'
 import { findEvent } from './stats.service.js'
 import { canSeeEvent, type Viewer, visiblePartners } from './viewers.js'
 
-/** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DeliveriesPageDeps extends SessionDeps {
   /** Runs due jobs now, so a resend goes out at once. */
   runDueJobs: () => void
-  loadSession: preParsingAsyncHookHandler
-  sessionOf: (request: FastifyRequest) => Session
-  pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
 }
 
 const PAGE_SIZE = 50
@@ -38,11 +32,6 @@ const ResendParams = Type.Object({
   delivery_id: Type.Integer({ minimum: 1 }),
 })
 
-const ResendForm = Type.Object(
-  { csrf_token: Type.Optional(Type.String({ maxLength: 100 })) },
-  { additionalProperties: false },
-)
-
 /**
  * An event's webhook deliveries for the people who answer for its receivers: its administrators and
  * network managers (canSeeEvent) see every partner's; a dashboard user of the event only those of the
@@ -50,6 +39,7 @@ const ResendForm = Type.Object(
  * retry (same webhook-id), behind the session's CSRF token, and audited.
  */
 export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps> = async (app, deps) => {
+  const kit = pageKit(deps)
   const webhooks = new WebhookDeliveries(deps)
 
   /**
@@ -98,59 +88,42 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
 
   app.get(
     '/dashboard/events/:event_id/webhooks',
-    {
-      config: perMinute(120),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema(
+    kit.eventPage(
+      {
+        summary:
           "An event's recent webhook deliveries with every attempt, filterable by status, each with a Resend button",
-          200,
-          303,
-          403,
-          404,
-          422,
-        ),
-        params: EventIdParams,
-        querystring: DeliveriesQuery,
       },
-    },
+      { querystring: DeliveriesQuery },
+    ),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
       const { event_id } = request.params
-      if (!canSeeEvent(session.viewer, event_id)) throw new ForbiddenError()
+      const session = sessionOf(request, (viewer) => canSeeEvent(viewer, event_id))
       const { resent, ...query } = request.query
       const notice =
         resent !== undefined
           ? { kind: 'good' as const, text: `Delivery #${resent} is being sent again.` }
           : undefined
       const data = await pageData(session.viewer, event_id, query, notice)
-      return reply.type('text/html; charset=utf-8').send(deliveriesPage(session, data))
+      return sendPage(reply, deliveriesPage(session, data))
     },
   )
 
   app.post(
     '/dashboard/events/:event_id/webhooks/deliveries/:delivery_id/resend',
     {
-      config: perMinute(30),
-      preParsing: deps.loadSession,
+      ...kit.form(
+        {
+          summary:
+            'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
+          statuses: [403, 404, 409, 422],
+        },
+        { params: ResendParams, body: CsrfForm },
+      ),
       // A refused form is audited before it is answered 422, so validation is the handler's.
       attachValidation: true,
-      schema: {
-        ...deps.pageSchema(
-          'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
-          303,
-          403,
-          404,
-          409,
-          422,
-        ),
-        consumes: ['application/x-www-form-urlencoded'],
-        params: ResendParams,
-        body: ResendForm,
-      },
     },
     async (request, reply) => {
-      const session = deps.sessionOf(request)
+      const session = sessionOf(request)
       const { event_id, delivery_id } = request.params
       const actor = `${session.viewer.kind}:${session.viewer.id}`
       // Every refusal is recorded, as docs/security.md says: a form without its fields (422), a wrong
@@ -186,7 +159,7 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
         const text =
           'The receiver is disabled or removed: the partner must register it again before a resend.'
         const data = await pageData(session.viewer, event_id, { partner: partnerId }, { kind: 'bad', text })
-        return reply.code(409).type('text/html; charset=utf-8').send(deliveriesPage(session, data))
+        return sendPage(reply, deliveriesPage(session, data), 409)
       }
       await deps.audit.record({
         kind: 'webhook_resend',

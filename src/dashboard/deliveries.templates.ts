@@ -1,4 +1,5 @@
-import { type EventSummary, html, layout } from './templates.js'
+import { crumbs, flash, html, layout, table } from './kit/html.js'
+import type { EventSummary } from './templates.js'
 import type { Viewer } from './viewers.js'
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const
@@ -127,7 +128,7 @@ function unboundPage(
   return layout(
     { title: `Webhook deliveries · ${data.event.name}`, session },
     html`<main class="deliveries">
-    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${data.event.id}">${data.event.name}</a></nav>
+    ${crumbs(data.event)}
     <div class="heading"><h1>Webhook deliveries</h1></div>
     <p class="notice" role="status" data-unbound>${why}, so no webhook receiver or deliveries are shown.
       An administrator can set the account's partner.</p>
@@ -163,23 +164,23 @@ function deliveriesLayout(
   return layout(
     { title: `Webhook deliveries · ${data.event.name}`, session },
     html`<main class="deliveries">
-    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${data.event.id}">${data.event.name}</a></nav>
+    ${crumbs(data.event)}
     <div class="heading">
       <h1>Webhook deliveries</h1>
       <p class="meta">${receiver}</p>
     </div>
     ${partnerTabs(base, data)}
-    ${data.notice ? html`<p class="notice ${data.notice.kind}" role="status">${data.notice.text}</p>` : ''}
+    ${flash(data.notice?.text, data.notice?.kind)}
     <nav class="filter" aria-label="Filter by status">Show:
       ${filterLink(undefined, 'All')} ${DELIVERY_STATUSES.map((s) => filterLink(s, s[0]!.toUpperCase() + s.slice(1)))}
     </nav>
     <section class="panel">
-      <div class="scroll">
-        <table class="deliveries">
-          <thead><tr><th>Delivery</th><th>Event</th><th>Status</th><th>Attempts (time · answer · response)</th><th>Next retry</th><th></th></tr></thead>
-          <tbody>${rows.length ? rows : html`<tr><td colspan="6" class="empty">No deliveries${data.status ? ` with status ${data.status}` : ''}.</td></tr>`}</tbody>
-        </table>
-      </div>
+      ${table({
+        class: 'deliveries',
+        columns: ['Delivery', 'Event', 'Status', 'Attempts (time · answer · response)', 'Next retry', ''],
+        rows,
+        empty: `No deliveries${data.status ? ` with status ${data.status}` : ''}.`,
+      })}
       ${
         data.older !== undefined
           ? html`<p><a href="${listUrl(base, data.partner, {

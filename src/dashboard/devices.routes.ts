@@ -1,23 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { Type } from 'typebox'
 import { devicesOf, revokeDevice } from '../devices/devices.service.js'
-import { ForbiddenError } from '../platform/errors.js'
-import { perMinute } from '../platform/rate-limit.js'
 import type { Revocation } from '../tokens/revocations.js'
 import { devicesPage } from './devices.templates.js'
-import { csrfMatches, type Session, type SessionDeps } from './session.service.js'
-import { EventIdParams } from './stats.schemas.js'
+import { formSession, pageKit, sendPage, sessionOf } from './kit/pages.js'
+import type { SessionDeps } from './session.service.js'
 import { findEvent } from './stats.service.js'
 import { canSeeEvent, type Viewer } from './viewers.js'
 
-/** What the page plugin borrows from the dashboard's page context (dashboard.routes.ts). */
 export interface DevicesPageDeps extends SessionDeps {
   /** Publishes a device's ended tokens to every instance at once. */
   publishRevocation: (entry: Revocation) => Promise<void>
-  loadSession: preParsingAsyncHookHandler
-  sessionOf: (request: FastifyRequest) => Session
-  pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
 }
 
 const DevicesQuery = Type.Object(
@@ -39,9 +32,8 @@ const RevokeForm = Type.Object(
 )
 
 /** Devices are the administrators' of their event: dashboard users and network managers see no page. */
-function administers(viewer: Viewer, eventId: number): boolean {
-  return viewer.kind === 'admin' && canSeeEvent(viewer, eventId)
-}
+const administers = (eventId: number) => (viewer: Viewer) =>
+  viewer.kind === 'admin' && canSeeEvent(viewer, eventId)
 
 /**
  * The devices page of an event (administrators of the event): each device with its key state, and a
@@ -49,28 +41,19 @@ function administers(viewer: Viewer, eventId: number): boolean {
  * device revoke` do (the same `revokeDevice`, audited as `device_revoke`).
  */
 export const devicesPageRoutes: FastifyPluginAsyncTypebox<DevicesPageDeps> = async (app, deps) => {
+  const kit = pageKit(deps)
   app.get(
     '/dashboard/events/:event_id/devices',
-    {
-      config: perMinute(120),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema(
+    kit.eventPage(
+      {
+        summary:
           "An event's devices (administrators of the event), each with a form to end its offline tokens",
-          200,
-          303,
-          403,
-          404,
-          422,
-        ),
-        params: EventIdParams,
-        querystring: DevicesQuery,
       },
-    },
+      { querystring: DevicesQuery },
+    ),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
       const { event_id } = request.params
-      if (!administers(session.viewer, event_id)) throw new ForbiddenError()
+      const session = sessionOf(request, administers(event_id))
       const event = await findEvent(deps, event_id)
       const { revoked, archived } = request.query
       const notice =
@@ -78,35 +61,23 @@ export const devicesPageRoutes: FastifyPluginAsyncTypebox<DevicesPageDeps> = asy
           ? undefined
           : `The offline tokens of device #${revoked} are revoked${archived ? ' and the device is archived' : ''}.`
       const devices = await devicesOf(deps.db, event_id)
-      return reply
-        .type('text/html; charset=utf-8')
-        .send(devicesPage(session, { event, devices, ...(notice ? { notice } : {}) }))
+      return sendPage(reply, devicesPage(session, { event, devices, ...(notice ? { notice } : {}) }))
     },
   )
 
   app.post(
     '/dashboard/events/:event_id/devices/:device_id/revoke',
-    {
-      config: perMinute(30),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema(
+    kit.form(
+      {
+        summary:
           "End a device's offline tokens, and archive it when asked (needs the session and its CSRF token)",
-          303,
-          403,
-          404,
-          422,
-        ),
-        consumes: ['application/x-www-form-urlencoded'],
-        params: RevokeParams,
-        body: RevokeForm,
+        statuses: [403, 404, 422],
       },
-    },
+      { params: RevokeParams, body: RevokeForm },
+    ),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
       const { event_id, device_id } = request.params
-      if (!csrfMatches(session, request.body.csrf_token) || !administers(session.viewer, event_id))
-        throw new ForbiddenError('CSRF token missing or wrong, or no access to the event')
+      const session = formSession(request, request.body.csrf_token, administers(event_id))
       const archive = request.body.archive === '1'
       await revokeDevice(
         deps,

@@ -1,4 +1,5 @@
-import { type EventSummary, html, layout } from './templates.js'
+import { crumbs, flash, html, layout, table } from './kit/html.js'
+import type { EventSummary } from './templates.js'
 import type { Viewer } from './viewers.js'
 
 export interface DeviceRow {
@@ -34,19 +35,19 @@ export function devicesPage(
   return layout(
     { title: `Devices · ${data.event.name}`, session },
     html`<main class="deliveries">
-    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${data.event.id}">${data.event.name}</a></nav>
+    ${crumbs(data.event)}
     <div class="heading">
       <h1>Devices</h1>
       <p class="meta">Ending a device's tokens refuses every offline token it was issued, on every instance within a second; the device signs in again (with its key) for a new one. An archived device cannot sign in at all (a lost or stolen scanner).</p>
     </div>
-    ${data.notice ? html`<p class="notice good" role="status">${data.notice}</p>` : ''}
+    ${flash(data.notice, 'good')}
     <section class="panel">
-      <div class="scroll">
-        <table class="devices">
-          <thead><tr><th>Device</th><th>Device key</th><th>State</th><th>Registered</th><th></th></tr></thead>
-          <tbody>${rows.length ? rows : html`<tr><td colspan="5" class="empty">No devices are registered at this event.</td></tr>`}</tbody>
-        </table>
-      </div>
+      ${table({
+        class: 'devices',
+        columns: ['Device', 'Device key', 'State', 'Registered', ''],
+        rows,
+        empty: 'No devices are registered at this event.',
+      })}
     </section>
   </main>`,
   )

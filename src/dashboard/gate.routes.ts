@@ -1,24 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { gateOverview } from '../checkin/checkin.service.js'
-import type { Clock } from '../platform/clock.js'
-import type { Db } from '../platform/db/database.js'
-import { ForbiddenError } from '../platform/errors.js'
-import { perMinute } from '../platform/rate-limit.js'
-import type { Session } from './session.service.js'
-import { EventIdParams } from './stats.schemas.js'
+import { crumbs, html, layout, num, table } from './kit/html.js'
+import { pageKit, sendPage, sessionOf } from './kit/pages.js'
+import type { SessionDeps } from './session.service.js'
 import { findEvent } from './stats.service.js'
-import { type EventSummary, html, layout } from './templates.js'
+import type { EventSummary } from './templates.js'
 import { canSeeEvent, type Viewer } from './viewers.js'
-
-/** What the page borrows from the dashboard's page context (dashboard.routes.ts). */
-export interface GatePageDeps {
-  db: Db
-  clock: Clock
-  loadSession: preParsingAsyncHookHandler
-  sessionOf: (request: FastifyRequest) => Session
-  pageSchema: (summary: string, success: 200 | 303, ...statuses: number[]) => Record<string, unknown>
-}
 
 type Overview = Awaited<ReturnType<typeof gateOverview>>
 
@@ -96,7 +83,7 @@ export function gatePage(
   return layout(
     { title: `Gate · ${event.name}`, session },
     html`<main class="event gate">
-    <nav class="crumbs"><a href="/dashboard">Events</a> › <a href="/dashboard/events/${event.id}">${event.name}</a></nav>
+    ${crumbs(event)}
     <div class="heading">
       <h1>Gate</h1>
       <p class="meta">Inside now, per check-in list · updated every ${REFRESH_SECONDS} s · ${lists[0]?.at.slice(0, 19).replace('T', ' ') ?? ''} UTC</p>
@@ -108,12 +95,11 @@ export function gatePage(
     </section>
     <section class="panel">
       <h2>Check-in lists</h2>
-      <div class="scroll">
-        <table class="types gate-lists">
-          <thead><tr><th>List</th><th class="num">Inside</th><th class="num">Entries</th><th class="num">Exits</th><th class="num">Counted out</th><th>Refused</th></tr></thead>
-          <tbody>${rows}</tbody>
-        </table>
-      </div>
+      ${table({
+        class: 'types gate-lists',
+        columns: ['List', num('Inside'), num('Entries'), num('Exits'), num('Counted out'), 'Refused'],
+        rows,
+      })}
     </section>
     ${charts}
   </main>`,
@@ -128,35 +114,23 @@ export function gatePage(
  * reason, and entries per hour (docs/gate.md). Event-wide figures: administrators and network managers
  * of the event, and dashboard users bound to no partner (a partner's user sees its own figures only).
  */
-export const gatePageRoutes: FastifyPluginAsyncTypebox<GatePageDeps> = async (app, deps) => {
+export const gatePageRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, deps) => {
+  const kit = pageKit(deps)
   app.get(
     '/dashboard/events/:event_id/gate',
-    {
-      config: perMinute(120),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema(
-          "An event's gate: inside now per check-in list, entries, exits, refusals by reason, entries per hour",
-          200,
-          303,
-          403,
-          404,
-          422,
-        ),
-        params: EventIdParams,
-      },
-    },
+    kit.eventPage({
+      summary:
+        "An event's gate: inside now per check-in list, entries, exits, refusals by reason, entries per hour",
+    }),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
       const { event_id } = request.params
-      if (
-        !canSeeEvent(session.viewer, event_id) ||
-        (session.viewer.partners !== 'all' && session.viewer.partners !== null)
+      const session = sessionOf(
+        request,
+        (viewer) => canSeeEvent(viewer, event_id) && (viewer.partners === 'all' || viewer.partners === null),
       )
-        throw new ForbiddenError()
       const event = await findEvent(deps, event_id)
       const lists = await gateOverview(deps, event_id, event.timezone)
-      return reply.type('text/html; charset=utf-8').send(gatePage(session, event, lists))
+      return sendPage(reply, gatePage(session, event, lists))
     },
   )
 }

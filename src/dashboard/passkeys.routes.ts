@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { adminMfaEnabled } from '../identities/identities.store.js'
 import type { MfaFreshness } from '../mfa/fresh-mfa.js'
@@ -17,6 +17,8 @@ import {
 } from '../passkeys/passkeys.service.js'
 import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
 import { perMinute } from '../platform/rate-limit.js'
+import { CsrfForm, formSession, pageKit, sendPage, sessionOf } from './kit/pages.js'
+import { PENDING_COOKIE, signInFlow } from './kit/sign-in.js'
 import {
   csrfMatches,
   passkeyAccountOf,
@@ -27,24 +29,9 @@ import {
 } from './session.service.js'
 import { passkeyStepPage, passkeysPage } from './templates.js'
 
-/** What the dashboard's page context lends its passkey pages (dashboard.routes.ts). */
 export interface PasskeyPagesDeps extends SessionDeps {
+  /** How long a second factor counts as fresh: adding or removing a passkey needs one. */
   freshness: MfaFreshness
-  loadSession: preParsingAsyncHookHandler
-  sessionOf(request: FastifyRequest): Session
-  pageSchema(summary: string, success: 200 | 303, ...statuses: number[]): Record<string, unknown>
-  /** A fresh double-submit token of the sign-in forms (the cookie set now). */
-  loginCsrf(request: FastifyRequest, reply: FastifyReply): string
-  loginCsrfMatches(request: FastifyRequest, given: string | undefined): boolean
-  loginCookie(request: FastifyRequest): { path: string; httpOnly: true; sameSite: 'strict'; secure: boolean }
-  renderSignIn(request: FastifyRequest, reply: FastifyReply, status: number, error?: string): FastifyReply
-  enterDashboard(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    token: string,
-    session: Session,
-  ): Promise<FastifyReply>
-  pendingCookie: string
 }
 
 /** The flow token of a ceremony: the challenge is bound to the browser holding it. */
@@ -86,10 +73,6 @@ const AnswerForm = Type.Object(
   },
   { additionalProperties: false },
 )
-const CsrfForm = Type.Object(
-  { csrf_token: Type.Optional(Type.String({ maxLength: 100 })) },
-  { additionalProperties: false },
-)
 const IdParams = Type.Object({ id: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }) })
 const ManageQuery = Type.Object(
   { required: Type.Optional(Type.Literal('1')), added: Type.Optional(Type.Literal('1')) },
@@ -122,8 +105,10 @@ function credentialOf<T>(text: string): T {
  */
 export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = async (app, deps) => {
   const passkeys = deps.passkeys
+  const kit = pageKit(deps)
+  const signIn = signInFlow(deps)
   const flowCookie = (request: FastifyRequest, path: string) => ({
-    ...deps.loginCookie(request),
+    ...signIn.cookie(request),
     path,
     maxAge: CHALLENGE_MS / 1000,
   })
@@ -151,11 +136,8 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
   }
 
   function renderStep(request: FastifyRequest, reply: FastifyReply, status: number, error?: string) {
-    const csrfToken = deps.loginCsrf(request, reply)
-    return reply
-      .code(status)
-      .type('text/html; charset=utf-8')
-      .send(passkeyStepPage({ csrfToken, ...(error ? { error } : {}) }))
+    const csrfToken = signIn.csrf(request, reply)
+    return sendPage(reply, passkeyStepPage({ csrfToken, ...(error ? { error } : {}) }), status)
   }
 
   async function renderManage(
@@ -164,7 +146,7 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
     status: number,
     message: { notice?: string; error?: string } = {},
   ) {
-    const session = deps.sessionOf(request)
+    const session = sessionOf(request)
     const account = passkeyAccountOf(session.viewer)
     const list = await passkeysOf(passkeys, account)
     const required = (await policyFor(passkeys, account)) === 'register'
@@ -173,26 +155,26 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
       (required
         ? 'Your account must sign in with a passkey (PASSKEYS_REQUIRED_FOR): add one now.'
         : undefined)
-    return reply
-      .code(status)
-      .type('text/html; charset=utf-8')
-      .send(
-        passkeysPage(session, list, {
-          available: passkeys.relyingParty !== undefined,
-          ...(notice ? { notice } : {}),
-          ...(message.error ? { error: message.error } : {}),
-        }),
-      )
+    return sendPage(
+      reply,
+      passkeysPage(session, list, {
+        available: passkeys.relyingParty !== undefined,
+        ...(notice ? { notice } : {}),
+        ...(message.error ? { error: message.error } : {}),
+      }),
+      status,
+    )
   }
 
   app.get(
     SIGN_IN_STEP,
-    {
-      config: perMinute(120),
-      schema: deps.pageSchema('The passkey step of a sign-in (to sign-in without one waiting)', 200, 303),
-    },
+    kit.page({
+      summary: 'The passkey step of a sign-in (to sign-in without one waiting)',
+      statuses: [303],
+      session: 'none',
+    }),
     async (request, reply) => {
-      if (!request.cookies[deps.pendingCookie]) return reply.redirect('/dashboard/login', 303)
+      if (!request.cookies[PENDING_COOKIE]) return reply.redirect('/dashboard/login', 303)
       return renderStep(request, reply, 200)
     },
   )
@@ -211,9 +193,9 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
     },
     async (request, reply) => {
       const given = request.headers['x-csrf-token']
-      if (!deps.loginCsrfMatches(request, typeof given === 'string' ? given : undefined))
+      if (!signIn.csrfMatches(request, typeof given === 'string' ? given : undefined))
         throw new ForbiddenError('CSRF token missing or wrong')
-      const pending = request.cookies[deps.pendingCookie]
+      const pending = request.cookies[PENDING_COOKIE]
       const viewer = pending ? await pendingViewer(deps, pending) : null
       const { flow, options } = await startSignIn(passkeys, viewer && { kind: viewer.kind, id: viewer.id })
       reply.setCookie(FLOW_COOKIE, flow, flowCookie(request, '/dashboard/login'))
@@ -224,26 +206,23 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
 
   app.post(
     SIGN_IN_STEP,
-    {
-      config: perMinute(10),
-      schema: {
-        ...deps.pageSchema(
+    kit.form(
+      {
+        summary:
           "Sign in with a passkey: the browser's answer; opens the session (first factor, or after the password)",
-          303,
-          400,
-          401,
-          403,
-          422,
-        ),
-        consumes: ['application/x-www-form-urlencoded'],
-        body: AnswerForm,
+        statuses: [400, 401, 403, 422],
+        perMinute: 10,
+        session: 'none',
       },
-    },
+      { body: AnswerForm },
+    ),
     async (request, reply) => {
-      const pending = request.cookies[deps.pendingCookie]
+      const pending = request.cookies[PENDING_COOKIE]
       const again = (status: number, error: string) =>
-        pending ? renderStep(request, reply, status, error) : deps.renderSignIn(request, reply, status, error)
-      if (!deps.loginCsrfMatches(request, request.body.csrf_token))
+        pending
+          ? renderStep(request, reply, status, error)
+          : signIn.renderSignIn(request, reply, status, error)
+      if (!signIn.csrfMatches(request, request.body.csrf_token))
         return again(403, 'The sign-in form has expired. Please try again.')
       const flow = request.cookies[FLOW_COOKIE]
       reply.clearCookie(FLOW_COOKIE, { path: '/dashboard/login' })
@@ -256,20 +235,16 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
         if (err instanceof UnauthorizedError) return again(401, NOT_ACCEPTED)
         throw err
       }
-      return deps.enterDashboard(request, reply, opened.token, opened.session)
+      return signIn.enterDashboard(request, reply, opened.token, opened.session)
     },
   )
 
   app.get(
     MANAGE,
-    {
-      config: perMinute(120),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema("The signed-in account's passkeys (to sign-in without a session)", 200, 303),
-        querystring: ManageQuery,
-      },
-    },
+    kit.page(
+      { summary: "The signed-in account's passkeys (to sign-in without a session)" },
+      { querystring: ManageQuery },
+    ),
     async (request, reply) =>
       renderManage(request, reply, 200, request.query.added ? { notice: 'The passkey was added.' } : {}),
   )
@@ -278,14 +253,14 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
     `${MANAGE}/options`,
     {
       config: perMinute(30),
-      preParsing: deps.loadSession,
+      preParsing: kit.requireSession,
       schema: jsonSchema(
         'Passkey registration options for the signed-in account (JSON; the flow in a cookie)',
         "Needs the session's CSRF token in `x-csrf-token`, and a fresh second factor when the account has one.",
       ),
     },
     async (request, reply) => {
-      const session = deps.sessionOf(request)
+      const session = sessionOf(request)
       const given = request.headers['x-csrf-token']
       if (!csrfMatches(session, typeof given === 'string' ? given : undefined))
         throw new ForbiddenError('CSRF token missing or wrong')
@@ -299,26 +274,15 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
 
   app.post(
     MANAGE,
-    {
-      config: perMinute(30),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema(
-          "Add a passkey: the browser's answer to the registration options",
-          303,
-          400,
-          403,
-          409,
-          422,
-        ),
-        consumes: ['application/x-www-form-urlencoded'],
-        body: AnswerForm,
+    kit.form(
+      {
+        summary: "Add a passkey: the browser's answer to the registration options",
+        statuses: [400, 403, 409, 422],
       },
-    },
+      { body: AnswerForm },
+    ),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
-      if (!csrfMatches(session, request.body.csrf_token))
-        throw new ForbiddenError('CSRF token missing or wrong')
+      const session = formSession(request, request.body.csrf_token)
       const flow = request.cookies[FLOW_COOKIE]
       reply.clearCookie(FLOW_COOKIE, { path: MANAGE })
       try {
@@ -343,20 +307,12 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
 
   app.post(
     `${MANAGE}/:id/delete`,
-    {
-      config: perMinute(30),
-      preParsing: deps.loadSession,
-      schema: {
-        ...deps.pageSchema("Remove one of the signed-in account's passkeys", 303, 403, 404, 422),
-        consumes: ['application/x-www-form-urlencoded'],
-        params: IdParams,
-        body: CsrfForm,
-      },
-    },
+    kit.form(
+      { summary: "Remove one of the signed-in account's passkeys", statuses: [403, 404, 422] },
+      { params: IdParams, body: CsrfForm },
+    ),
     async (request, reply) => {
-      const session = deps.sessionOf(request)
-      if (!csrfMatches(session, request.body.csrf_token))
-        throw new ForbiddenError('CSRF token missing or wrong')
+      const session = formSession(request, request.body.csrf_token)
       try {
         await requireFreshSecondFactor(request, session)
       } catch (err) {

@@ -1,87 +1,5 @@
+import { crumbs, flash, html, layout } from './kit/html.js'
 import type { Viewer } from './viewers.js'
-
-/** Markup that is already escaped; everything else interpolated into `html` is escaped. */
-class SafeHtml {
-  constructor(readonly value: string) {}
-  toString(): string {
-    return this.value
-  }
-}
-
-const ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-}
-
-function escapeHtml(value: unknown): string {
-  if (value instanceof SafeHtml) return value.value
-  if (Array.isArray(value)) return value.map(escapeHtml).join('')
-  if (value === null || value === undefined || value === false) return ''
-  return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]!)
-}
-
-export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
-  let out = strings[0]!
-  for (let i = 0; i < values.length; i++) out += escapeHtml(values[i]) + strings[i + 1]!
-  return new SafeHtml(out)
-}
-
-export const ASSETS = '/dashboard/assets'
-
-interface LayoutOptions {
-  title: string
-  /** Present when signed in: shows the account and the sign-out form. */
-  session?: { viewer: Viewer; csrfToken: string }
-  /** Pages with figures load the chart library and the page script. */
-  scripts?: boolean
-  /** Pages with passkey buttons load @simplewebauthn/browser and the passkey script. */
-  passkeyScripts?: boolean
-}
-
-export function layout(opts: LayoutOptions, body: SafeHtml): string {
-  const account = opts.session
-    ? html`<div class="account">
-        <span class="who">${opts.session.viewer.label}</span>
-        <a class="link" href="/dashboard/passkeys">Passkeys</a>
-        <form method="post" action="/dashboard/logout">
-          <input type="hidden" name="csrf_token" value="${opts.session.csrfToken}">
-          <button type="submit" class="link">Sign out</button>
-        </form>
-      </div>`
-    : ''
-  const scripts = opts.scripts
-    ? html`<link rel="stylesheet" href="${ASSETS}/uplot/uPlot.min.css">
-  <script src="${ASSETS}/uplot/uPlot.iife.min.js" defer></script>
-  <script src="${ASSETS}/dashboard.js" defer></script>`
-    : ''
-  const passkeyScripts = opts.passkeyScripts
-    ? html`<script src="${ASSETS}/webauthn/index.umd.min.js" defer></script>
-  <script src="${ASSETS}/passkeys.js" defer></script>`
-    : ''
-  return `<!doctype html>${html`<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <meta name="referrer" content="no-referrer">
-  <link rel="icon" href="data:,">
-  <title>${opts.title} · wristband</title>
-  <link rel="stylesheet" href="${ASSETS}/dashboard.css">
-  ${scripts}
-  ${passkeyScripts}
-</head>
-<body>
-  <header class="top">
-    <a class="brand" href="/dashboard">wristband <span>dashboard</span></a>
-    ${account}
-  </header>
-  ${body}
-</body>
-</html>
-`}`
-}
 
 export function signInPage(opts: {
   csrfToken: string
@@ -95,7 +13,7 @@ export function signInPage(opts: {
     html`<main class="narrow">
     <h1>Sign in</h1>
     <p class="hint">Dashboard users sign in with their username; administrators and network managers with their e-mail address.</p>
-    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${flash(opts.error, 'error')}
     <form method="post" action="/dashboard/login" class="stack">
       <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
       <label>Username or e-mail
@@ -132,7 +50,7 @@ export function passkeyStepPage(opts: { csrfToken: string; error?: string }): st
     html`<main class="narrow">
     <h1>Passkey</h1>
     <p class="hint">Confirm the sign-in with your passkey: your device asks for your fingerprint, face or PIN.</p>
-    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${flash(opts.error, 'error')}
     ${passkeySignInForm(opts.csrfToken, 'Use my passkey')}
     <p class="hint"><a href="/dashboard/login">Start again</a></p>
   </main>`,
@@ -187,11 +105,11 @@ export function passkeysPage(
   return layout(
     { title: 'Passkeys', session, passkeyScripts: true },
     html`<main class="narrow">
-    <nav class="crumbs"><a href="/dashboard">Events</a></nav>
+    ${crumbs()}
     <h1>Passkeys</h1>
     <p class="hint">A passkey signs you in with your device's fingerprint, face or PIN instead of a password and code, and cannot be used on a look-alike site.</p>
-    ${opts.notice ? html`<p class="notice" role="status">${opts.notice}</p>` : ''}
-    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${flash(opts.notice)}
+    ${flash(opts.error, 'error')}
     ${list}
     ${add}
   </main>`,
@@ -205,7 +123,7 @@ export function totpStepPage(opts: { csrfToken: string; error?: string; passkeys
     html`<main class="narrow">
     <h1>Authentication code</h1>
     <p class="hint">Your account uses two-factor authentication. Enter the 6-digit code your authenticator app shows now.</p>
-    ${opts.error ? html`<p class="error" role="alert">${opts.error}</p>` : ''}
+    ${flash(opts.error, 'error')}
     <form method="post" action="/dashboard/login/code" class="stack">
       <input type="hidden" name="csrf_token" value="${opts.csrfToken}">
       <label>Code
@@ -284,7 +202,7 @@ export function eventPage(
   return layout(
     { title: event.name, session, scripts: true },
     html`<main class="event" data-stats-url="/dashboard/api/events/${event.id}/stats">
-    <nav class="crumbs"><a href="/dashboard">Events</a></nav>
+    ${crumbs()}
     <div class="heading">
       <h1>${event.name}</h1>
       <p class="meta">${event.uid} · ${event.timezone} · <span class="status" data-status aria-live="polite">Loading…</span></p>
@@ -363,16 +281,5 @@ export function eventPage(
         : ''
     }
   </main>`,
-  )
-}
-
-export function messagePage(
-  title: string,
-  message: string,
-  session?: { viewer: Viewer; csrfToken: string },
-): string {
-  return layout(
-    { title, ...(session ? { session } : {}) },
-    html`<main class="narrow"><h1>${title}</h1><p>${message}</p><p><a href="/dashboard">Back to the events</a></p></main>`,
   )
 }
