@@ -3,13 +3,9 @@ import { parseEventIds } from '../identities/grants.js'
 import {
   type AdminSummary,
   clearAdminMfa,
-  findAdministrator,
   findAdminProfile,
-  findNetworkManagerSignIn,
-  findOperatorByEmail,
   insertAdministrator,
   MFA_COLUMNS,
-  setAdminDisabled,
 } from '../identities/identities.store.js'
 import { type Db, isUniqueViolation } from '../platform/db/database.js'
 import { UnauthorizedError } from '../platform/errors.js'
@@ -43,20 +39,16 @@ export class AdminService {
 // step in the caller's transaction (the command's audited one). Ending the account's sessions is the
 // token authority's `endSessions`, which the caller adds to the same transaction.
 
-/** An administrator by (lower-case) e-mail or by id, disabled or not. */
-export function findAdministratorBy(db: Db, by: { email: string } | { id: number }) {
-  return findAdministrator(db, by)
-}
-
-/** A network manager by (lower-case) e-mail: whose passkeys `wristband admin reset-passkeys` removes. */
-export function findNetworkManager(db: Db, email: string) {
-  return findNetworkManagerSignIn(db, email)
-}
-
-/** An operator by e-mail: whose tokens `wristband admin end-tokens --operator` ends. */
-export function findOperator(db: Db, email: string) {
-  return findOperatorByEmail(db, email)
-}
+// The reads and the switch that are one store call each are the store's own, re-exported: an administrator
+// by e-mail or id (disabled or not), a network manager (whose passkeys `wristband admin reset-passkeys`
+// removes), an operator (whose tokens `wristband admin end-tokens --operator` ends), and disabling (1)
+// or enabling (0) an administrator. A function that only renames a store call is not kept.
+export {
+  findAdministrator,
+  findNetworkManagerSignIn,
+  findOperatorByEmail,
+  setAdminDisabled,
+} from '../identities/identities.store.js'
 
 /**
  * Creates an administrator of the given events (none for a superadmin): its id, or why not (event ids
@@ -88,11 +80,6 @@ export async function createAdministrator(
     if (isUniqueViolation(err)) return { emailTaken: true }
     throw err
   }
-}
-
-/** Disables (1) or enables (0) an administrator; a disabled one cannot sign in. */
-export function setAdministratorDisabled(tx: Db, admin: AdminSummary, disabled: 0 | 1, now: number) {
-  return setAdminDisabled(tx, admin.id, disabled, now)
 }
 
 /** Switches MFA off and forgets its secrets, so the administrator enrols again; returns what it cleared. */

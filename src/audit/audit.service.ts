@@ -6,7 +6,6 @@ import {
   type AuditRow,
   insertAuditEntry,
   listAuditAfter,
-  listAuditNewestSettled,
   pageAuditEntries,
 } from './audit.store.js'
 
@@ -36,23 +35,10 @@ export function parseCursor(raw: string): AuditCursor | undefined {
   return Number.isSafeInteger(tx) && Number.isSafeInteger(id) ? { tx, id } : undefined
 }
 
-/** Entries after `after` in forward order (`wristband audit --after/--follow`, the sink). */
-export function auditAfter(
-  db: Db,
-  dialect: Dialect,
-  opts: { after: AuditCursor; kind?: string; limit: number },
-): Promise<AuditForwardRow[]> {
-  return listAuditAfter(db, dialect, opts)
-}
-
-/** The newest `limit` entries a forward reader may have, oldest first: where `wristband audit` starts. */
-export function auditNewest(
-  db: Db,
-  dialect: Dialect,
-  opts: { kind?: string; limit: number },
-): Promise<AuditForwardRow[]> {
-  return listAuditNewestSettled(db, dialect, opts)
-}
+// The forward reads of `wristband audit` are the store's, re-exported: entries after a cursor
+// (`--after/--follow`, the sink too) and the newest a forward reader may have (where it starts). A
+// function that only renames a store call is not kept.
+export { listAuditAfter, listAuditNewestSettled } from './audit.store.js'
 
 /** An entry as the API, the command line and the sink give it. */
 export function presentEntry(r: AuditRow) {

@@ -2,13 +2,13 @@ import fs from 'node:fs'
 import {
   type AdminSummary,
   createAdministrator,
-  findAdministratorBy,
-  findNetworkManager,
-  findOperator,
+  findAdministrator,
+  findNetworkManagerSignIn,
+  findOperatorByEmail,
   resetAdministratorMfa,
-  setAdministratorDisabled,
+  setAdminDisabled,
 } from '../admin/admin.service.js'
-import { findDashboardUserByName } from '../dashboard/dashboard-users.service.js'
+import { findDashboardUserSignIn } from '../dashboard/dashboard-users.service.js'
 import { removeAllPasskeys } from '../passkeys/passkeys.service.js'
 import { changePassword } from '../password-reset/password-change.service.js'
 import type { Db } from '../platform/db/database.js'
@@ -45,7 +45,7 @@ function parseSelector(values: Values, command: string): Selector {
 }
 
 async function findAdmin(db: Db, selector: Selector, command: string): Promise<AdminSummary> {
-  const row = await findAdministratorBy(db, selector)
+  const row = await findAdministrator(db, selector)
   if (!row)
     throw new CliError(
       `wristband ${command}: no administrator with ${'email' in selector ? `e-mail ${selector.email}` : `id ${selector.id}`}`,
@@ -173,7 +173,7 @@ ${SELECT_HELP}`,
       await withContext(loadConfig(), async (ctx) => {
         const target = { selector, command, kind: `cli_admin_${verb}`, endSessions: disabled === 1 }
         const { admin, sessions } = await onAdmin(ctx, target, async (tx, a) => {
-          await setAdministratorDisabled(tx, a, disabled, ctx.clock.now())
+          await setAdminDisabled(tx, a.id, disabled, ctx.clock.now())
           return { was_disabled: a.disabled === 1 }
         })
         console.log(`${verb}d administrator ${admin.id} (${admin.email})${disabled ? `; ${sessions}` : ''}`)
@@ -254,7 +254,9 @@ ${SELECT_HELP}
     await withContext(loadConfig(), async (ctx) => {
       const result = await audited(ctx, 'cli_admin_reset_passkeys', async (tx) => {
         const account =
-          user !== undefined ? await findDashboardUserByName(tx, user) : await findNetworkManager(tx, name)
+          user !== undefined
+            ? await findDashboardUserSignIn(tx, user)
+            : await findNetworkManagerSignIn(tx, name)
         if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${name}`, 1)
         const removed = await removeAllPasskeys(
           tx,
@@ -359,7 +361,9 @@ ${SELECT_HELP}
     await withContext(loadConfig(), async (ctx) => {
       const result = await audited(ctx, 'cli_admin_end_tokens', async (tx) => {
         const account =
-          operator !== undefined ? await findOperator(tx, email) : await findNetworkManager(tx, email)
+          operator !== undefined
+            ? await findOperatorByEmail(tx, email)
+            : await findNetworkManagerSignIn(tx, email)
         if (!account) throw new CliError(`wristband ${command}: no ${kind.replace('_', ' ')} ${email}`, 1)
         const ended = await ctx.authority.endSessions(tx, kind, account.id)
         return { ended, detail: { kind, id: account.id, email, tokens_ended: true } }

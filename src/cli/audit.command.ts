@@ -2,9 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import {
   type AuditCursor,
   type AuditForwardRow,
-  auditAfter,
-  auditNewest,
   formatCursor,
+  listAuditAfter,
+  listAuditNewestSettled,
   parseCursor,
   presentForward,
 } from '../audit/audit.service.js'
@@ -119,12 +119,12 @@ Options:
         return rows.length
       }
       if (after === undefined) {
-        print(await auditNewest(db, dialect, { ...filter, limit }))
+        print(await listAuditNewestSettled(db, dialect, { ...filter, limit }))
         if (!values.follow) return
       }
       for (;;) {
         // Every entry there is, a page at a time; then, following, a look every FOLLOW_INTERVAL_MS.
-        const n = print(await auditAfter(db, dialect, { ...filter, after: last, limit: 1000 }))
+        const n = print(await listAuditAfter(db, dialect, { ...filter, after: last, limit: 1000 }))
         if (n === 1000) continue
         if (!values.follow || stop.signal.aborted) break
         await sleep(FOLLOW_INTERVAL_MS, undefined, { signal: stop.signal }).catch(() => undefined)

@@ -1,8 +1,8 @@
 import {
   createSetupCode,
   DEVICE_KEY_PREFIX,
-  devicesOf,
   findDevice,
+  listDevices,
   newDeviceKey,
   registerDevice,
   retireDevice,
@@ -237,7 +237,7 @@ Options:
     const eventId = eventRaw === undefined ? undefined : integerOption(eventRaw, 'event', command)
     const { devices } = await withContext(loadConfig(), (ctx) =>
       audited(ctx, 'cli_device_list', async (tx) => {
-        const devices = await devicesOf(tx, eventId)
+        const devices = await listDevices(tx, eventId)
         return { devices, detail: { event_id: eventId ?? null, count: devices.length } }
       }),
     )

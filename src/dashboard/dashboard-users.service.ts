@@ -14,16 +14,14 @@ import {
   type DashboardUserRecord,
   deleteDashboardUser,
   findDashboardUser,
-  findDashboardUserSignIn,
   insertDashboardUser,
   listDashboardUsers,
   updateDashboardUser,
 } from './dashboard-users.store.js'
 
-/** A dashboard user by username (`wristband admin reset-passkeys --dashboard-user`); undefined when none. */
-export function findDashboardUserByName(db: Db, username: string) {
-  return findDashboardUserSignIn(db, username)
-}
+// A dashboard user by username (`wristband admin reset-passkeys --dashboard-user`; undefined when none):
+// the store's read, re-exported (a function that only renames a store call is not kept).
+export { findDashboardUserSignIn } from './dashboard-users.store.js'
 
 export interface DashboardUsersDeps {
   db: Db

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { devicesOf, revokeDevice } from '../devices/devices.service.js'
+import { listDevices, revokeDevice } from '../devices/devices.service.js'
 import type { Revocation } from '../tokens/revocations.js'
 import { devicesPage } from './devices.templates.js'
 import { formSession, pageKit, sendPage, sessionOf } from './kit/pages.js'
@@ -60,7 +60,7 @@ export const devicesPageRoutes: FastifyPluginAsyncTypebox<DevicesPageDeps> = asy
         revoked === undefined
           ? undefined
           : `The offline tokens of device #${revoked} are revoked${archived ? ' and the device is archived' : ''}.`
-      const devices = await devicesOf(deps.db, event_id)
+      const devices = await listDevices(deps.db, event_id)
       return sendPage(reply, devicesPage(session, { event, devices, ...(notice ? { notice } : {}) }))
     },
   )

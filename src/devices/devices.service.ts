@@ -33,7 +33,6 @@ import {
   getDevice,
   insertDevice,
   insertSession,
-  listDevices,
   nextTokenGeneration,
   setDeviceKeyHash,
   setDeviceOperator,
@@ -244,10 +243,9 @@ export async function exchangeSetupCode(
   return { device, key, ended }
 }
 
-/** Every device (of one event when given), archived ones included, with whether a key is set. */
-export function devicesOf(db: Db, eventId?: number) {
-  return listDevices(db, eventId)
-}
+// Every device (of one event when given), archived ones included, with whether a key is set: the
+// store's read, re-exported (a function that only renames a store call is not kept).
+export { listDevices } from './devices.store.js'
 
 /**
  * docs/specification.md: a device acts as its associated operator (role operator) with the device baseline
