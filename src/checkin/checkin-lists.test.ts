@@ -2,36 +2,16 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { CHECKIN_CHECKPOINTS, CHECKIN_SCANS } from '../../test/helpers/checkin-cases.js'
 import {
-  CHECKIN_CHECKPOINTS,
-  CHECKIN_SCANS,
-  type CheckinCounts,
-  type CheckinListKey,
-} from '../../test/helpers/checkin-cases.js'
-import { type Festival, freshToken, setLocalTime, setUpFestival } from '../../test/helpers/festival.js'
+  type Festival,
+  freshToken,
+  setLocalTime,
+  setUpFestival,
+  festivalCounts as statuses,
+} from '../../test/helpers/festival.js'
 import { type PartnerKeys, partnerGet, registerReceiver, seedPartner } from '../../test/helpers/partner.js'
 import { type Receiver, startReceiver } from '../../test/helpers/receiver.js'
-
-/** What a checkpoint compares of GET .../status. */
-function countsOf(status: CheckinCounts & Record<string, unknown>): CheckinCounts {
-  const { inside, entries, exits, counted_out, refused } = status
-  return { inside, entries, exits, counted_out, refused }
-}
-
-/** Every list's status at the clock's time. */
-async function statuses(t: TestApp, f: Festival) {
-  const out = {} as Record<CheckinListKey, CheckinCounts>
-  for (const [key, id] of Object.entries(f.lists)) {
-    const res = await t.request({
-      method: 'GET',
-      url: `/events/1/checkin-lists/${id}/status`,
-      token: await f.admin(),
-    })
-    assert.equal(res.statusCode, 200, res.body)
-    out[key as CheckinListKey] = countsOf(res.json())
-  }
-  return out
-}
 
 forEachBackend(
   httpBackends,

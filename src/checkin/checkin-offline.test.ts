@@ -1,47 +1,18 @@
 import assert from 'node:assert/strict'
 import { before, test } from 'node:test'
-import { Scanner, type ScanResult } from '../../packages/scanner/src/index.js'
+import { Scanner } from '../../packages/scanner/src/index.js'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
+import { CHECKIN_CHECKPOINTS, CHECKIN_SCANS } from '../../test/helpers/checkin-cases.js'
 import {
-  CHECKIN_CHECKPOINTS,
-  CHECKIN_SCANS,
-  type CheckinCounts,
-  type CheckinExpected,
-  type CheckinListKey,
-} from '../../test/helpers/checkin-cases.js'
-import { type Festival, setLocalTime, setUpFestival } from '../../test/helpers/festival.js'
+  checkinOutcome,
+  type Festival,
+  setLocalTime,
+  setUpFestival,
+  festivalCounts as statuses,
+} from '../../test/helpers/festival.js'
 import { deviceToken, seedPartner } from '../../test/helpers/partner.js'
 import { deviceNetwork, type Network } from '../../test/helpers/scanner.js'
-
-/** What the case table expects, as the scanner says it. */
-function outcomeOf(r: ScanResult): CheckinExpected | string {
-  switch (r.status) {
-    case 'VALID':
-      return 'accepted'
-    case 'REFUSED':
-      return r.reason
-    case 'ALREADY_USED':
-      return 'already_used'
-    default:
-      return r.status
-  }
-}
-
-async function statuses(t: TestApp, f: Festival) {
-  const out = {} as Record<CheckinListKey, CheckinCounts>
-  for (const [key, id] of Object.entries(f.lists)) {
-    const res = await t.request({
-      method: 'GET',
-      url: `/events/1/checkin-lists/${id}/status`,
-      token: await f.admin(),
-    })
-    assert.equal(res.statusCode, 200, res.body)
-    const { inside, entries, exits, counted_out, refused } = res.json()
-    out[key as CheckinListKey] = { inside, entries, exits, counted_out, refused }
-  }
-  return out
-}
 
 /**
  * The case table offline: a Node scanner syncs the festival's tickets and lists, loses the network and
@@ -115,7 +86,7 @@ forEachBackend(
           ...(s.list === 'default' ? {} : { listId: f.lists[s.list] }),
           direction: s.direction,
         })
-        assert.equal(outcomeOf(r), s.expect, `${s.at} ${s.ticket} ${s.direction} ${s.list}`)
+        assert.equal(checkinOutcome(r), s.expect, `${s.at} ${s.ticket} ${s.direction} ${s.list}`)
       }
       for (const c of checkpoints) {
         await upload(c.at)

@@ -3,14 +3,9 @@
 // service's listener closed) and the page reloaded: its service worker opens it with its data, and it scans.
 // Then an event of 500,000 tickets synced into IndexedDB, and one of them scanned after an offline reload.
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Page } from 'playwright-core'
-// @ts-expect-error: a plain ES module of the package (its build script), without type declarations.
-import { buildPage } from '../../packages/scanner/build.mjs'
-import { forEachBackend, login, type TestApp } from '../../test/helpers/app.js'
+import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { type ChromiumPage, openChromium } from '../../test/helpers/browser.js'
 import { fillLedger } from '../../test/helpers/ledger.js'
@@ -22,77 +17,17 @@ import {
   seedPartner,
 } from '../../test/helpers/partner.js'
 import { freePort } from '../../test/helpers/processes.js'
+import {
+  builtScannerPage,
+  listener,
+  offlineReady,
+  scanInPage as scan,
+  setupUrl,
+  pageStatus as status,
+} from '../../test/helpers/scanner-page.js'
 import { until, waitFor } from '../../test/helpers/until.js'
 
-const pageDir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-scanner-page-'))
-await buildPage(pageDir)
-process.on('exit', () => fs.rmSync(pageDir, { recursive: true, force: true }))
-
-/** What the page shows in its status line's attributes. */
-interface Status {
-  state?: string
-  known?: string
-  pending?: string
-  synced?: string
-}
-async function status(page: Page): Promise<Status> {
-  const status = page.locator('#status')
-  const out: Status = {}
-  for (const name of ['state', 'known', 'pending', 'synced'] as const) {
-    const value = await status.getAttribute(`data-${name}`)
-    if (value !== null) out[name] = value
-  }
-  return out
-}
-
-/** The little of the page's document the checks read (the tests' TypeScript has no DOM types). */
-interface PageDocument {
-  document: {
-    documentElement: { dataset: Record<string, string | undefined> }
-    querySelector(selector: string): { textContent: string | null } | null
-  }
-}
-
-/** Types a code into the page's scan field as a gate's reader does (the code, then Enter). */
-async function scan(page: Page, code: string): Promise<{ status: string; text: string }> {
-  // The answer is cleared first, so that two equal answers in a row are told apart.
-  await page.evaluate(() => {
-    ;(globalThis as unknown as PageDocument).document.querySelector('#result')!.textContent = ''
-  })
-  await page.fill('#code', code)
-  await page.press('#code', 'Enter')
-  await page.waitForFunction(
-    () => (globalThis as unknown as PageDocument).document.querySelector('#result')!.textContent !== '',
-  )
-  const result = page.locator('#result')
-  return {
-    status: (await result.getAttribute('data-status')) ?? '',
-    text: (await result.textContent()) ?? '',
-  }
-}
-
-/** The service on a port of its own, whose listener a test can close and open again (the app stays). */
-function listener(t: TestApp, port: number) {
-  return {
-    async open() {
-      if (t.app.server.listening) return
-      await new Promise<void>((resolve) => t.app.server.listen(port, '127.0.0.1', resolve))
-    },
-    async close() {
-      const closed = new Promise((resolve) => t.app.server.close(resolve))
-      t.app.server.closeAllConnections()
-      await closed
-    },
-  }
-}
-
-/** A set-up code for a device, as an administrator gets it: the address its QR code holds. */
-async function setupUrl(t: TestApp, deviceId: number): Promise<string> {
-  const admin = (await login(t, 'root@example.com')).access_token
-  const res = await t.request({ method: 'POST', url: `/devices/${deviceId}/setup-code`, token: admin })
-  assert.equal(res.statusCode, 200, res.body)
-  return res.json().setup_url
-}
+const pageDir = await builtScannerPage()
 
 const skip = process.env.SKIP_BROWSER_TESTS === '1'
 const port = await freePort()
@@ -129,14 +64,9 @@ if (skip) {
         const codeOf = async (id: string) =>
           (await partnerGet(t, `/companies/transfer/${id}`, keys.read)).json().ticket_code as string
         const [codeA, codeB] = [await codeOf(a!.company_ticket_id), await codeOf(b!.company_ticket_id)]
-        const device = await t.db.db
-          .selectFrom('devices')
-          .select('id')
-          .where('dev_mac', '=', 'AA:BB:CC:DD:EE:01')
-          .executeTakeFirstOrThrow()
 
         // What a phone's camera opens: the page, with the code in the fragment.
-        const url = await setupUrl(t, device.id)
+        const url = await setupUrl(t)
         assert.ok(url.startsWith(`${origin}/scanner/#setup=wbsu_`), url)
         await page.goto(url)
         const synced = await waitFor(
@@ -152,10 +82,7 @@ if (skip) {
         assert.equal(synced.state, 'online')
         // The fragment is gone from the address bar (and the history) once the code is exchanged.
         assert.equal(new URL(page.url()).hash, '')
-        await page.waitForFunction(
-          () =>
-            (globalThis as unknown as PageDocument).document.documentElement.dataset.offlineReady === 'yes',
-        )
+        await offlineReady(page)
         await page.fill('#gate', 'Bühne Süd')
         await page.press('#gate', 'Enter')
 
@@ -265,24 +192,16 @@ if (skip) {
         const mine = await newTransfer(t, keys.write, typeUid)
         const code = (await partnerGet(t, `/companies/transfer/${mine.company_ticket_id}`, keys.read)).json()
           .ticket_code as string
-        const device = await db
-          .selectFrom('devices')
-          .select('id')
-          .where('dev_mac', '=', 'AA:BB:CC:DD:EE:01')
-          .executeTakeFirstOrThrow()
 
         const page = browser!.page
-        await page.goto(await setupUrl(t, device.id))
+        await page.goto(await setupUrl(t))
         // A bound on a hang, not a speed: the first sync of half a million tickets on a shared machine.
         await until(
           'the first sync of every ticket',
           async () => Number((await status(page)).known) === TICKETS + 1,
           20 * 60_000,
         )
-        await page.waitForFunction(
-          () =>
-            (globalThis as unknown as PageDocument).document.documentElement.dataset.offlineReady === 'yes',
-        )
+        await offlineReady(page)
         await browser!.context.setOffline(true)
         await listener(t, port).close()
         await page.reload()

@@ -8,6 +8,8 @@ import {
   CHECKIN_TICKET_TYPES,
   CHECKIN_TICKETS,
   CHECKIN_TIMEZONE,
+  type CheckinCounts,
+  type CheckinExpected,
   type CheckinListKey,
   type CheckinTicket,
   type CheckinTicketType,
@@ -88,4 +90,37 @@ export async function setUpFestival(t: TestApp, key: string): Promise<Festival> 
   const byDefault = all.json().find((l: { is_default: boolean }) => l.is_default)
   lists.default = byDefault.id
   return { eventId: 1, types, tickets, lists, admin }
+}
+
+/** Every list's counts as GET /events/1/checkin-lists/{list_id}/status answers them at the clock's time. */
+export async function festivalCounts(
+  t: TestApp,
+  f: Festival,
+): Promise<Record<CheckinListKey, CheckinCounts>> {
+  const out = {} as Record<CheckinListKey, CheckinCounts>
+  for (const [key, id] of Object.entries(f.lists)) {
+    const res = await t.request({
+      method: 'GET',
+      url: `/events/1/checkin-lists/${id}/status`,
+      token: await f.admin(),
+    })
+    assert.equal(res.statusCode, 200, res.body)
+    const { inside, entries, exits, counted_out, refused } = res.json()
+    out[key as CheckinListKey] = { inside, entries, exits, counted_out, refused }
+  }
+  return out
+}
+
+/** What the case table expects, as a scanner answers it (VALID, REFUSED with its reason, ALREADY_USED). */
+export function checkinOutcome(r: { status: string; reason?: string }): CheckinExpected | string {
+  switch (r.status) {
+    case 'VALID':
+      return 'accepted'
+    case 'REFUSED':
+      return r.reason ?? 'REFUSED'
+    case 'ALREADY_USED':
+      return 'already_used'
+    default:
+      return r.status
+  }
 }

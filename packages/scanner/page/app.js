@@ -29,7 +29,16 @@ async function openSettings() {
   }
 }
 
-const state = { scanner: undefined, gate: undefined, sync: 'starting', message: '', lastSync: undefined }
+const state = {
+  scanner: undefined,
+  gate: undefined,
+  /** The check-in list scanned on (undefined: the event's default list) and the direction. */
+  listId: undefined,
+  direction: 'entry',
+  sync: 'starting',
+  message: '',
+  lastSync: undefined,
+}
 
 function renderStatus() {
   const status = el('status')
@@ -47,12 +56,41 @@ function renderStatus() {
   status.textContent = parts.join(' · ')
 }
 
+/**
+ * The list and direction choices, from the lists the scanner synced (none from a service without lists:
+ * then every scan is the single use, and the choices are hidden). A list gone since is dropped for the
+ * default list.
+ */
+function renderPlace() {
+  const lists = state.scanner?.checkinLists ?? []
+  el('place').hidden = lists.length === 0
+  if (!lists.some((l) => l.id === state.listId)) state.listId = undefined
+  const select = el('list')
+  select.replaceChildren(
+    ...lists.map((l) => {
+      const option = document.createElement('option')
+      option.value = String(l.id)
+      option.textContent = l.name
+      option.selected = l.id === state.listId || (state.listId === undefined && l.is_default)
+      return option
+    }),
+  )
+  el('direction').value = state.direction
+}
+
+const REFUSALS = {
+  product: 'Refused: this ticket is not for this list',
+  invalid_time: 'Refused: this list is closed now',
+}
+
 const localTime = (iso) => (iso ? new Date(iso).toLocaleString() : 'an earlier time')
 
 function describe(r) {
   switch (r.status) {
     case 'VALID':
-      return 'Valid: let in'
+      return r.direction === 'exit' ? 'Exit recorded' : 'Valid: let in'
+    case 'REFUSED':
+      return REFUSALS[r.reason] ?? `Refused (${r.reason})`
     case 'ALREADY_USED':
       return `Already used ${localTime(r.used_at)} at ${r.gate ?? 'another gate'}${r.source === 'device' ? ' (this scanner)' : ''}`
     case 'REVOKED':
@@ -79,6 +117,7 @@ async function syncNow() {
     state.message = err.message
   }
   renderStatus()
+  renderPlace()
 }
 
 async function start(settings, credentials) {
@@ -88,6 +127,8 @@ async function start(settings, credentials) {
     `${credentials.event.name} · device ${credentials.device_id} (${credentials.dev_mac})`
   state.gate = (await settings.get('gate')) ?? undefined
   el('gate').value = state.gate ?? ''
+  state.listId = (await settings.get('list')) ?? undefined
+  state.direction = (await settings.get('direction')) ?? 'entry'
   const session = new DeviceSession(credentials)
   state.scanner = await Scanner.open({
     baseUrl: credentials.baseUrl,
@@ -96,6 +137,7 @@ async function start(settings, credentials) {
     storage: await openIndexedDbStorage(),
   })
   renderStatus()
+  renderPlace()
   // A gate's reader types the code and Enter into whatever has the focus: the code field.
   el('code').focus()
   el('scan').addEventListener('submit', async (event) => {
@@ -105,11 +147,36 @@ async function start(settings, credentials) {
     input.value = ''
     input.focus()
     if (!text.trim()) return
-    const result = await state.scanner.scan(text, state.gate ? { gate: state.gate } : {})
     const out = el('result')
-    out.dataset.status = result.status
-    out.textContent = describe(result)
+    try {
+      const result = await state.scanner.scan(text, {
+        ...(state.gate ? { gate: state.gate } : {}),
+        ...(state.listId !== undefined ? { listId: state.listId } : {}),
+        ...(state.direction === 'exit' ? { direction: 'exit' } : {}),
+      })
+      out.dataset.status = result.status
+      out.dataset.reason = result.status === 'REFUSED' ? result.reason : ''
+      out.textContent = describe(result)
+    } catch (err) {
+      // A list this scanner no longer knows (removed by the last sync): nothing was scanned.
+      if (!(err instanceof TypeError)) throw err
+      out.dataset.status = 'ERROR'
+      out.dataset.reason = ''
+      out.textContent = err.message
+      renderPlace()
+    }
     renderStatus()
+  })
+  // The list and direction apply from the next scan, and are kept for the next load.
+  el('list').addEventListener('change', async () => {
+    const id = Number(el('list').value)
+    const list = state.scanner.checkinLists.find((l) => l.id === id)
+    state.listId = list && !list.is_default ? id : undefined
+    await settings.set('list', state.listId)
+  })
+  el('direction').addEventListener('change', async () => {
+    state.direction = el('direction').value === 'exit' ? 'exit' : 'entry'
+    await settings.set('direction', state.direction)
   })
   el('settings').addEventListener('submit', async (event) => {
     event.preventDefault()
