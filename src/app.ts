@@ -13,7 +13,7 @@ import { authRoutes } from './auth/auth.routes.js'
 import { checkinRoutes } from './checkin/checkin.routes.js'
 import { consumerRoutes } from './consumers/consumers.routes.js'
 import { dashboardRoutes } from './dashboard/dashboard.routes.js'
-import { endDashboardSessions, viewerAccounts } from './dashboard/session.service.js'
+import { viewerAccounts } from './dashboard/session.service.js'
 import { deviceRoutes } from './devices/devices.routes.js'
 import { edgeRoutes } from './edge/edge.routes.js'
 import { resolveEdgeKeys } from './edge/edge-keys.js'
@@ -60,6 +60,7 @@ import { packageRoot, releaseVersion } from './platform/version.js'
 import { startRetention } from './retention/retention.js'
 import { scannerPageRoutes } from './scanner-page/scanner-page.routes.js'
 import { ticketRoutes } from './tickets/tickets.routes.js'
+import { SESSION_STORES } from './token-extensions.js'
 import { createTokenAuthority } from './tokens/authority.js'
 import { checkAnswers } from './tokens/check.js'
 import { tokenCheckRoutes } from './tokens/check.routes.js'
@@ -288,7 +289,7 @@ async function openCore(app: FastifyInstance, a: Assembly, platform: Platform) {
     log: app.log,
     redis,
     config,
-    sessionStores: [endDashboardSessions],
+    sessionStores: SESSION_STORES,
     revocationLoadPace: a.deps.revocationLoadPace,
   })
   const tokens = await authority.serve({ secrets, edgeKeys, audit, metrics, config })

@@ -2,12 +2,12 @@ import os from 'node:os'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import pino from 'pino'
 import { recordInTransaction } from '../audit/audit.service.js'
-import { endDashboardSessions } from '../dashboard/session.service.js'
 import { type Clock, systemClock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import { type DatabaseHandle, type Db, openDatabase } from '../platform/db/database.js'
 import { connectRedis, createRedis } from '../platform/redis.js'
 import { databaseUnavailable } from '../platform/startup.js'
+import { SESSION_STORES } from '../token-extensions.js'
 import { createTokenAuthority, type TokenAuthority } from '../tokens/authority.js'
 
 /**
@@ -154,14 +154,14 @@ export async function withContext<T>(config: Config, fn: (ctx: CliContext) => Pr
   const redis = config.redis ? createRedis(config.redis, log) : undefined
   try {
     if (redis) await connectRedis(redis)
-    // The dashboard's sessions end with an account's tokens, as in the app (src/app.ts).
+    // Built as the app builds it (src/app.ts): the sessions of SESSION_STORES end with an account's tokens.
     const authority = createTokenAuthority({
       db: database.db,
       clock: systemClock,
       log,
       redis,
       config,
-      sessionStores: [endDashboardSessions],
+      sessionStores: SESSION_STORES,
     })
     return await fn({ db: database.db, database, config, clock: systemClock, authority })
   } finally {
