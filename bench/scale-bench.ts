@@ -13,6 +13,7 @@
 //   stats: GET /events/1/stats (the dashboard's poll) p50 / p95, and of the 10,000-ticket event;
 //   the dashboard's event list (its figures query); /metrics (the pending deliveries count);
 //   ticket use p50 / p95 idle, and while 8 dashboards poll the stats back to back (and its 503s);
+//   the audit page filtered by kind, outcome and actor, a partner's deliveries by status (store functions);
 //   RSS of the process after start (what N refreshes cost in memory);
 //   start-up with N live revocations: to /ready and to /ready/verify (the list loaded), in
 //   process and with Redis and 2 workers (a second `serve` on the copy, best of two), and the RSS of
@@ -32,12 +33,14 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { sql } from 'kysely'
+import { pageAuditEntries } from '../src/audit/audit.store.js'
 import { eventListFigures } from '../src/dashboard/stats.store.js'
 import { systemClock } from '../src/platform/clock.js'
 import type { DatabaseHandle } from '../src/platform/db/database.js'
 import { openDatabase } from '../src/platform/db/database.js'
 import { pruneOnce } from '../src/retention/retention.js'
 import { applySeed } from '../src/seed/seed.js'
+import { listDeliveries } from '../src/webhooks/webhooks.store.js'
 import { PRODUCTION_ENV } from '../test/helpers/app.js'
 import { freePort } from '../test/helpers/processes.js'
 import { guardRun, hasCommand, pinSelf, rssBytes, spawnPinned, waitForHttp } from './lib/processes.js'
@@ -127,13 +130,16 @@ async function load(handle: DatabaseHandle, n: number) {
   await run(`insert into revoked_tokens (jti, expires_at, revoked_at)
     select md5('revoked-' || g), ${now + HOUR} + (g::bigint * 7919) % ${30 * DAY}, ${now - 10_000} - (g::bigint * 104729) % ${30 * DAY}
     from generate_series(1, ${n}) g`)
+  // Mostly logins that succeeded; the filters look for the rarer kinds and outcomes.
   await run(`insert into audit_log (at, kind, actor, ip, outcome, detail)
-    select ${now} - g * 1000, 'login', 'consumer:' || g, '10.0.0.1', 'success', null
+    select ${now} - g * 1000, case when g % 50 = 0 then 'password_reset' else 'login' end, 'consumer:' || g,
+      '10.0.0.1', case when g % 20 = 0 then 'failure' else 'success' end, null
     from generate_series(1, ${Math.ceil(n / 5)}) g`)
+  await run(`insert into partners (event_id, name, created_at) values (1, 'Bench partner', ${now})`)
   const deliveries = Math.ceil(n / 10)
-  await run(`insert into webhook_deliveries (uid, event_id, payload, status, attempts, delivered_at, created_at)
-    select md5('delivery-' || g), 1, '{}', case when g % 100 = 0 then 'pending' when g % 100 = 1 then 'failed'
-      else 'delivered' end, 1, ${now}, ${now} - g * 100
+  await run(`insert into webhook_deliveries (uid, event_id, partner_id, payload, status, attempts, delivered_at, created_at)
+    select md5('delivery-' || g), 1, (select min(id) from partners where event_id = 1), '{}',
+      case when g % 100 = 0 then 'pending' when g % 100 = 1 then 'failed' else 'delivered' end, 1, ${now}, ${now} - g * 100
     from generate_series(1, ${deliveries}) g`)
   await run(`insert into webhook_attempts (delivery_id, attempted_at, url, status_code, duration_ms)
     select id, created_at, 'https://receiver.example/hook', case when status = 'delivered' then 200 else 503 end, 20
@@ -416,6 +422,7 @@ async function measure() {
     let eventList = none
     let metrics = none
     let useIdle = none
+    let filters = { auditKind: none, auditOutcome: none, auditActor: none, deliveriesStatus: none }
     let usePolled = [0, 1].map(() => ({ ...NaNTiming, errors503: 0, polls: 0 }))
     if (SECTIONS.has('serve')) {
       stats = await paired(copies, (c) => get(c.service, '/events/1/stats', c.auth))
@@ -427,6 +434,30 @@ async function measure() {
         20,
       )
       useIdle = await paired(copies, use)
+      // The filters of the audit and delivery pages, through their store functions (the first page).
+      const partnerOf = async (c: Copy) =>
+        (
+          await c.handle.db
+            .selectFrom('partners')
+            .select('id')
+            .where('event_id', '=', 1)
+            .executeTakeFirstOrThrow()
+        ).id
+      const partners = [await partnerOf(small), await partnerOf(large)]
+      filters = {
+        auditKind: await paired(copies, (c) =>
+          pageAuditEntries(c.handle.db, { kind: 'password_reset', limit: 51 }),
+        ),
+        auditOutcome: await paired(copies, (c) =>
+          pageAuditEntries(c.handle.db, { outcome: 'failure', limit: 51 }),
+        ),
+        auditActor: await paired(copies, (c) =>
+          pageAuditEntries(c.handle.db, { actor: 'consumer:1000', limit: 51 }),
+        ),
+        deliveriesStatus: await paired(copies, (c) =>
+          listDeliveries(c.handle.db, partners[c === small ? 0 : 1]!, { status: 'failed', limit: 50 }),
+        ),
+      }
       // Polled in turns (small, large, small, large), half the samples each turn.
       const polled = [
         { ms: [] as number[], errors503: 0, polls: 0 },
@@ -466,6 +497,10 @@ async function measure() {
       eventList: eventList[k]!,
       metrics: metrics[k]!,
       useIdle: useIdle[k]!,
+      auditKind: filters.auditKind[k]!,
+      auditOutcome: filters.auditOutcome[k]!,
+      auditActor: filters.auditActor[k]!,
+      deliveriesStatus: filters.deliveriesStatus[k]!,
       usePolled: usePolled[k]!,
       startInProcess: inProcess[k]!.length ? best(inProcess[k]!) : noStart,
       startFleet: fleet[k]!.length ? best(fleet[k]!) : noStart,
@@ -512,6 +547,20 @@ async function main() {
     row("dashboard's event list figures, p95", small.eventList.p95, large.eventList.p95),
     row('/metrics scrape (pending deliveries), p95', small.metrics.p95, large.metrics.p95),
     row('ticket use idle, p95', small.useIdle.p95, large.useIdle.p95),
+    row('audit page filtered by kind (2 % of rows), p95', small.auditKind.p95, large.auditKind.p95, '≤ 1.5×'),
+    row(
+      'audit page filtered by outcome (5 %), p95',
+      small.auditOutcome.p95,
+      large.auditOutcome.p95,
+      '≤ 1.5×',
+    ),
+    row('audit page filtered by actor, p95', small.auditActor.p95, large.auditActor.p95, '≤ 1.5×'),
+    row(
+      "a partner's deliveries filtered by status (1 %), p95",
+      small.deliveriesStatus.p95,
+      large.deliveriesStatus.p95,
+      '≤ 1.5×',
+    ),
     row('ticket use while 8 dashboards poll, p95', small.usePolled.p95, large.usePolled.p95),
     [
       'ticket use while 8 dashboards poll: 503s',
