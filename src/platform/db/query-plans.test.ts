@@ -13,7 +13,11 @@ import { listAuditAfter, pageAuditEntries, pruneAudit } from '../../audit/audit.
 import { pruneSetupCodes } from '../../devices/setup-codes.store.js'
 import { pruneClaimedLinkTokens } from '../../holder/holder.store.js'
 import { pruneExpiredRefresh } from '../../tokens/refresh.store.js'
-import { liveRevocationLines, liveRevocationsPage, pruneExpiredRevocations } from '../../tokens/revocations.store.js'
+import {
+  liveRevocationLines,
+  liveRevocationsPage,
+  pruneExpiredRevocations,
+} from '../../tokens/revocations.store.js'
 import { listDeliveries, pruneDeliveries } from '../../webhooks/webhooks.store.js'
 import { pruneFinishedJobs } from '../jobs/jobs.js'
 import type { Db } from './database.js'
