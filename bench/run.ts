@@ -703,12 +703,12 @@ function runExtras() {
   const manyMd = [
     '## On-sale: transfers through `transferMany` (POST /companies/transfers, chunks of 500, 2 in flight)',
     '',
-    '| database | transfers | seconds | transfers/s |',
-    '|---|--:|--:|--:|',
+    '| database | holder e-mails | transfers | seconds | transfers/s | e-mails (tickets in them) | last e-mail at |',
+    '|---|---|--:|--:|--:|--:|--:|',
     ...many.map((m) =>
       m.skipped
-        ? `| ${m.database} | ${m.transfers} | skipped: ${m.skipped} | |`
-        : `| ${m.database} | ${m.transfers} | ${f2(m.seconds)} | ${f0(m.per_second)} |`,
+        ? `| ${m.database} | ${m.emails ? 'sent meanwhile' : 'off'} | ${m.transfers} | skipped: ${m.skipped} | | | |`
+        : `| ${m.database} | ${m.emails ? 'sent meanwhile' : 'off'} | ${m.transfers} | ${f2(m.seconds)} | ${f0(m.per_second)} | ${m.mails ? `${f0(m.mails.received)} (${f0(m.mails.tickets)}, ${f0(m.mails.distinct_tickets)} distinct)` : ''} | ${m.mails ? `${f2(m.mails.last_at_seconds)} s` : ''} |`,
     ),
     '',
   ].join('\n')

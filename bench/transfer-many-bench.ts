@@ -8,9 +8,12 @@
  * default); this process is the partner: one API key, 2,000 holders (transfers group onto shared
  * links, as in a real sale), chunks of 500, two requests in flight.
  *
- * BENCH_TRANSFER_EMAILS=1: the grouped holder e-mails (with a QR image per ticket) go out at once
+ * BENCH_TRANSFER_EMAILS=1: each database is measured twice in the same run, without e-mails and then
+ * with the grouped holder e-mails (a QR image per ticket) going out at once
  * (TRANSFER_EMAIL_DELAY_SECONDS=0) to an SMTP relay in this process while the transfers arrive, the
- * worst case for the service; the row adds how many e-mails arrived and when the last one did.
+ * worst case for the service. The relay reads the ticket codes out of each e-mail: the row adds how many
+ * e-mails arrived, how many tickets they carried and how many distinct ones (every transfer mailed
+ * exactly once: both equal the transfers made), and when the last e-mail arrived.
  */
 import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
@@ -24,12 +27,17 @@ import { startTarget } from './partner-bench.js'
 
 export interface TransferManyRow {
   database: 'sqlite' | 'postgres'
+  /** Whether the holder e-mails went out during the run. */
+  emails: boolean
   transfers: number
   seconds: number
   per_second: number
   made: number
-  /** With BENCH_TRANSFER_EMAILS=1: e-mails received, and seconds from the first transfer to the last e-mail. */
-  mails?: { received: number; last_at_seconds: number }
+  /**
+   * With the e-mails: e-mails received, ticket codes they carried (and distinct ones), and seconds from
+   * the first transfer to the last e-mail.
+   */
+  mails?: { received: number; tickets: number; distinct_tickets: number; last_at_seconds: number }
   /** Why the row is missing (PostgreSQL unreachable). */
   skipped?: string
 }
@@ -38,17 +46,30 @@ const COUNT = Number(process.env.BENCH_TRANSFERS ?? 10_000)
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const EMAILS = process.env.BENCH_TRANSFER_EMAILS === '1'
 
-/** An SMTP relay that takes every message and counts it, noting when the last one arrived. */
+/** The ticket codes in an e-mail's text part (quoted-printable: soft line breaks joined first). */
+const CODE_LINE = /ticket code \(the QR code at the gate\): ([A-Za-z0-9_.-]+)/g
+
+/** An SMTP relay that takes every message and counts it and its ticket codes, noting when the last one arrived. */
 async function startRelay() {
-  const relay = { received: 0, lastAt: 0 }
+  const relay = { received: 0, tickets: 0, codes: new Set<string>(), lastAt: 0 }
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS', 'AUTH'],
     logger: false,
+    // The service's pooled connections send many messages each, and may idle between bursts.
+    socketTimeout: 120_000,
     onData(stream, _session, callback) {
-      stream.resume()
+      const chunks: Buffer[] = []
+      stream.on('data', (c: Buffer) => chunks.push(c))
       stream.on('end', () => {
         relay.received++
+        for (const [, code] of Buffer.concat(chunks)
+          .toString('latin1')
+          .replace(/=\r?\n/g, '')
+          .matchAll(CODE_LINE)) {
+          relay.tickets++
+          relay.codes.add(code!)
+        }
         relay.lastAt = performance.now()
         callback()
       })
@@ -62,20 +83,28 @@ async function startRelay() {
   }
 }
 
-/** Waits until no e-mail has arrived for two seconds. */
-async function settled(relay: { received: number }): Promise<void> {
-  for (let seen = -1; seen !== relay.received; ) {
-    seen = relay.received
-    await sleep(2000)
+/**
+ * Waits until every transfer made was mailed, or no e-mail arrived for 30 s (longer than the first
+ * retry of a failed send, 10 s), so a stalled queue shows as a shortfall rather than a hang.
+ */
+async function settled(relay: { received: number; tickets: number }, made: number): Promise<void> {
+  let seen = -1
+  let quietSince = performance.now()
+  while (relay.tickets < made && performance.now() - quietSince < 30_000) {
+    await sleep(200)
+    if (relay.received !== seen) {
+      seen = relay.received
+      quietSince = performance.now()
+    }
   }
 }
 
-async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow> {
+async function runOne(database: 'sqlite' | 'postgres', emails: boolean): Promise<TransferManyRow> {
   const schema = `wbbench_${randomBytes(5).toString('hex')}`
   const env: Record<string, string> =
     database === 'postgres' ? { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: schema } : {}
   if (database === 'sqlite') delete process.env.BENCH_DATABASE_URL
-  const smtp = EMAILS ? await startRelay() : undefined
+  const smtp = emails ? await startRelay() : undefined
   if (smtp) env.BENCH_SMTP_URL = smtp.url
   const { target, stop } = await startTarget(env)
   try {
@@ -100,9 +129,10 @@ async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow>
     const results = await transferMany(client, 'bench-fest', transfers)
     const seconds = (performance.now() - started) / 1000
     const made = results.filter((r) => r.status === 201).length
-    if (smtp) await settled(smtp.relay)
+    if (smtp) await settled(smtp.relay, made)
     return {
       database,
+      emails,
       transfers: COUNT,
       seconds: Math.round(seconds * 100) / 100,
       per_second: Math.round(COUNT / seconds),
@@ -111,6 +141,8 @@ async function runOne(database: 'sqlite' | 'postgres'): Promise<TransferManyRow>
         ? {
             mails: {
               received: smtp.relay.received,
+              tickets: smtp.relay.tickets,
+              distinct_tickets: smtp.relay.codes.size,
               last_at_seconds: Math.round((smtp.relay.lastAt - started) / 10) / 100,
             },
           }
@@ -140,17 +172,24 @@ async function postgresReachable(): Promise<boolean> {
 }
 
 export async function runTransferManyBench(): Promise<TransferManyRow[]> {
-  const rows = [await runOne('sqlite')]
-  if (await postgresReachable()) rows.push(await runOne('postgres'))
-  else
-    rows.push({
-      database: 'postgres',
-      transfers: COUNT,
-      seconds: 0,
-      per_second: 0,
-      made: 0,
-      skipped: 'PostgreSQL unreachable',
-    })
+  const modes = EMAILS ? [false, true] : [false]
+  const rows: TransferManyRow[] = []
+  for (const emails of modes) rows.push(await runOne('sqlite', emails))
+  const reachable = await postgresReachable()
+  for (const emails of modes)
+    rows.push(
+      reachable
+        ? await runOne('postgres', emails)
+        : {
+            database: 'postgres',
+            emails,
+            transfers: COUNT,
+            seconds: 0,
+            per_second: 0,
+            made: 0,
+            skipped: 'PostgreSQL unreachable',
+          },
+    )
   return rows
 }
 
@@ -160,7 +199,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     console.log(
       r.skipped
         ? `${r.database.padEnd(9)} skipped: ${r.skipped}`
-        : `${r.database.padEnd(9)} ${r.transfers} transfers in ${r.seconds} s (${r.per_second}/s), ${r.made} made${r.mails ? `; ${r.mails.received} e-mails, the last ${r.mails.last_at_seconds} s after the first transfer` : ''}`,
+        : `${r.database.padEnd(9)} ${r.emails ? 'e-mails ' : 'no mail '} ${r.transfers} transfers in ${r.seconds} s (${r.per_second}/s), ${r.made} made${r.mails ? `; ${r.mails.received} e-mails carrying ${r.mails.tickets} tickets (${r.mails.distinct_tickets} distinct), the last ${r.mails.last_at_seconds} s after the first transfer` : ''}`,
     )
   console.log(JSON.stringify(rows))
 }

@@ -1,4 +1,4 @@
-// The worker-thread side of qrRenderer (qr.ts): one QR image per task.
+// The worker-thread side of qrRenderer (qr.ts): the images of one e-mail per task.
 import { qrPng } from './qr.js'
 
-export default (code: string): Promise<Buffer> => qrPng(code)
+export default (codes: string[]): Buffer[] => codes.map(qrPng)

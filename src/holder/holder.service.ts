@@ -58,14 +58,12 @@ export class HolderService {
       event_name: link.event_name,
       email: link.email,
       claimed: link.claimed_at !== null,
-      tickets: await Promise.all(
-        tickets.map(async (t) =>
-          !withCodes
-            ? { ...t, ticket_code: null }
-            : t.ticket_code
-              ? { ...t, ticket_qr: await qrDataUrl(t.ticket_code) }
-              : t,
-        ),
+      tickets: tickets.map((t) =>
+        !withCodes
+          ? { ...t, ticket_code: null }
+          : t.ticket_code
+            ? { ...t, ticket_qr: qrDataUrl(t.ticket_code) }
+            : t,
       ),
     }
   }

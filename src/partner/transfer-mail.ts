@@ -34,7 +34,7 @@ export interface TransferMailDeps {
   /** Gives each ticket's code for its QR image. */
   codes: TicketCodes
   /** Renders the QR images on worker threads, never on the event loop that answers requests. */
-  qr: Pick<QrRenderer, 'png'>
+  qr: Pick<QrRenderer, 'pngs'>
 }
 
 /** The claim link of a token: the holder app opens it, shows GET /holder/links/{token}, then claims. */
@@ -138,12 +138,13 @@ export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMail
       try {
         const event = await eventName(db, taken.link.event_id)
         const tickets = await transfersToMail(db, taken.ids)
-        const mailed = await Promise.all(
-          tickets.map(async ({ code_body, ...t }) => {
-            const text = deps.codes.render(code_body)
-            return { ...t, code: text ? { text, png: await deps.qr.png(text) } : null }
-          }),
-        )
+        const texts = tickets.map((t) => deps.codes.render(t.code_body))
+        const images = await deps.qr.pngs(texts.filter((text) => text !== null))
+        let image = 0
+        const mailed = tickets.map(({ code_body: _, ...t }, i) => {
+          const text = texts[i]
+          return { ...t, code: text ? { text, png: images[image++]! } : null }
+        })
         signal.throwIfAborted()
         await deps.mail.send(
           transferMessage(taken.link.email, event, claimLink(deps.publicBaseUrl, token), mailed),

@@ -57,6 +57,24 @@ describe('SMTP timeouts reach the transport', { timeout: 20_000 }, () => {
   })
 })
 
+describe('SMTP connections', () => {
+  const sink = new SmtpSink()
+  before(() => sink.start())
+  after(() => sink.stop())
+
+  test('messages one after another share one connection to the relay, which close ends', async () => {
+    const smtp = smtpTransport(sink.url, 'wristband <no-reply@example.com>', 10)
+    for (const to of ['a@example.com', 'b@example.com', 'c@example.com']) await smtp.send({ ...message, to })
+    assert.deepEqual(
+      sink.messages.map((m) => m.subject),
+      ['Your tickets', 'Your tickets', 'Your tickets'],
+    )
+    assert.equal(sink.connections.opened, 1)
+    smtp.close()
+    await until('the relay saw the connection close', () => sink.connections.closed === 1)
+  })
+})
+
 eachBackend(httpBackends, 'a mail job that outlives its lease', (backend) => {
   const sink = new SmtpSink()
   before(() => sink.start())

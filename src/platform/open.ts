@@ -84,6 +84,12 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
     )
   if (redis) await connectRedis(redis)
 
+  const smtp =
+    !o.mailTransport && config.SMTP_URL && config.MAIL_TRANSPORT !== 'outbox'
+      ? smtpTransport(config.SMTP_URL, config.MAIL_FROM, config.SMTP_TIMEOUT_SECONDS)
+      : undefined
+  // Closed after the jobs stopped (closers run in reverse): the jobs in flight finish their sends.
+  if (smtp) o.closeLater(() => smtp.close())
   const jobs = new JobRunner({
     db: database.db,
     dialect: database.dialect,
@@ -95,9 +101,8 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
   o.closeLater(() => jobs.stop())
   const mail = counted(
     o.mailTransport ??
-      (config.SMTP_URL && config.MAIL_TRANSPORT !== 'outbox'
-        ? smtpTransport(config.SMTP_URL, config.MAIL_FROM, config.SMTP_TIMEOUT_SECONDS)
-        : outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM)),
+      smtp ??
+      outboxTransport(path.join(config.DATA_DIR, 'outbox', 'mail'), config.MAIL_FROM),
     counters.mailSends,
   )
   jobs.register(MAIL_JOB, mailJob(mail))

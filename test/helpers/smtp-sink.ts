@@ -16,6 +16,8 @@ export class SmtpSink {
   private held: Promise<void> | undefined
   /** Messages whose data has begun to arrive, answered or not. */
   arriving = 0
+  /** Connections opened, and closed, by clients. */
+  connections = { opened: 0, closed: 0 }
   port = 0
 
   /** From now on the sink takes each message's data but answers only once the returned function is called. */
@@ -35,6 +37,13 @@ export class SmtpSink {
       authOptional: true,
       disabledCommands: ['STARTTLS'],
       logger: false,
+      onConnect: (_session, callback) => {
+        this.connections.opened++
+        callback()
+      },
+      onClose: () => {
+        this.connections.closed++
+      },
       onData: (stream, _session, callback) => {
         this.arriving++
         const held = this.held
