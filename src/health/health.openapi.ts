@@ -6,6 +6,16 @@ export const HEALTH_OPENAPI: FeatureOpenApi = {
     health: 'Liveness and readiness probes',
   },
   operations: {
-    'GET /health': { operationId: 'getHealth', returns: 'The process is alive', response: { status: 'ok' } },
+    'GET /live': {
+      operationId: 'getLive',
+      returns:
+        'The process is alive: it answers. Neither the database nor Redis is asked, so an outage of either does not make an orchestrator restart the instance (GET /ready answers 503 instead)',
+      response: { status: 'ok' },
+    },
+    'GET /health': {
+      operationId: 'getHealth',
+      returns: 'The process is alive (as GET /live)',
+      response: { status: 'ok' },
+    },
   },
 }

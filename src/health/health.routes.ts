@@ -2,18 +2,28 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { quietRouteLevel } from '../platform/logging.js'
 
+/**
+ * The liveness probes: answered by the process itself, whose event loop runs if it answers at all.
+ * They check no dependency, so that an outage of the database or Redis (which /ready reports, taking
+ * the instance out of the balancer) never has an orchestrator restart every instance. `GET /live` is
+ * the probe the Kubernetes manifests use; `GET /health` answers the same for the monitors that use it.
+ */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ logLevel: string }> = async (app, { logLevel }) => {
-  app.get(
-    '/health',
-    {
-      // Probed every few seconds: its request lines at debug, not info.
-      logLevel: quietRouteLevel(logLevel),
-      schema: {
-        tags: ['health'],
-        summary: 'Liveness probe',
-        response: { 200: Type.Object({ status: Type.Literal('ok') }) },
+  for (const [url, summary] of [
+    ['/live', 'Liveness probe: 200 while the process runs; no dependency is checked'],
+    ['/health', 'Liveness probe (the same answer as GET /live)'],
+  ] as const)
+    app.get(
+      url,
+      {
+        // Probed every few seconds: its request lines at debug, not info.
+        logLevel: quietRouteLevel(logLevel),
+        schema: {
+          tags: ['health'],
+          summary,
+          response: { 200: Type.Object({ status: Type.Literal('ok') }) },
+        },
       },
-    },
-    async () => ({ status: 'ok' as const }),
-  )
+      async () => ({ status: 'ok' as const }),
+    )
 }

@@ -8,7 +8,8 @@ const Index = Type.Object({
     docs: Type.String({ description: 'Interactive API documentation' }),
     openapi: Type.String({ description: 'The OpenAPI 3.1 document' }),
     dashboard: Type.String({ description: 'Event dashboard (sign-in page)' }),
-    health: Type.String({ description: 'Liveness probe' }),
+    live: Type.String({ description: 'Liveness probe' }),
+    health: Type.String({ description: 'Liveness probe (the same answer)' }),
     ready: Type.String({ description: 'Readiness probe' }),
   }),
 })
@@ -18,6 +19,7 @@ export const INDEX_LINKS = {
   docs: '/docs',
   openapi: '/openapi.json',
   dashboard: '/dashboard',
+  live: '/live',
   health: '/health',
   ready: '/ready',
 }

@@ -14,7 +14,7 @@ forEachBackend(httpBackends.slice(0, 1), 'GET / and the /docs page over HTTP', (
     assert.equal(res.statusCode, 200)
     const { service, links } = res.json()
     assert.equal(service, 'wristband')
-    assert.deepEqual(Object.keys(links).sort(), ['dashboard', 'docs', 'health', 'openapi', 'ready'])
+    assert.deepEqual(Object.keys(links).sort(), ['dashboard', 'docs', 'health', 'live', 'openapi', 'ready'])
     for (const url of Object.values(links) as string[]) {
       const linked = await t.request({ method: 'GET', url })
       assert.ok([200, 302, 303].includes(linked.statusCode), `${url}: ${linked.statusCode}`)

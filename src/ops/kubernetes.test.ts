@@ -6,7 +6,7 @@
 // - the settings they give the service (the ConfigMap and the *_FILE variables, with the Secret's keys
 //   as files) through the service's own configuration loader: accepted as production settings;
 // - what must agree between them, the image (Containerfile) and the service: probes on /ready and
-//   /health, preStop equal to the drain, the grace period above preStop + drain + the service's 10 s,
+//   /live, preStop equal to the drain, the grace period above preStop + drain + the service's 10 s,
 //   the user, port and DATA_DIR of the image, no service links (a Service named `metrics` would set
 //   METRICS_PORT=tcp://…, which the service refuses).
 import assert from 'node:assert/strict'
@@ -192,7 +192,10 @@ test('the service accepts the settings the pod gets (the ConfigMap, and every se
 
 test('probes, drain and grace period agree with the service; image, pod and Service agree', () => {
   assert.equal(container.readinessProbe.httpGet.path, '/ready')
-  assert.equal(container.livenessProbe.httpGet.path, '/health')
+  // Liveness (and start-up) on /live, which asks no dependency: a database outage takes the pods out of
+  // the Service through /ready, it never has the kubelet restart them.
+  assert.equal(container.livenessProbe.httpGet.path, '/live')
+  assert.equal(container.startupProbe.httpGet.path, '/live')
   const drain = Number(configMap.data.SHUTDOWN_DRAIN_SECONDS)
   const preStop = container.lifecycle.preStop.exec.command as string[]
   assert.deepEqual(preStop.slice(0, 1), ['/bin/sleep'])

@@ -86,7 +86,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
           'says which), DATA_DIR cannot be written, or migrations are pending, and from the moment the ' +
           'instance is told to stop (SIGTERM; `shutting_down` is then true). Redis down is `degraded`: ' +
           '200, since the service works without it (rate limits fail open, revocations come from the ' +
-          'database). The body gives the state of each dependency. GET /health stays the liveness probe.',
+          'database). The body gives the state of each dependency. GET /live is the liveness probe: it checks no dependency.',
         response: { 200: ReadinessBody, 503: ReadinessBody, ...errorResponses() },
       },
     },

@@ -39,6 +39,9 @@ forEachBackend(httpBackends, 'GET /ready', (ctx) => {
     assert.deepEqual(body.checks.database.pending_migrations, [])
     assert.equal(body.checks.redis.status, t.config.REDIS_URL ? 'up' : 'not_configured')
     assert.equal((await t.request({ method: 'GET', url: '/health' })).json().status, 'ok')
+    const live = await t.request({ method: 'GET', url: '/live' })
+    assert.equal(live.statusCode, 200)
+    assert.deepEqual(live.json(), { status: 'ok' })
   })
 
   test('503 while a migration is pending (a restored older backup), 200 once it is applied', async () => {
@@ -165,7 +168,7 @@ describe('GET /ready follows PostgreSQL going away and coming back', {
     await provisioned?.dispose()
   })
 
-  test('503 while the database is unreachable, 200 when it is back', async () => {
+  test('503 while the database is unreachable (/live still 200), 200 when it is back', async () => {
     assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
     const metricsBefore = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
     await proxy.cut()
@@ -173,6 +176,10 @@ describe('GET /ready follows PostgreSQL going away and coming back', {
     assert.equal(down.json().checks.database.status, 'down')
     assert.equal(down.json().checks.database.dialect, 'postgres')
     assert.doesNotMatch(down.body, /127\.0\.0\.1|postgres:\/\//, 'no connection details in the answer')
+    // Liveness asks no dependency: an orchestrator restarting every pod would not bring the database back.
+    const live = await t.request({ method: 'GET', url: '/live' })
+    assert.equal(live.statusCode, 200, live.body)
+    assert.deepEqual(live.json(), { status: 'ok' })
     const metricsAfter = await t.request({ method: 'GET', url: '/metrics', token: METRICS_TOKEN })
     assert.ok(
       sample(metricsAfter.body, 'wristband_db_errors_total') >
@@ -185,7 +192,7 @@ describe('GET /ready follows PostgreSQL going away and coming back', {
 })
 
 forEachBackend(httpBackends, '/ready while draining', (ctx) => {
-  test('once the instance drains, /ready answers 503 with shutting_down while other routes answer', async () => {
+  test('once the instance drains, /ready answers 503 with shutting_down while other routes and /live answer', async () => {
     const t = ctx()
     assert.equal((await t.request({ method: 'GET', url: '/ready' })).statusCode, 200)
     t.app.beginDrain()
@@ -194,5 +201,10 @@ forEachBackend(httpBackends, '/ready while draining', (ctx) => {
     assert.equal(res.json().status, 'unavailable')
     assert.equal(res.json().shutting_down, true)
     assert.equal((await t.request({ method: 'GET', url: '/health' })).statusCode, 200)
+    assert.equal(
+      (await t.request({ method: 'GET', url: '/live' })).statusCode,
+      200,
+      'a draining pod is not restarted',
+    )
   })
 })

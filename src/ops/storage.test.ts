@@ -108,6 +108,11 @@ describe('storage that takes no writes', () => {
       const ready = await readyUntil(t, 503)
       assert.equal(ready.json().status, 'unavailable')
       assert.deepEqual(ready.json().checks.data_dir, { status: 'down', reason: 'disk_full' })
+      assert.equal(
+        (await t.request({ method: 'GET', url: '/live' })).statusCode,
+        200,
+        'liveness asks no disk',
+      )
       const refused = await signIn(t)
       assert.equal(refused.statusCode, 503, refused.body)
       assert.equal(refused.json().detail, 'Service temporarily unavailable')

@@ -53,11 +53,12 @@ describe('database unreachable', pgBackend.skip ? { skip: pgBackend.skip } : {},
       assert.equal(res.statusCode, 503, `${method} ${url}: ${res.body}`)
       assert.deepEqual(Object.keys(res.json()), ['detail'])
     }
-    assert.equal(
-      (await t.request({ method: 'GET', url: '/health' })).statusCode,
-      200,
-      'liveness needs no database',
-    )
+    for (const url of ['/live', '/health'])
+      assert.equal(
+        (await t.request({ method: 'GET', url })).statusCode,
+        200,
+        `${url}: liveness needs no database`,
+      )
     assert.deepEqual(await stored(), before, 'nothing was written')
 
     await relay.open()
