@@ -1,6 +1,7 @@
 /**
- * The OpenAPI texts of every feature (operationIds, success descriptions, examples, `error` codes, tag
- * descriptions), each kept beside its routes in `src/<feature>/<feature>.openapi.ts`. `buildApp` hands
+ * The OpenAPI texts of every feature that are no one route's (tag descriptions, path-parameter examples,
+ * the `webhooks` the service sends), each in `src/<feature>/<feature>.openapi.ts`; a route's own texts
+ * (operationId, success description, examples, `error` codes) are in its schema's `doc`. `buildApp` hands
  * the list to the platform's document builder (platform/openapi.ts), which refuses a key two features give.
  */
 import { ADMIN_OPENAPI } from './admin/admin.openapi.js'
@@ -14,12 +15,9 @@ import { DEVICES_OPENAPI } from './devices/devices.openapi.js'
 import { EDGE_OPENAPI } from './edge/edge.openapi.js'
 import { HEALTH_OPENAPI } from './health/health.openapi.js'
 import { HOLDER_OPENAPI } from './holder/holder.openapi.js'
-import { IDP_OPENAPI } from './idp/idp.openapi.js'
 import { METRICS_OPENAPI } from './metrics/metrics.openapi.js'
 import { MFA_OPENAPI } from './mfa/mfa.openapi.js'
 import { OAUTH2_OPENAPI } from './oauth2/oauth2.openapi.js'
-import { OFFLINE_OPENAPI } from './offline/offline.openapi.js'
-import { OPS_OPENAPI } from './ops/ops.openapi.js'
 import { PARTNER_OPENAPI } from './partner/partner.openapi.js'
 import { PASSKEYS_OPENAPI } from './passkeys/passkeys.openapi.js'
 import { PASSWORD_RESET_OPENAPI } from './password-reset/password-reset.openapi.js'
@@ -36,14 +34,12 @@ import { WEBHOOKS_OPENAPI } from './webhooks/webhooks.openapi.js'
 export const INTERFACE_VERSION = '0.1.0'
 
 export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
-  OPS_OPENAPI,
   HEALTH_OPENAPI,
   METRICS_OPENAPI,
   AUTH_OPENAPI,
   TOKENS_OPENAPI,
   OAUTH2_OPENAPI,
   EDGE_OPENAPI,
-  OFFLINE_OPENAPI,
   ADMIN_OPENAPI,
   MFA_OPENAPI,
   PASSKEYS_OPENAPI,
@@ -52,7 +48,6 @@ export const FEATURE_OPENAPI: readonly FeatureOpenApi[] = [
   AUDIT_OPENAPI,
   DASHBOARD_OPENAPI,
   CONSUMERS_OPENAPI,
-  IDP_OPENAPI,
   DEVICES_OPENAPI,
   TICKETS_OPENAPI,
   CHECKIN_OPENAPI,

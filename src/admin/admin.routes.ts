@@ -32,6 +32,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesDeps> = async (ap
         summary: 'The signed-in administrator',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: AdminProfile, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'getCurrentAdmin',
+          returns: 'The signed-in account',
+          response: {
+            id: 1,
+            email: 'admin@example.com',
+            role: 'admin',
+            event_ids: [1],
+            is_two_factor_authentication_enabled: true,
+            created_at: '2026-03-02T08:00:00.000Z',
+          },
+        },
       },
     },
     async (request) => admins.profile(Number(claimsOf(request).sub)),

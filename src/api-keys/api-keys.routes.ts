@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
+import { MFA_REQUIRED } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import { apiKeyCredential, VERIFY_SCOPE } from './api-key.credential.js'
 import type { ApiKeyCache } from './api-key-cache.js'
+import { apiKeyView } from './api-keys.openapi.js'
 import { ApiKeyService, type ApiKeyServiceDeps } from './api-keys.service.js'
 import { API_KEY_PREFIX } from './api-keys.store.js'
 
@@ -83,6 +85,18 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         security: [{ OAuth2PasswordBearer: [] }],
         body: APIKeyRequest,
         response: { 200: APIKeyResponse, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'createApiKey',
+          request: {
+            event_id: 1,
+            name: 'Acme box office 2026',
+            scopes: ['api:read', 'api:write'],
+            partner: 'Acme Tickets',
+          },
+          returns: 'The new key; its plaintext is shown only here',
+          response: { ...apiKeyView, api_key: 'wb_Xk9mQ2vL7pR4tW1nB8cF3hJ6sD0gY5eA2uK7oZ4iM9q' },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => apiKeys.create(claimsOf(request), request.body, request.ip),
@@ -100,6 +114,11 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         security: [{ OAuth2PasswordBearer: [] }],
         params: Type.Object({ key_id: Type.Integer() }),
         response: { 200: Message, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'revokeApiKey',
+          returns: 'The key is revoked',
+          response: { message: 'API key revoked' },
+        },
       },
     },
     async (request) => {
@@ -119,6 +138,18 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesDeps> = async (
         security: [{ OAuth2PasswordBearer: [] }],
         querystring: Type.Object({ event_id: Type.Integer() }),
         response: { 200: Type.Array(APIKeyListItem), ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'listApiKeys',
+          returns: "The event's keys, without secrets",
+          response: [
+            {
+              ...apiKeyView,
+              prefix: 'wb_Xk9mQ2v',
+              last_used_at: '2026-07-18T20:14:03.000Z',
+              revoked_at: null,
+            },
+          ],
+        },
       },
     },
     async (request) => apiKeys.list(claimsOf(request), request.query.event_id),

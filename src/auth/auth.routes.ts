@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { REFRESH, tokenPair } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -24,6 +25,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
           '`register_passkey` (register one at /admin/passkeys/registration).',
         body: LoginRequest,
         response: { 200: LoginResponse, ...errorResponses(401) },
+        doc: {
+          operationId: 'login',
+          returns: 'An access token and a refresh token',
+          request: { email: 'admin@example.com', password: 'correct horse battery staple', role: 'admin' },
+          response: tokenPair,
+        },
       },
     },
     async (request) => {
@@ -41,6 +48,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
         summary: 'Rotate a refresh token for a new token pair',
         body: RefreshRequest,
         response: { 200: TokenResponse, ...errorResponses(401) },
+        doc: {
+          operationId: 'refreshTokens',
+          returns: 'A new token pair; the refresh token sent is spent',
+          request: { refresh_token: REFRESH },
+          response: tokenPair,
+        },
       },
     },
     async (request) => {
@@ -59,6 +72,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesDeps> = async (app,
         security: [{ OAuth2PasswordBearer: [] }],
         body: RefreshRequest,
         response: { 200: Message, ...errorResponses(401) },
+        doc: {
+          operationId: 'logout',
+          returns: 'The session is ended',
+          request: { refresh_token: REFRESH },
+          response: { message: 'Logged out' },
+        },
       },
     },
     async (request) => {

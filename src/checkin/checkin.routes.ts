@@ -3,10 +3,12 @@ import { Type } from 'typebox'
 import type { Clock } from '../platform/clock.js'
 import { LocalTimeFormatter } from '../platform/formats.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
+import { AT, TICKET_UID, TRANSFER_UID } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { DEFAULT_LIST, LIST } from './checkin.openapi.js'
 import { DirectionSchema, ReasonSchema } from './checkin.schemas.js'
 import { CheckinService, type CheckinServiceDeps } from './checkin.service.js'
 import { COUNT_OUT_JOB, countOutJob } from './checkin-scan.service.js'
@@ -141,6 +143,17 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
         params: EventParams,
         body: ListBody,
         response: { 201: CheckinList, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'createCheckinList',
+          returns: 'The list, created',
+          request: {
+            name: 'Camping',
+            ticket_type_ids: [TICKET_UID],
+            allow_entry_after_exit: true,
+            windows: [{ from: '2027-07-16T10:00:00', until: '2027-07-19T12:00:00' }],
+          },
+          response: LIST,
+        },
       },
     },
     async (request, reply) => {
@@ -166,6 +179,11 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
           { additionalProperties: false },
         ),
         response: { 200: Type.Array(CheckinList), ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'listCheckinLists',
+          returns: 'The lists, the default list first',
+          response: [DEFAULT_LIST, LIST],
+        },
       },
     },
     async (request) =>
@@ -186,6 +204,12 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
         params: ListParams,
         body: ListPatch,
         response: { 200: CheckinList, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'changeCheckinList',
+          returns: 'The list as changed',
+          request: { exit_all_at: '04:00' },
+          response: { ...LIST, exit_all_at: '04:00' },
+        },
       },
     },
     async (request) =>
@@ -205,6 +229,11 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
         security,
         params: ListParams,
         response: { 200: CheckinList, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'archiveCheckinList',
+          returns: 'The list, archived',
+          response: { ...LIST, archived_at: AT },
+        },
       },
     },
     async (request) => checkin.archive(claimsOf(request), request.params.event_id, request.params.list_id),
@@ -223,6 +252,24 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
         security,
         params: ListParams,
         response: { 200: Status, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'checkinListStatus',
+          returns: 'The counts now',
+          response: {
+            checkin_list_id: 12,
+            name: 'Camping',
+            inside: 1841,
+            entries: 2406,
+            exits: 565,
+            counted_out: 0,
+            refused: { already_used: 37, product: 12, invalid_time: 3 },
+            entries_per_hour: [
+              { hour: '2027-07-16T10', entries: 611 },
+              { hour: '2027-07-16T11', entries: 1795 },
+            ],
+            at: AT,
+          },
+        },
       },
     },
     async (request) => checkin.status(claimsOf(request), request.params.event_id, request.params.list_id),
@@ -256,6 +303,30 @@ export const checkinRoutes: FastifyPluginAsyncTypebox<CheckinRoutesDeps> = async
             next_cursor: Type.Union([Type.String(), Type.Null()]),
           }),
           ...errorResponses(401, 403, 404),
+        },
+        doc: {
+          operationId: 'listCheckins',
+          returns: 'A page of scans, newest first',
+          response: {
+            checkins: [
+              {
+                id: 90412,
+                checkin_list_id: 12,
+                transfer_uid: TRANSFER_UID,
+                direction: 'entry',
+                result: 'refused',
+                reason: 'already_used',
+                first_use: false,
+                scanned_at: AT,
+                local_at: '2026-07-01T11:30:00.000',
+                gate: 'Camping North',
+                device_id: '4',
+                actor: 'operator:7',
+                offline: true,
+              },
+            ],
+            next_cursor: '90412',
+          },
         },
       },
     },

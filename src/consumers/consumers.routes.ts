@@ -2,10 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { TokenResponse } from '../auth/auth.schemas.js'
 import { ForbiddenError } from '../platform/errors.js'
 import type { SecretKeys } from '../platform/keys.js'
+import { consumerTokenPair, tokenPair } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
+import { consumerView } from './consumers.openapi.js'
 import {
   ConsumerProfile,
   ConsumerProfilePatch,
@@ -45,6 +47,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'Sign in a consumer with phone number and password',
         body: CustomerLoginRequest,
         response: { 200: TokenResponse, ...errorResponses(401) },
+        doc: {
+          operationId: 'loginConsumer',
+          returns: 'An access token and a refresh token for the consumer',
+          request: { phone: '+31612345678', password: 'correct horse battery staple' },
+          response: tokenPair,
+        },
       },
     },
     async (request) => {
@@ -65,6 +73,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
           'whether or not the number is registered; only registered numbers get an SMS.',
         body: PhoneLoginRequest,
         response: { 200: Message, ...errorResponses() },
+        doc: {
+          operationId: 'sendPhoneLoginCode',
+          request: { phone: '+4915112345678' },
+          returns: 'Accepted; a code is sent when the number belongs to a consumer',
+          response: { message: 'If the number is registered, a code has been sent' },
+        },
       },
     },
     async (request) => {
@@ -82,6 +96,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'Sign in a consumer with the code sent by SMS',
         body: VerifyOTPRequest,
         response: { 200: TokenResponse, ...errorResponses(401) },
+        doc: {
+          operationId: 'loginConsumerWithPhoneCode',
+          request: { phone: '+4915112345678', code: '381924' },
+          returns: 'An access token and a refresh token for the consumer',
+          response: consumerTokenPair,
+        },
       },
     },
     async (request) => {
@@ -99,6 +119,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'Send a code by SMS to prove ownership of a phone number',
         body: MessagingStartRequest,
         response: { 200: MessagingStartResponse, ...errorResponses(503) },
+        doc: {
+          operationId: 'startPhoneVerification',
+          request: { phone: '+4915112345678' },
+          returns: 'A code is sent by SMS',
+          response: { status: 'pending' },
+        },
       },
     },
     async (request) => {
@@ -116,6 +142,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'Check the code and obtain a verification token for registration',
         body: MessagingCheckRequest,
         response: { 200: MessagingCheckResponse, ...errorResponses(400) },
+        doc: {
+          operationId: 'checkPhoneVerification',
+          request: { phone: '+4915112345678', code: '381924' },
+          returns: 'The verification token for POST /auth/register',
+          response: { status: 'approved', verification_token: 'vt_Jx2m9QeR4tYb7LpW0sKd3nA6' },
+        },
       },
     },
     async (request) => {
@@ -134,6 +166,19 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'Register a consumer with a verified phone number',
         body: RegisterRequest,
         response: { 200: TokenResponse, ...errorResponses(400, 409) },
+        doc: {
+          operationId: 'registerConsumer',
+          request: {
+            phone: '+4915112345678',
+            password: 'correct horse battery staple',
+            verification_token: 'vt_Jx2m9QeR4tYb7LpW0sKd3nA6',
+            email: 'holder@example.com',
+            first_name: 'Alex',
+            last_name: 'Meyer',
+          },
+          returns: 'The consumer is registered',
+          response: consumerTokenPair,
+        },
       },
     },
     async (request) => {
@@ -162,6 +207,11 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         summary: 'The signed-in consumer',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: ConsumerProfile, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'getCurrentConsumer',
+          returns: 'The signed-in consumer',
+          response: consumerView,
+        },
       },
     },
     async (request) => view(await consumers.profile(Number(claimsOf(request).sub))),
@@ -179,6 +229,12 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
         security: [{ OAuth2PasswordBearer: [] }],
         body: ConsumerProfilePatch,
         response: { 200: ConsumerProfile, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'updateCurrentConsumer',
+          request: { email: 'holder@example.com', first_name: 'Alex', last_name: null },
+          returns: 'The profile as changed',
+          response: { ...consumerView, last_name: null },
+        },
       },
     },
     async (request) => view(await consumers.updateProfile(Number(claimsOf(request).sub), request.body)),

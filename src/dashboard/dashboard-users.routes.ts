@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
+import { MFA_REQUIRED } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { dashboardUser } from './dashboard.openapi.js'
 import { type DashboardUsersDeps, DashboardUsersService } from './dashboard-users.service.js'
 
 export interface DashboardUsersRoutesDeps extends DashboardUsersDeps {
@@ -54,6 +56,11 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
         ...common,
         summary: 'List dashboard users (superadmin)',
         response: { 200: Type.Array(DashboardUser), ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listDashboardUsers',
+          returns: 'The dashboard users',
+          response: [dashboardUser],
+        },
       },
     },
     async (request) => users.list(claimsOf(request)),
@@ -78,6 +85,21 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
           { additionalProperties: false },
         ),
         response: { 201: DashboardUser, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'createDashboardUser',
+          request: {
+            username: 'acme-box-office',
+            password: 'correct horse battery staple',
+            event_ids: [1],
+            partner: 'Acme Tickets',
+          },
+          returns: 'The dashboard user created',
+          response: dashboardUser,
+          errors: {
+            ...MFA_REQUIRED,
+            409: [{ code: 'username_taken', when: 'the username exists', detail: 'Username already taken' }],
+          },
+        },
       },
     },
     async (request, reply) =>
@@ -105,6 +127,13 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
           { additionalProperties: false, minProperties: 1 },
         ),
         response: { 200: DashboardUser, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'updateDashboardUser',
+          request: { event_ids: [1, 2], partner: null },
+          returns: 'The dashboard user as changed',
+          response: { ...dashboardUser, event_ids: [1, 2], partner: null },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => users.update(claimsOf(request), request.params.user_id, request.body, request.ip),
@@ -121,6 +150,12 @@ export const dashboardUsersRoutes: FastifyPluginAsyncTypebox<DashboardUsersRoute
         description: MFA_NOTE,
         params: IdParams,
         response: { 200: Message, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'deleteDashboardUser',
+          returns: 'The dashboard user is removed',
+          response: { message: 'Dashboard user removed' },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => {

@@ -92,6 +92,10 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
       {
         summary:
           "An event's recent webhook deliveries with every attempt, filterable by status, each with a Resend button",
+        doc: {
+          operationId: 'getDashboardWebhookDeliveriesPage',
+          returns: "The page of the event's webhook deliveries",
+        },
       },
       { querystring: DeliveriesQuery },
     ),
@@ -116,6 +120,10 @@ export const deliveriesPageRoutes: FastifyPluginAsyncTypebox<DeliveriesPageDeps>
           summary:
             'Send a webhook delivery again now, with the same webhook-id (needs the session and its CSRF token)',
           statuses: [403, 404, 409, 422],
+          doc: {
+            operationId: 'dashboardResendWebhookDelivery',
+            returns: 'Scheduled; back to the deliveries page',
+          },
         },
         { params: ResendParams, body: CsrfForm },
       ),

@@ -48,6 +48,10 @@ export const devicesPageRoutes: FastifyPluginAsyncTypebox<DevicesPageDeps> = asy
       {
         summary:
           "An event's devices (administrators of the event), each with a form to end its offline tokens",
+        doc: {
+          operationId: 'getDashboardDevicesPage',
+          returns: "The page of the event's devices",
+        },
       },
       { querystring: DevicesQuery },
     ),
@@ -72,6 +76,10 @@ export const devicesPageRoutes: FastifyPluginAsyncTypebox<DevicesPageDeps> = asy
         summary:
           "End a device's offline tokens, and archive it when asked (needs the session and its CSRF token)",
         statuses: [403, 404, 422],
+        doc: {
+          operationId: 'dashboardRevokeDevice',
+          returns: "The device's offline tokens are revoked; back to the devices page",
+        },
       },
       { params: RevokeParams, body: RevokeForm },
     ),

@@ -14,7 +14,10 @@ export const eventPagesRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (a
 
   app.get(
     '/dashboard',
-    kit.page({ summary: 'The events of the signed-in account (to sign-in without a session)' }),
+    kit.page({
+      summary: 'The events of the signed-in account (to sign-in without a session)',
+      doc: { operationId: 'getDashboardEventsPage', returns: 'The event list page' },
+    }),
     async (request, reply) => {
       const session = sessionOf(request)
       const events = await eventsWithFigures(deps, session.viewer, (eventId) => webhooks.partnersOf(eventId))
@@ -24,7 +27,13 @@ export const eventPagesRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (a
 
   app.get(
     '/dashboard/events/:event_id',
-    kit.eventPage({ summary: "One event's figures, refreshed in place (to sign-in without a session)" }),
+    kit.eventPage({
+      summary: "One event's figures, refreshed in place (to sign-in without a session)",
+      doc: {
+        operationId: 'getDashboardEventPage',
+        returns: "The event's page",
+      },
+    }),
     async (request, reply) => {
       const { event_id } = request.params
       const session = sessionOf(request, (viewer) => canSeeEvent(viewer, event_id))

@@ -121,6 +121,10 @@ export const gatePageRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app
     kit.eventPage({
       summary:
         "An event's gate: inside now per check-in list, entries, exits, refusals by reason, entries per hour",
+      doc: {
+        operationId: 'getDashboardGatePage',
+        returns: "The page of the event's gate: inside now per check-in list, entries per hour",
+      },
     }),
     async (request, reply) => {
       const { event_id } = request.params

@@ -16,6 +16,7 @@ import {
   startSignIn,
 } from '../passkeys/passkeys.service.js'
 import { AppError, BadRequestError, ForbiddenError, UnauthorizedError } from '../platform/errors.js'
+import { creationOptions, requestOptions } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { CsrfForm, formSession, pageKit, sendPage, sessionOf } from './kit/pages.js'
 import { PENDING_COOKIE, signInFlow } from './kit/sign-in.js'
@@ -172,6 +173,10 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
       summary: 'The passkey step of a sign-in (to sign-in without one waiting)',
       statuses: [303],
       session: 'none',
+      doc: {
+        operationId: 'getDashboardPasskeyStepPage',
+        returns: 'The passkey step page',
+      },
     }),
     async (request, reply) => {
       if (!request.cookies[PENDING_COOKIE]) return reply.redirect('/dashboard/login', 303)
@@ -185,11 +190,18 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
       // As often as the sign-in page itself, which asks for options as it loads (conditional UI); the
       // attempts are the answers, limited as password sign-ins are.
       config: perMinute(120),
-      schema: jsonSchema(
-        'Passkey sign-in options for the sign-in page (JSON; the flow in a cookie)',
-        "Needs the sign-in form's CSRF token in `x-csrf-token`. After the password (a sign-in waiting for its " +
-          'second step) the challenge is bound to that account; otherwise it is a password-less first factor.',
-      ),
+      schema: {
+        ...jsonSchema(
+          'Passkey sign-in options for the sign-in page (JSON; the flow in a cookie)',
+          "Needs the sign-in form's CSRF token in `x-csrf-token`. After the password (a sign-in waiting for its " +
+            'second step) the challenge is bound to that account; otherwise it is a password-less first factor.',
+        ),
+        doc: {
+          operationId: 'dashboardPasskeySignInOptions',
+          returns: 'WebAuthn request options; the flow is in a cookie',
+          response: { options: requestOptions },
+        },
+      },
     },
     async (request, reply) => {
       const given = request.headers['x-csrf-token']
@@ -213,6 +225,7 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
         statuses: [400, 401, 403, 422],
         perMinute: 10,
         session: 'none',
+        doc: { operationId: 'dashboardLoginPasskey', returns: 'Signed in' },
       },
       { body: AnswerForm },
     ),
@@ -242,7 +255,13 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
   app.get(
     MANAGE,
     kit.page(
-      { summary: "The signed-in account's passkeys (to sign-in without a session)" },
+      {
+        summary: "The signed-in account's passkeys (to sign-in without a session)",
+        doc: {
+          operationId: 'getDashboardPasskeysPage',
+          returns: "The account's passkeys page",
+        },
+      },
       { querystring: ManageQuery },
     ),
     async (request, reply) =>
@@ -254,10 +273,17 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
     {
       config: perMinute(30),
       preParsing: kit.requireSession,
-      schema: jsonSchema(
-        'Passkey registration options for the signed-in account (JSON; the flow in a cookie)',
-        "Needs the session's CSRF token in `x-csrf-token`, and a fresh second factor when the account has one.",
-      ),
+      schema: {
+        ...jsonSchema(
+          'Passkey registration options for the signed-in account (JSON; the flow in a cookie)',
+          "Needs the session's CSRF token in `x-csrf-token`, and a fresh second factor when the account has one.",
+        ),
+        doc: {
+          operationId: 'dashboardPasskeyRegistrationOptions',
+          returns: 'WebAuthn creation options; the flow is in a cookie',
+          response: { options: creationOptions },
+        },
+      },
     },
     async (request, reply) => {
       const session = sessionOf(request)
@@ -278,6 +304,10 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
       {
         summary: "Add a passkey: the browser's answer to the registration options",
         statuses: [400, 403, 409, 422],
+        doc: {
+          operationId: 'dashboardAddPasskey',
+          returns: 'Added: back to the passkeys page',
+        },
       },
       { body: AnswerForm },
     ),
@@ -308,7 +338,14 @@ export const passkeyPageRoutes: FastifyPluginAsyncTypebox<PasskeyPagesDeps> = as
   app.post(
     `${MANAGE}/:id/delete`,
     kit.form(
-      { summary: "Remove one of the signed-in account's passkeys", statuses: [403, 404, 422] },
+      {
+        summary: "Remove one of the signed-in account's passkeys",
+        statuses: [403, 404, 422],
+        doc: {
+          operationId: 'dashboardRemovePasskey',
+          returns: 'Removed: back to the passkeys page',
+        },
+      },
       { params: IdParams, body: CsrfForm },
     ),
     async (request, reply) => {

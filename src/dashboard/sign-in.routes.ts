@@ -61,6 +61,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, 
       statuses: [303],
       session: 'optional',
       formPage: signInForm,
+      doc: { operationId: 'getDashboardLoginPage', returns: 'The sign-in page' },
     }),
     async (request, reply) => {
       if (request.dashboardSession) return reply.redirect('/dashboard', 303)
@@ -77,6 +78,11 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, 
         perMinute: 10,
         session: 'none',
         formPage: signInForm,
+        doc: {
+          operationId: 'dashboardLogin',
+          returns:
+            'Signed in (to the event list), or, for an administrator whose MFA is on, on to the code step',
+        },
       },
       { body: SignInForm },
     ),
@@ -107,6 +113,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, 
       statuses: [303],
       session: 'none',
       formPage: codeForm,
+      doc: { operationId: 'getDashboardCodeStepPage', returns: 'The TOTP step page' },
     }),
     async (request, reply) => {
       if (!request.cookies[PENDING_COOKIE]) return reply.redirect('/dashboard/login', 303)
@@ -124,6 +131,7 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, 
         perMinute: 10,
         session: 'none',
         formPage: codeForm,
+        doc: { operationId: 'dashboardLoginCode', returns: 'Signed in' },
       },
       { body: CodeForm },
     ),
@@ -148,7 +156,11 @@ export const signInRoutes: FastifyPluginAsyncTypebox<SessionDeps> = async (app, 
   app.post(
     '/dashboard/logout',
     kit.form(
-      { summary: 'Sign out (needs the session and its CSRF token)', statuses: [403, 422] },
+      {
+        summary: 'Sign out (needs the session and its CSRF token)',
+        statuses: [403, 422],
+        doc: { operationId: 'dashboardLogout', returns: 'Signed out' },
+      },
       { body: CsrfForm },
     ),
     async (request, reply) => {

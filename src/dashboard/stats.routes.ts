@@ -6,6 +6,7 @@ import { hasScope } from '../tokens/claims.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
 import { WebhookDeliveries } from '../webhooks/webhooks.service.js'
+import { eventStats } from './dashboard.openapi.js'
 import { loadSession, sessionOf } from './kit/pages.js'
 import type { SessionDeps } from './session.service.js'
 import { EventIdParams, EventStats, StatsQuery } from './stats.schemas.js'
@@ -22,7 +23,7 @@ export interface StatsRoutesDeps extends SessionDeps {
  * service's JSON error bodies.
  */
 export const statsRoutes: FastifyPluginAsyncTypebox<StatsRoutesDeps> = async (app, deps) => {
-  const eventStats = sharedEventStats(deps)
+  const readFigures = sharedEventStats(deps)
   const webhooks = new WebhookDeliveries(deps)
 
   app.get(
@@ -38,12 +39,17 @@ export const statsRoutes: FastifyPluginAsyncTypebox<StatsRoutesDeps> = async (ap
         params: EventIdParams,
         querystring: StatsQuery,
         response: { 200: EventStats, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'getEventStats',
+          returns: 'The figures of the event',
+          response: eventStats,
+        },
       },
     },
     async (request) => {
       const { event_id } = request.params
       if (!hasScope(claimsOf(request), event_id, 'reports:read')) throw new ForbiddenError()
-      return eventStats(event_id, request.query.range ?? '24h')
+      return readFigures(event_id, request.query.range ?? '24h')
     },
   )
 
@@ -59,13 +65,18 @@ export const statsRoutes: FastifyPluginAsyncTypebox<StatsRoutesDeps> = async (ap
         params: EventIdParams,
         querystring: StatsQuery,
         response: { 200: EventStats, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'getDashboardEventStats',
+          returns: 'The figures of the event',
+          response: eventStats,
+        },
       },
     },
     async (request, reply) => {
       const { event_id } = request.params
       const session = sessionOf(request, (viewer) => canSeeEvent(viewer, event_id))
       reply.header('cache-control', 'no-store')
-      return figuresFor(deps, session.viewer, event_id, request.query.range ?? '24h', eventStats, webhooks)
+      return figuresFor(deps, session.viewer, event_id, request.query.range ?? '24h', readFigures, webhooks)
     },
   )
 }

@@ -2,6 +2,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import type { Config } from '../platform/config.js'
 import type { SecretKeys } from '../platform/keys.js'
+import {
+  EVENT,
+  MFA_REQUIRED,
+  OFFLINE_EXPIRES_AT,
+  OFFLINE_TOKEN,
+  TIMEZONE,
+} from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
@@ -76,6 +83,18 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
           '401 when it is missing or wrong.',
         body: DeviceAuthRequest,
         response: { 200: DeviceInfo, ...errorResponses(401, 404) },
+        doc: {
+          operationId: 'identifyDevice',
+          request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+          returns: 'The device and its event',
+          response: {
+            id: 3,
+            dev_mac: 'AA:BB:CC:DD:EE:01',
+            event_id: 1,
+            operator_id: 7,
+            event: { uid: EVENT, name: 'Summer Festival 2026', timezone: TIMEZONE },
+          },
+        },
       },
     },
     async (request) => {
@@ -105,6 +124,12 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
           'is missing or wrong.',
         body: DeviceAuthRequest,
         response: { 200: DeviceLoginResponse, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'loginDevice',
+          request: { dev_mac: 'AA:BB:CC:DD:EE:01', event_id: 1, device_key: 'dk_3tQ9xY2mB7vL0pR5sW8eN1cF' },
+          returns: 'The offline token of the device',
+          response: { offline_token: OFFLINE_TOKEN, token_type: 'bearer', expires_at: OFFLINE_EXPIRES_AT },
+        },
       },
     },
     async (request) => {
@@ -129,6 +154,13 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         params: DeviceTokenParams,
         body: DeviceTokenRequest,
         response: { 200: DeviceTokenResponse, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'issueDeviceToken',
+          request: { operator_id: 7 },
+          returns: 'The device token, associated with the operator',
+          response: { token: OFFLINE_TOKEN, token_type: 'bearer' },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => {
@@ -160,6 +192,17 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         security: [{ OAuth2PasswordBearer: [] }],
         params: SetupCodeParams,
         response: { 200: SetupCodeResponse, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'createDeviceSetupCode',
+          returns: 'The set-up code, shown once, and the address its QR code holds',
+          response: {
+            device_id: 3,
+            code: 'wbsu_Qm8rT2vX9kL4pN7sB1wZ0c',
+            setup_url: 'https://auth.example.com/scanner/#setup=wbsu_Qm8rT2vX9kL4pN7sB1wZ0c',
+            expires_at: '2026-07-18T18:24:03.000Z',
+          },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => devices.newSetupCode(claimsOf(request), request.params.device_id, request.ip),
@@ -183,6 +226,11 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
         params: DeviceRevokeParams,
         querystring: DeviceRevokeQuery,
         response: { 200: DeviceRevokeResponse, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'revokeDevice',
+          returns: "The device's offline tokens are revoked (and it is archived when asked)",
+          response: { device_id: 3, archived: false, tokens_revoked: true },
+        },
       },
     },
     async (request) =>
@@ -203,6 +251,18 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
           'used or expired code is 404. 10 per minute per address; every exchange is audited.',
         body: DeviceSetupRequest,
         response: { 200: DeviceSetupResponse, ...errorResponses(404) },
+        doc: {
+          operationId: 'setUpDevice',
+          request: { code: 'wbsu_Qm8rT2vX9kL4pN7sB1wZ0c' },
+          returns: "The device's credentials: sign in with them at POST /auth/login/device",
+          response: {
+            device_id: 3,
+            dev_mac: 'AA:BB:CC:DD:EE:01',
+            event_id: 1,
+            device_key: 'wbd_Xr4kP9mT2vL7qN1sB8wZ3cF6yH0dJ5gA2eU9iO4',
+            event: { uid: EVENT, name: 'Summer Festival 2026', timezone: TIMEZONE },
+          },
+        },
       },
     },
     async (request) => devices.setUp(request.body.code, request.ip),
@@ -221,6 +281,24 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<DeviceRoutesDeps> = async (
           'same until the operator logs out (POST /auth/logout).',
         body: OperatorLoginRequest,
         response: { 200: OperatorLoginResponse, ...errorResponses(401) },
+        doc: {
+          operationId: 'issueOperatorToken',
+          request: {
+            email: 'op@example.com',
+            password: 'correct horse battery staple',
+            dev_type: 'POS',
+            dev_mac: 'AA:BB:CC:DD:EE:01',
+          },
+          returns: 'The operator token',
+          response: {
+            user_id: 7,
+            event_id: 1,
+            email: 'op@example.com',
+            token: 'wbs_4fT9kQ2mX7vB1nR8pL3wZ6yC0dH5jS',
+            mode: 0,
+            dev_type: 'POS',
+          },
+        },
       },
     },
     async (request) => {

@@ -1,4 +1,7 @@
-/** What the OpenAPI document says about the edge routes beyond their schemas, which give their operationIds. */
+/**
+ * The edge feature's OpenAPI texts that are no one route's: its tags' descriptions. Each route's own texts
+ * (operationId, what it answers, examples, `error` codes) are in its schema's `doc`.
+ */
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
 
 export const EDGE_OPENAPI: FeatureOpenApi = {

@@ -4,6 +4,14 @@ import { type Static, Type } from 'typebox'
 import { CompanyTicketIdParams, TicketCode } from '../partner/partner.schemas.js'
 import { type PartnerAuthDeps, partnerAuth, partnerOf } from '../partner/partner-auth.js'
 import { ForbiddenError, ValidationFailed } from '../platform/errors.js'
+import {
+  DEVICE_KEY_REQUIRED,
+  TICKET_CODE,
+  TICKET_UID,
+  TRANSFER_UID,
+  USED_LOCAL,
+  USED_UTC,
+} from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope, isKeylessDevice, KEYLESS_DEVICE } from '../tokens/claims.js'
@@ -153,6 +161,23 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         description:
           'The current key first, then earlier ones still trusted (EDGE_PREVIOUS_KEYS). Cacheable for five minutes.',
         response: { 200: Type.Object({ keys: Type.Array(Jwk) }), ...errorResponses() },
+        // offline
+        doc: {
+          operationId: 'getEdgeKeySet',
+          returns: 'The JWK Set of the edge keys, current key first',
+          response: {
+            keys: [
+              {
+                kty: 'OKP',
+                crv: 'Ed25519',
+                x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo',
+                kid: 'Vq3n8dXk2Lw',
+                alg: 'EdDSA',
+                use: 'sig',
+              },
+            ],
+          },
+        },
       },
     },
     async (_request, reply) => {
@@ -192,6 +217,39 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
           { additionalProperties: false },
         ),
         response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 429) },
+        doc: {
+          operationId: 'syncScannerFeed',
+          errors: DEVICE_KEY_REQUIRED,
+          returns: "A page of the event's ticket changes since the cursor",
+          response: {
+            event_id: 1,
+            key_ids: ['Vq3n8dXk2Lw'],
+            tickets: [
+              {
+                transfer_uid: TRANSFER_UID,
+                ticket_uid: TICKET_UID,
+                change: 'used',
+                version: 1,
+                digest: 'kR3v0Yq9Lw2mXb7Tn5Hc1A',
+                used_timestamp: USED_LOCAL,
+                used_at: USED_UTC,
+                used_gate: 'North',
+              },
+              {
+                transfer_uid: '5f1c0e7a9b2d4c6e8f0a1b3c5d7e9f01',
+                ticket_uid: TICKET_UID,
+                change: 'revoked',
+                version: 2,
+                digest: 'Zp8sQ1dN4fG6hJ0kL2mB9w',
+                used_timestamp: null,
+                used_at: null,
+                used_gate: null,
+              },
+            ],
+            cursor: '1042',
+            has_more: false,
+          },
+        },
       },
     },
     async (request, reply) => {
@@ -246,6 +304,31 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
             ticket_code: TicketCode,
           }),
           ...errorResponses(401, 403, 404, 409, 503),
+        },
+        doc: {
+          operationId: 'reissueTicketCode',
+          returns: 'The transfer has a new ticket code; the previous one is revoked',
+          response: {
+            transfer_uid: TRANSFER_UID,
+            company_ticket_id: 'order-1042-1',
+            code_version: 2,
+            ticket_code: TICKET_CODE,
+          },
+          errors: {
+            409: [
+              {
+                code: 'already_used',
+                when: 'the ticket was used: a used ticket keeps its code',
+                detail: 'A used ticket keeps its code',
+                extra: { used_timestamp: USED_LOCAL, used_at: USED_UTC },
+              },
+              {
+                code: 'concurrent_change',
+                when: 'the ticket was used or re-issued while this request ran',
+                detail: 'The ticket was used or re-issued meanwhile',
+              },
+            ],
+          },
         },
       },
     },

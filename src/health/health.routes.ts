@@ -9,9 +9,26 @@ import { quietRouteLevel } from '../platform/logging.js'
  * the probe the Kubernetes manifests use; `GET /health` answers the same for the monitors that use it.
  */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ logLevel: string }> = async (app, { logLevel }) => {
-  for (const [url, summary] of [
-    ['/live', 'Liveness probe: 200 while the process runs; no dependency is checked'],
-    ['/health', 'Liveness probe (the same answer as GET /live)'],
+  for (const [url, summary, doc] of [
+    [
+      '/live',
+      'Liveness probe: 200 while the process runs; no dependency is checked',
+      {
+        operationId: 'getLive',
+        returns:
+          'The process is alive: it answers. Neither the database nor Redis is asked, so an outage of either does not make an orchestrator restart the instance (GET /ready answers 503 instead)',
+        response: { status: 'ok' },
+      },
+    ],
+    [
+      '/health',
+      'Liveness probe (the same answer as GET /live)',
+      {
+        operationId: 'getHealth',
+        returns: 'The process is alive (as GET /live)',
+        response: { status: 'ok' },
+      },
+    ],
   ] as const)
     app.get(
       url,
@@ -22,6 +39,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ logLevel: string }> = asy
           tags: ['health'],
           summary,
           response: { 200: Type.Object({ status: Type.Literal('ok') }) },
+          doc,
         },
       },
       async () => ({ status: 'ok' as const }),

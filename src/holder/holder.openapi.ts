@@ -1,11 +1,15 @@
-/** What the OpenAPI document says about the holder operations beyond their route schemas. */
+/**
+ * The holder feature's OpenAPI texts that are no one route's: its tags' descriptions, path-parameter
+ * examples and the example values and error cases its routes share. Each route's own texts (operationId,
+ * what it answers, examples, `error` codes) are in its schema's `doc`.
+ */
 
-import { AT, EVENT, TICKET_CODE, TICKET_UID, TIMEZONE, TRANSFER_UID } from '../platform/openapi-examples.js'
+import { EVENT, TICKET_CODE, TICKET_UID, TIMEZONE, TRANSFER_UID } from '../platform/openapi-examples.js'
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
 
 const CLAIM_TOKEN = 'q3L1v0Zk8m2QxT7bR5yN9pWc4HdJfGsA6eUoKiYtV1w'
 
-const holderTicket = {
+export const holderTicket = {
   transfer_uid: TRANSFER_UID,
   event_uid: EVENT,
   event_name: 'Summer Festival 2026',
@@ -23,7 +27,7 @@ const holderTicket = {
   ticket_code: TICKET_CODE,
 }
 
-const linkView = {
+export const linkView = {
   event_uid: EVENT,
   event_name: 'Summer Festival 2026',
   email: 'holder@example.com',
@@ -36,45 +40,4 @@ export const HOLDER_OPENAPI: FeatureOpenApi = {
     holder: 'Ticket holders: claim links from the transfer e-mail',
   },
   params: { token: CLAIM_TOKEN },
-  operations: {
-    'GET /holder/links/{token}': {
-      operationId: 'getClaimLink',
-      returns: "The link's event and tickets",
-      response: { ...linkView, claimed: false, tickets: [{ ...holderTicket, status: 'TRANSFERRED' }] },
-    },
-    'POST /holder/links/{token}/claim': {
-      operationId: 'claimLink',
-      returns: "The link's tickets, now the consumer's",
-      response: linkView,
-      errors: {
-        409: [
-          {
-            code: 'already_claimed',
-            when: 'another consumer claimed the link',
-            detail: 'This link was already claimed by another account',
-          },
-        ],
-      },
-    },
-    'GET /consumers/me/tickets': {
-      operationId: 'listMyTickets',
-      returns: "The consumer's tickets",
-      response: { tickets: [holderTicket] },
-    },
-    'GET /consumers/me/wallets': {
-      operationId: 'listMyWallets',
-      returns: "The consumer's balances",
-      response: {
-        wallets: [
-          {
-            event_uid: EVENT,
-            event_name: 'Summer Festival 2026',
-            balance: 20,
-            promo_balance: 5,
-            updated_at: AT,
-          },
-        ],
-      },
-    },
-  },
 }

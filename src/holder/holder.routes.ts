@@ -2,10 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { TicketCode } from '../partner/partner.schemas.js'
 import { PARTNER_ADDRESS_RATE_LIMIT } from '../partner/partner-auth.js'
+import { AT, EVENT } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import { holderTicket, linkView } from './holder.openapi.js'
 import { HolderService, type HolderServiceDeps } from './holder.service.js'
 
 export interface HolderRoutesDeps extends HolderServiceDeps {
@@ -78,6 +80,11 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
           'Until the link is claimed each ticket carries its code and QR image; once claimed, the tickets are shown with `ticket_code: null` and no QR image (the account reads them at GET /consumers/me/tickets).',
         params: TokenParams,
         response: { 200: LinkView, ...errorResponses(404) },
+        doc: {
+          operationId: 'getClaimLink',
+          returns: "The link's event and tickets",
+          response: { ...linkView, claimed: false, tickets: [{ ...holderTicket, status: 'TRANSFERRED' }] },
+        },
       },
     },
     async (request) => holder.linkView(request.params.token),
@@ -95,6 +102,20 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         security: bearer,
         params: TokenParams,
         response: { 200: LinkView, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'claimLink',
+          returns: "The link's tickets, now the consumer's",
+          response: linkView,
+          errors: {
+            409: [
+              {
+                code: 'already_claimed',
+                when: 'another consumer claimed the link',
+                detail: 'This link was already claimed by another account',
+              },
+            ],
+          },
+        },
       },
     },
     async (request) => holder.claim(request.params.token, Number(claimsOf(request).sub)),
@@ -110,6 +131,11 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         summary: "The signed-in consumer's tickets",
         security: bearer,
         response: { 200: Type.Object({ tickets: Type.Array(Ticket) }), ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listMyTickets',
+          returns: "The consumer's tickets",
+          response: { tickets: [holderTicket] },
+        },
       },
     },
     async (request) => ({
@@ -127,6 +153,21 @@ export const holderRoutes: FastifyPluginAsyncTypebox<HolderRoutesDeps> = async (
         summary: "The signed-in consumer's balances, per event",
         security: bearer,
         response: { 200: Type.Object({ wallets: Type.Array(Wallet) }), ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listMyWallets',
+          returns: "The consumer's balances",
+          response: {
+            wallets: [
+              {
+                event_uid: EVENT,
+                event_name: 'Summer Festival 2026',
+                balance: 20,
+                promo_balance: 5,
+                updated_at: AT,
+              },
+            ],
+          },
+        },
       },
     },
     async (request) => ({

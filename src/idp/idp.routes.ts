@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { TokenResponse } from '../auth/auth.schemas.js'
 import type { Config } from '../platform/config.js'
+import { ACCESS, consumerTokenPair } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { type IdpLoginDeps, loginWithIdp } from './idp.service.js'
@@ -45,6 +46,12 @@ export const idpRoutes: FastifyPluginAsyncTypebox<IdpRoutesDeps> = async (app, g
           'provider-verified e-mail is linked; else a new consumer is created.',
         body: IdpLoginRequest,
         response: { 200: TokenResponse, ...errorResponses(401, 503) },
+        doc: {
+          operationId: 'loginConsumerWithIdp',
+          request: { id_token: ACCESS },
+          returns: 'An access token and a refresh token for the consumer',
+          response: consumerTokenPair,
+        },
       },
     },
     async (request) => {

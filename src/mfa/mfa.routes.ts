@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { TokenResponse } from '../auth/auth.schemas.js'
+import { MFA_REQUIRED } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf, protect } from '../tokens/guard.js'
 import { type MfaFreshness, mfaFreshness, type ProtectCredentials, protectWithFreshMfa } from './fresh-mfa.js'
+import { mfaTokenPair, PASSKEY_REQUIRED } from './mfa.openapi.js'
 import { type MfaDeps, setupMfa, verifyMfa } from './mfa.service.js'
 
 export const MFASetupResponse = Type.Object({
@@ -42,6 +44,16 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
           '`{"detail", "error": "mfa_required"}` otherwise (a lost authenticator: `wristband admin reset-mfa`).',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: MFASetupResponse, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'startMfaEnrolment',
+          returns: 'The new TOTP secret and its URI',
+          response: {
+            secret: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP',
+            qr_uri:
+              'otpauth://totp/wristband:admin%40example.com?issuer=wristband&secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&algorithm=SHA1&digits=6&period=30',
+          },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => setupMfa(deps, Number(claimsOf(request).sub), request.ip),
@@ -64,6 +76,13 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
         security: [{ OAuth2PasswordBearer: [] }],
         body: MFAVerifyRequest,
         response: { 200: TokenResponse, ...errorResponses(400, 401, 403) },
+        doc: {
+          operationId: 'verifyMfaCode',
+          request: { code: '492039' },
+          returns: 'MFA is on; tokens carrying mfa_verified_at',
+          response: mfaTokenPair,
+          errors: { 403: [PASSKEY_REQUIRED] },
+        },
       },
     },
     async (request) => {
@@ -86,6 +105,21 @@ export const mfaRoutes: FastifyPluginAsyncTypebox<MfaRoutesDeps> = async (app, d
           '`mfa_verified_at` or one older than MFA_FRESHNESS_WINDOW_HOURS.',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: StatusOk, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'pingSensitive',
+          returns: 'The MFA verification is fresh',
+          response: { status: 'ok' },
+          errors: {
+            403: [
+              {
+                code: 'require_mfa',
+                when: '`reason` is `mfa_never` or `mfa_stale`: verify a TOTP code first',
+                detail: 'MFA verification is too old; verify again',
+                extra: { reason: 'mfa_stale' },
+              },
+            ],
+          },
+        },
       },
     },
     async () => ({ status: 'ok' }),

@@ -6,10 +6,12 @@ import type { AuditLog } from '../audit/audit.store.js'
 import type { Config } from '../platform/config.js'
 import { InvalidOAuthRequestError, UnauthorizedError } from '../platform/errors.js'
 import { quietRouteLevel } from '../platform/logging.js'
+import { ACCESS, REFRESH } from '../platform/openapi-examples.js'
 import { applyCount, perMinute } from '../platform/rate-limit.js'
 import { acceptingNul } from '../platform/validation.js'
 import type { TokenService } from '../tokens/token.service.js'
 import type { CallerCount, VerifyCallers } from '../tokens/verify-callers.js'
+import { INVALID_REQUEST } from './oauth2.openapi.js'
 import {
   authorizationServerMetadata,
   INTROSPECT_URL,
@@ -180,6 +182,35 @@ export const oauth2Routes: FastifyPluginAsyncTypebox<OAuth2RoutesDeps> = async (
         security: [{ VerifyCredentialBearer: [] }, { APIKeyHeader: [] }],
         body: TokenRequest,
         response: { 200: IntrospectionAnswer, 401: Type.Ref('ErrorBody'), ...errors },
+        doc: {
+          operationId: 'introspectToken',
+          returns: 'Whether the token is active and, when it is, its claims',
+          request: { token: ACCESS, token_type_hint: 'access_token' },
+          response: {
+            active: true,
+            token_type: 'bearer',
+            type: 'access',
+            sub: '1',
+            role: 'admin',
+            jti: 'Vg3kX9pQ2mL7rT4wB1nC8f',
+            iat: 1782900900,
+            exp: 1782901800,
+            iss: 'wristband',
+            aud: 'wristband',
+            event_ids: [1],
+            permissions: { '1': ['events:manage', 'reports:read'] },
+          },
+          errors: {
+            400: INVALID_REQUEST,
+            401: [
+              {
+                code: 'invalid_token',
+                when: 'the credential given is no live verify credential (none given: 401 without `error`)',
+                detail: 'A verify credential (an API key with scope tokens:verify) is required',
+              },
+            ],
+          },
+        },
       },
     },
     (request, reply) => {
@@ -208,6 +239,13 @@ export const oauth2Routes: FastifyPluginAsyncTypebox<OAuth2RoutesDeps> = async (
         consumes: FORM_AND_JSON,
         body: TokenRequest,
         response: { 200: Type.Object({}, { additionalProperties: false }), ...errors },
+        doc: {
+          operationId: 'revokeToken',
+          returns: 'The token is ended, or was no good token (the answer does not tell which)',
+          request: { token: REFRESH, token_type_hint: 'refresh_token' },
+          response: {},
+          errors: { 400: INVALID_REQUEST },
+        },
       },
     },
     async (request, reply) => {
@@ -230,6 +268,19 @@ export const oauth2Routes: FastifyPluginAsyncTypebox<OAuth2RoutesDeps> = async (
           'The issuer (PUBLIC_BASE_URL), the introspection and revocation endpoints with how a client ' +
           'authenticates at each, and the documentation. Cacheable for five minutes.',
         response: { 200: Metadata, 429: Type.Ref('RateLimited') },
+        doc: {
+          operationId: 'getAuthorizationServerMetadata',
+          returns: 'The authorization server metadata',
+          response: {
+            issuer: 'https://auth.example.com',
+            introspection_endpoint: 'https://auth.example.com/oauth2/introspect',
+            introspection_endpoint_auth_methods_supported: ['Bearer'],
+            revocation_endpoint: 'https://auth.example.com/oauth2/revoke',
+            revocation_endpoint_auth_methods_supported: ['none'],
+            response_types_supported: [],
+            service_documentation: 'https://auth.example.com/docs',
+          },
+        },
       },
     },
     async (_request, reply) => {

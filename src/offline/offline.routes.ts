@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
+import { MFA_REQUIRED, OFFLINE_EXPIRES_AT, OFFLINE_TOKEN } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { claimsOf } from '../tokens/guard.js'
@@ -58,6 +59,13 @@ export const offlineRoutes: FastifyPluginAsyncTypebox<OfflineRoutesDeps> = async
         security: [{ OAuth2PasswordBearer: [] }],
         body: OfflineTokenRequest,
         response: { 200: OfflineTokenResponse, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'createOfflineToken',
+          request: { event_id: 1, device_id: '3' },
+          returns: 'The offline token',
+          response: { offline_token: OFFLINE_TOKEN, expires_at: OFFLINE_EXPIRES_AT, event_id: 1 },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => {

@@ -35,6 +35,11 @@ export const indexRoutes: FastifyPluginAsyncTypebox<{ version: string }> = async
         tags: ['health'],
         summary: 'Index: links to the documentation, the dashboard and the probes',
         response: { 200: { description: 'Where to go from here', ...Index } },
+        doc: {
+          operationId: 'getIndex',
+          returns: 'Where to go from here',
+          response: { service: 'wristband', version: '0.3.0', links: INDEX_LINKS },
+        },
       },
     },
     async () => body,

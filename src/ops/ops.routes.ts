@@ -88,6 +88,18 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
           '200, since the service works without it (rate limits fail open, revocations come from the ' +
           'database). The body gives the state of each dependency. GET /live is the liveness probe: it checks no dependency.',
         response: { 200: ReadinessBody, 503: ReadinessBody, ...errorResponses() },
+        doc: {
+          operationId: 'getReadiness',
+          returns: 'The database (and Redis, when configured) answer',
+          response: {
+            status: 'ready',
+            checks: {
+              database: { status: 'up', dialect: 'postgres' },
+              data_dir: { status: 'up' },
+              redis: { status: 'up' },
+            },
+          },
+        },
       },
     },
     async (_request, reply) => {
@@ -116,6 +128,14 @@ export const opsRoutes: FastifyPluginAsyncTypebox<OpsRoutesDeps> = async (app, d
           'database was read a few seconds ago at most (3 polls, at least 5 s). 503 otherwise, and from ' +
           'the moment the instance is told to stop. Touches neither the database nor Redis.',
         response: { 200: VerifyReadinessBody, 503: VerifyReadinessBody, ...errorResponses() },
+        doc: {
+          operationId: 'getVerifyReadiness',
+          returns: 'The instance can verify: its revocation list is complete without the database',
+          response: {
+            status: 'ready',
+            checks: { revocations: { status: 'fresh', via: 'feed', last_read_seconds_ago: 0.4 } },
+          },
+        },
       },
     },
     async (_request, reply) => {

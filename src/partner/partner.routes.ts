@@ -10,9 +10,20 @@ import type { Config } from '../platform/config.js'
 import { errorBody, ValidationFailed, type ValidationIssue } from '../platform/errors.js'
 import { isRealLocalDateTime, moneyIssue } from '../platform/formats.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
+import {
+  AT,
+  EVENT,
+  TICKET_CODE,
+  TICKET_UID,
+  TIMEZONE,
+  TRANSFER_UID,
+  USED_LOCAL,
+  USED_UTC,
+} from '../platform/openapi-examples.js'
 import { errorResponses } from '../platform/schemas.js'
 import { createValidatorCompiler, toValidationIssues } from '../platform/validation.js'
 import { idempotent, type Keeping } from './idempotency.js'
+import { idempotencyInUse, ticketType, transferView } from './partner.openapi.js'
 import {
   type BatchItemError,
   type BatchItemResult,
@@ -155,6 +166,18 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         headers: IdempotencyHeaders,
         body: TicketTypeRequest,
         response: { 201: TicketType, ...errorResponses(401, 403, 409) },
+        doc: {
+          operationId: 'createTicketType',
+          returns: 'The ticket type created (or, for a repeated Idempotency-Key, the first answer again)',
+          request: {
+            event_uid: EVENT,
+            name: 'Weekend pass',
+            price: 149.5,
+            ticket_date: '2026-07-18T20:00:00.000',
+          },
+          response: ticketType,
+          errors: { 409: [idempotencyInUse] },
+        },
       },
     },
     async (request, reply) =>
@@ -171,6 +194,11 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         security,
         querystring: TicketListQuery,
         response: { 200: TicketTypeList, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listTicketTypes',
+          returns: "The ticket types of the key's event",
+          response: { tickets: [ticketType] },
+        },
       },
     },
     async (request) => ({ tickets: await ticketTypesOf(deps, partnerOf(request)) }),
@@ -192,6 +220,30 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         headers: IdempotencyHeaders,
         body: TransferRequest,
         response: { 201: TransferCreated, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'createTransfer',
+          returns: 'The ticket is sent (or, for a repeated Idempotency-Key, the first answer again)',
+          request: {
+            event_uid: EVENT,
+            email: 'holder@example.com',
+            ticket_uid: TICKET_UID,
+            company_ticket_id: 'order-1042-1',
+            balance: 20,
+            promo_balance: 5,
+            additional_info: { access_gate: 'North' },
+          },
+          response: transferView,
+          errors: {
+            409: [
+              {
+                code: 'duplicate_company_ticket_id',
+                when: 'the company_ticket_id was already used by this partner',
+                detail: 'company_ticket_id has already been used by this partner',
+              },
+              idempotencyInUse,
+            ],
+          },
+        },
       },
     },
     async (request, reply) =>
@@ -223,6 +275,41 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         headers: IdempotencyHeaders,
         body: TransferBatchRequest,
         response: { 200: TransferBatchResult, ...errorResponses(401, 403, 409) },
+        doc: {
+          operationId: 'createTransfers',
+          returns:
+            'One result per transfer, in the order sent: 201 with the transfer, or the status and error body POST /companies/transfer would have answered',
+          request: {
+            event_uid: EVENT,
+            transfers: [
+              { email: 'holder@example.com', ticket_uid: TICKET_UID, company_ticket_id: 'order-1042-1' },
+              {
+                email: 'holder@example.com',
+                ticket_uid: TICKET_UID,
+                company_ticket_id: 'order-1042-2',
+                balance: 20,
+              },
+            ],
+          },
+          response: {
+            results: [
+              {
+                company_ticket_id: 'order-1042-1',
+                status: 201,
+                transfer: transferView,
+              },
+              {
+                company_ticket_id: 'order-1042-2',
+                status: 409,
+                error: {
+                  detail: 'company_ticket_id has already been used by this partner',
+                  error: 'duplicate_company_ticket_id',
+                },
+              },
+            ],
+          },
+          errors: { 409: [idempotencyInUse] },
+        },
       },
     },
     async (request, reply) => {
@@ -262,6 +349,28 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
         security,
         params: CompanyTicketIdParams,
         response: { 200: TransferDetail, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'getTransfer',
+          returns: 'The transfer and its state',
+          response: {
+            transfer_uid: TRANSFER_UID,
+            event_uid: EVENT,
+            ticket_uid: TICKET_UID,
+            company_ticket_id: 'order-1042-1',
+            email: 'holder@example.com',
+            balance: 20,
+            promo_balance: 5,
+            additional_info: { access_gate: 'North' },
+            status: 'USED',
+            claimed: true,
+            emailed: true,
+            used_timestamp: USED_LOCAL,
+            used_at: USED_UTC,
+            event_timezone: TIMEZONE,
+            created_at: AT,
+            ticket_code: TICKET_CODE,
+          },
+        },
       },
     },
     async (request) => transferByCompanyId(deps, partnerOf(request), request.params.company_ticket_id),

@@ -1,13 +1,16 @@
-/** What the OpenAPI document says about the passkeys operations beyond their route schemas. */
+/**
+ * The passkeys feature's OpenAPI texts that are no one route's: its tags' descriptions and the example
+ * values and error cases its routes share. Each route's own texts (operationId, what it answers, examples,
+ * `error` codes) are in its schema's `doc`.
+ */
 
-import { creationOptions, MFA_REQUIRED, requestOptions, tokenPair } from '../platform/openapi-examples.js'
 import type { FeatureOpenApi } from '../platform/openapi-operations.js'
 
-const PASSKEY_FLOW = 'v3yJ0H8k2M1qQ7bL9xW4tZr6uA5sD0fG1hJ2kL3mN4o'
+export const PASSKEY_FLOW = 'v3yJ0H8k2M1qQ7bL9xW4tZr6uA5sD0fG1hJ2kL3mN4o'
 
 const CREDENTIAL_ID = 'AX1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v'
 
-const registrationCredential = {
+export const registrationCredential = {
   id: CREDENTIAL_ID,
   rawId: CREDENTIAL_ID,
   type: 'public-key',
@@ -21,7 +24,7 @@ const registrationCredential = {
   authenticatorAttachment: 'platform',
 }
 
-const authenticationCredential = {
+export const authenticationCredential = {
   id: CREDENTIAL_ID,
   rawId: CREDENTIAL_ID,
   type: 'public-key',
@@ -37,7 +40,7 @@ const authenticationCredential = {
   authenticatorAttachment: 'platform',
 }
 
-const passkeyExample = {
+export const passkeyExample = {
   id: 1,
   name: 'Work laptop',
   created_at: 1782900000000,
@@ -49,42 +52,5 @@ const passkeyExample = {
 export const PASSKEYS_OPENAPI: FeatureOpenApi = {
   tags: {
     passkeys: "The administrator's passkeys (WebAuthn); sign-in with a passkey is under auth",
-  },
-  operations: {
-    'POST /admin/passkeys/registration/options': {
-      operationId: 'startPasskeyRegistration',
-      returns: 'WebAuthn creation options, and the flow the challenge is bound to',
-      response: { flow: PASSKEY_FLOW, options: creationOptions },
-      errors: MFA_REQUIRED,
-    },
-    'POST /admin/passkeys/registration': {
-      operationId: 'registerPasskey',
-      returns: 'The passkey, stored',
-      request: { flow: PASSKEY_FLOW, name: 'Work laptop', response: registrationCredential },
-      response: passkeyExample,
-      errors: MFA_REQUIRED,
-    },
-    'GET /admin/passkeys': {
-      operationId: 'listPasskeys',
-      returns: "The calling administrator's passkeys",
-      response: [{ ...passkeyExample, last_used_at: 1782901800000 }],
-    },
-    'DELETE /admin/passkeys/{id}': {
-      operationId: 'removePasskey',
-      returns: 'The passkey is removed',
-      response: { message: 'Passkey removed' },
-      errors: MFA_REQUIRED,
-    },
-    'POST /auth/passkey/options': {
-      operationId: 'startPasskeySignIn',
-      returns: 'WebAuthn request options, and the flow the challenge is bound to',
-      response: { flow: PASSKEY_FLOW, options: requestOptions },
-    },
-    'POST /auth/passkey': {
-      operationId: 'signInWithPasskey',
-      returns: 'An access token with a fresh mfa_verified_at and a refresh token',
-      request: { flow: PASSKEY_FLOW, response: authenticationCredential },
-      response: tokenPair,
-    },
   },
 }

@@ -5,10 +5,17 @@ import type { Role } from '../identities/grants.js'
 import { loadGrant } from '../identities/identities.store.js'
 import type { ProtectCredentials } from '../mfa/fresh-mfa.js'
 import { UnauthorizedError } from '../platform/errors.js'
+import { creationOptions, MFA_REQUIRED, requestOptions, tokenPair } from '../platform/openapi-examples.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses, Message } from '../platform/schemas.js'
 import { bearerToken, claimsOf, protect } from '../tokens/guard.js'
 import type { TokenService } from '../tokens/token.service.js'
+import {
+  authenticationCredential,
+  PASSKEY_FLOW,
+  passkeyExample,
+  registrationCredential,
+} from './passkeys.openapi.js'
 import {
   OptionsAnswer,
   Passkey,
@@ -63,6 +70,12 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
           '`mfa_verified_at`: 403 `mfa_required` otherwise.',
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: OptionsAnswer, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'startPasskeyRegistration',
+          returns: 'WebAuthn creation options, and the flow the challenge is bound to',
+          response: { flow: PASSKEY_FLOW, options: creationOptions },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => startRegistration(deps, await callerAccount(request)),
@@ -85,6 +98,13 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
         security: [{ OAuth2PasswordBearer: [] }],
         body: RegistrationRequest,
         response: { 201: Passkey, ...errorResponses(400, 401, 403, 404, 409) },
+        doc: {
+          operationId: 'registerPasskey',
+          returns: 'The passkey, stored',
+          request: { flow: PASSKEY_FLOW, name: 'Work laptop', response: registrationCredential },
+          response: passkeyExample,
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request, reply) => {
@@ -109,6 +129,11 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
         summary: "The calling administrator's passkeys",
         security: [{ OAuth2PasswordBearer: [] }],
         response: { 200: PasskeyList, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listPasskeys',
+          returns: "The calling administrator's passkeys",
+          response: [{ ...passkeyExample, last_used_at: 1782901800000 }],
+        },
       },
     },
     async (request) => passkeysOf(deps, await callerAccount(request)),
@@ -128,6 +153,12 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
         security: [{ OAuth2PasswordBearer: [] }],
         params: PasskeyIdParams,
         response: { 200: Message, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'removePasskey',
+          returns: 'The passkey is removed',
+          response: { message: 'Passkey removed' },
+          errors: MFA_REQUIRED,
+        },
       },
     },
     async (request) => {
@@ -162,6 +193,11 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
         summary: 'Start signing in with a passkey: WebAuthn request options and the flow they belong to',
         description: `${signInDescription} The challenge is good for one answer within 5 minutes.`,
         response: { 200: OptionsAnswer, ...errorResponses(401, 404) },
+        doc: {
+          operationId: 'startPasskeySignIn',
+          returns: 'WebAuthn request options, and the flow the challenge is bound to',
+          response: { flow: PASSKEY_FLOW, options: requestOptions },
+        },
       },
     },
     async (request) => startSignIn(deps, (await optionalCaller(request)) ?? null),
@@ -182,6 +218,12 @@ export const passkeyRoutes: FastifyPluginAsyncTypebox<PasskeyRoutesDeps> = async
           "on the account's password back-off (429 while it is locked).",
         body: SignInRequest,
         response: { 200: TokenResponse, ...errorResponses(401, 404) },
+        doc: {
+          operationId: 'signInWithPasskey',
+          returns: 'An access token with a fresh mfa_verified_at and a refresh token',
+          request: { flow: PASSKEY_FLOW, response: authenticationCredential },
+          response: tokenPair,
+        },
       },
     },
     async (request) => {

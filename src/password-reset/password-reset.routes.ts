@@ -40,6 +40,12 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetRoutesD
           'PASSWORD_RESET_HOURLY_QUOTA times in the last hour.',
         body: PasswordResetRequestBody,
         response: { 200: Message, ...errorResponses() },
+        doc: {
+          operationId: 'sendPasswordResetEmail',
+          request: { email: 'admin@example.com' },
+          returns: 'Accepted; a link is sent when the address is an administrator (the answer does not tell)',
+          response: { message: 'If the address belongs to an administrator, a reset link is on its way' },
+        },
       },
     },
     async (request) => {
@@ -62,6 +68,12 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetRoutesD
         params: Type.Object({ token: Type.String() }),
         body: PasswordResetConfirmBody,
         response: { 200: Message, ...errorResponses(410) },
+        doc: {
+          operationId: 'resetPassword',
+          request: { new_password: 'correct horse battery staple' },
+          returns: 'The password is changed',
+          response: { message: 'Password changed' },
+        },
       },
     },
     async (request) => {
@@ -81,6 +93,10 @@ export const passwordResetRoutes: FastifyPluginAsyncTypebox<PasswordResetRoutesD
         params: Type.Object({ token: Type.String({ maxLength: 100 }) }),
         response: {
           200: { description: 'HTML page', content: { 'text/html': { schema: Type.String() } } },
+        },
+        doc: {
+          operationId: 'getPasswordResetPage',
+          returns: 'The HTML page of the reset link',
         },
       },
     },

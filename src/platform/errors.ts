@@ -2,8 +2,8 @@
  * Every stable error code, the one list. An error's code fixes its status. Most codes only name the
  * error in code (the status says it all, so the body is `{"detail": "..."}`); those with a `field`
  * tell apart causes of one status and are sent in the body under that field, `when` saying which.
- * The OpenAPI document lists the sent codes (an enum on ErrorBody, and per operation in
- * each feature's *.openapi.ts, whose `ErrorCase` may name only these).
+ * The OpenAPI document lists the sent codes (an enum on ErrorBody, and per operation in its
+ * route's `doc`, whose `ErrorCase` may name only these).
  */
 export const ERROR_CODES = {
   bad_request: { status: 400 },

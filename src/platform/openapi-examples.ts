@@ -1,5 +1,5 @@
 /**
- * Example values the OpenAPI texts of several features share (src/<feature>/<feature>.openapi.ts), so
+ * Example values the OpenAPI texts of several features' routes share (each route's `doc`), so
  * that one example request leads to the next's answer: the event, ticket and transfer of the examples,
  * the tokens sign-in answers, WebAuthn options, and the error of the fresh-MFA guard.
  */

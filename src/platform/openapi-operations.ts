@@ -1,11 +1,11 @@
 /**
- * The shape of what the OpenAPI document says about each operation beyond its route schema: the
- * operationId (the name a generated client gives the call), what a success answers, examples, and the
- * `error` codes an error status can carry. Each feature keeps its texts beside its routes, in
- * `src/<feature>/<feature>.openapi.ts` (a `FeatureOpenApi`), so that its route files need not repeat
- * the same five fields; a route may instead put `operationId` in its own schema. `src/openapi.ts` lists
- * the features' texts, `finishDocument` (openapi.ts) merges them into the document, and
- * src/platform/openapi.test.ts checks every route is covered.
+ * The shape of what the OpenAPI document says about each operation beyond the rest of its route schema:
+ * the operationId (the name a generated client gives the call), what a success answers, examples, and
+ * the `error` codes an error status can carry. Each route gives its own in its schema's `doc`, beside
+ * its summary and description; `finishDocument` (openapi.ts) writes them into the document, and
+ * src/platform/openapi.test.ts checks every operation has them. What is not one operation's (tag
+ * descriptions, path-parameter examples, the `webhooks` the service sends) is a feature's
+ * `FeatureOpenApi` in `src/<feature>/<feature>.openapi.ts`, listed in `src/openapi.ts`.
  */
 import type { SentErrorCode } from './errors.js'
 
@@ -32,14 +32,19 @@ export interface ErrorCase {
   extra?: Record<string, unknown>
 }
 
+declare module 'fastify' {
+  interface FastifySchema {
+    /** The operation's texts in the OpenAPI document (never read by validation). */
+    doc?: OperationDoc
+  }
+}
+
 /** One feature's part of the document: merged by `finishDocument`; a key given by two features is an error. */
 export interface FeatureOpenApi {
   /** The descriptions of the tags its operations carry. */
   tags?: Record<string, string>
   /** Examples of path parameters, by name: every operation with a parameter of that name shows it. */
   params?: Record<string, string>
-  /** Its operations' texts, by `METHOD /path` as the document writes the path. */
-  operations?: Record<string, OperationDoc>
   /** OpenAPI 3.1 `webhooks`: the requests it sends (not paths it serves). */
   webhooks?: Record<string, unknown>
 }

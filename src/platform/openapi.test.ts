@@ -3,12 +3,9 @@ import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { httpBackends } from '../../test/helpers/backends.js'
 import { openApiPath, registeredRoutes } from '../../test/helpers/routes.js'
-import { FEATURE_OPENAPI } from '../openapi.js'
 import { SENT_ERROR_CODES } from './errors.js'
 import { mergeFeatureOpenApi } from './openapi.js'
 
-/** Every operation text, from the features' *.openapi.ts. */
-const { operations: OPERATIONS } = mergeFeatureOpenApi(FEATURE_OPENAPI)
 /** Tags whose operations must carry request (when they take a body) and response examples. */
 const TAGS_WITH_EXAMPLES = ['partner', 'webhooks', 'holder', 'auth', 'passkeys']
 
@@ -160,8 +157,8 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       Object.entries(ops).map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, op })),
     )
 
-  // The rule for every route, present and future: an operationId (in the route's schema, or in
-  // its feature's *.openapi.ts, which also gives the success description), unique
+  // The rule for every route, present and future: an operationId (in the route's schema, with its
+  // success description in the schema's `doc`), unique
   // across the document, a summary, tags, and no response left as "Default Response".
   test('every operation has a unique operationId, a summary, tags and real response descriptions', () => {
     const ids = new Map<string, string>()
@@ -173,18 +170,12 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
       for (const [status, res] of Object.entries(op.responses ?? {}))
         assert.ok(
           res.description && res.description !== 'Default Response',
-          `${key} ${status} says what it answers (an entry in its feature's *.openapi.ts gives the success description)`,
+          `${key} ${status} says what it answers (its schema's \`doc\` gives the success description)`,
         )
     }
     const tags = new Set(doc.tags.map((t) => t.name))
     for (const { key, op } of operations())
       for (const t of op.tags ?? []) assert.ok(tags.has(t), `${key}: tag ${t} is listed`)
-  })
-
-  test("the features' OpenAPI texts name only operations the service serves", () => {
-    const served = new Set(operations().map((o) => o.key))
-    for (const key of Object.keys(OPERATIONS))
-      assert.ok(served.has(key), `${key} has a text in a *.openapi.ts but is not served`)
   })
 
   // Partner, webhook, holder and auth operations are the ones integrators code against: each shows an
@@ -205,8 +196,6 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
   })
 
   test('every JSON error status says its body and lists its `error` codes, each with an example', () => {
-    const codesOf = (status: string, key: string) =>
-      (OPERATIONS[key]?.errors?.[Number(status)] ?? []).map((c) => c.code)
     for (const { key, op } of operations()) {
       for (const [status, res] of Object.entries(op.responses ?? {})) {
         if (Number(status) < 400) continue
@@ -214,7 +203,8 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
         if (!json?.schema?.$ref?.match(/ErrorBody|RateLimited|HTTPValidationError/)) continue
         assert.ok(json.example !== undefined || json.examples, `${key} ${status} has an example body`)
         if (json.schema.$ref.endsWith('ErrorBody')) assert.match(res.description, /Body: `\{"detail"/)
-        const codes = status === '429' ? ['rate_limit_exceeded'] : codesOf(status, key)
+        // The codes the route's texts give (its schema's `doc`), each shown by an example of its own.
+        const codes = status === '429' ? ['rate_limit_exceeded'] : Object.keys(json.examples ?? {})
         for (const code of codes) {
           assert.ok(res.description.includes(`\`${code}\``), `${key} ${status} names ${code}`)
           assert.ok(json.examples?.[code], `${key} ${status} shows an example of ${code}`)
@@ -320,12 +310,11 @@ forEachBackend(httpBackends.slice(0, 1), 'OpenAPI document and /docs', (ctx) => 
 })
 
 // Each feature keeps its own texts (src/<feature>/<feature>.openapi.ts): two that describe the same
-// operation or tag would leave one of them silently unused, so the merge refuses it.
-test('an operation, tag or parameter example given by two features is refused', () => {
-  const doc = { operationId: 'getThing', returns: 'The thing' }
+// tag or parameter would leave one of them silently unused, so the merge refuses it.
+test('a tag or parameter example given by two features is refused', () => {
   assert.throws(
-    () => mergeFeatureOpenApi([{ operations: { 'GET /thing': doc } }, { operations: { 'GET /thing': doc } }]),
-    /operations "GET \/thing" is given by two features/,
+    () => mergeFeatureOpenApi([{ tags: { a: 'A' } }, { tags: { a: 'B' } }]),
+    /tags "a" is given by two/,
   )
-  assert.throws(() => mergeFeatureOpenApi([{ tags: { a: 'A' } }, { tags: { a: 'B' } }]), /tags "a"/)
+  assert.throws(() => mergeFeatureOpenApi([{ params: { id: '1' } }, { params: { id: '2' } }]), /params "id"/)
 })

@@ -99,6 +99,12 @@ export interface AnswerHeaders {
   idempotent: boolean
 }
 
+/** What the document learns of a route beyond its schema's standard fields: its answer headers and texts. */
+interface RouteNotes extends AnswerHeaders {
+  /** The texts of the route's schema (`doc`). */
+  doc: OperationDoc | undefined
+}
+
 const count = (text: string) => ({ description: text, schema: { type: 'integer', minimum: 0 } })
 const LIMIT = 'Requests allowed per window (one minute)'
 const REMAINING = 'Requests left in the current window'
@@ -149,9 +155,9 @@ function errorExample(c: ErrorCase) {
 
 /** The features' texts as one: each key (operation, tag, parameter, webhook) may come from one feature only. */
 export function mergeFeatureOpenApi(features: readonly FeatureOpenApi[]): Required<FeatureOpenApi> {
-  const merged: Required<FeatureOpenApi> = { tags: {}, params: {}, operations: {}, webhooks: {} }
+  const merged: Required<FeatureOpenApi> = { tags: {}, params: {}, webhooks: {} }
   for (const feature of features)
-    for (const part of ['tags', 'params', 'operations', 'webhooks'] as const)
+    for (const part of ['tags', 'params', 'webhooks'] as const)
       for (const [key, value] of Object.entries(feature[part] ?? {})) {
         if (key in merged[part]) throw new Error(`OpenAPI: ${part} "${key}" is given by two features`)
         ;(merged[part] as Record<string, unknown>)[key] = value
@@ -205,25 +211,25 @@ function finishOperation(
 
 /**
  * Completes the document @fastify/swagger built from the route schemas: operationIds, response
- * descriptions and examples from the features' texts, the meaning and `error` codes of every error
- * status, and the list of tags. Registered as the plugin's `transformObject`.
+ * descriptions and examples from each route's texts (its schema's `doc`), the meaning and `error`
+ * codes of every error status, and the list of tags. Registered as the plugin's `transformObject`.
  */
 export function finishDocument(
   input: OpenApiDocument,
   features: readonly FeatureOpenApi[] = [],
-  /** Each route's answer headers, by `METHOD /path` as the document writes the path. */
-  routes: ReadonlyMap<string, AnswerHeaders> = new Map(),
+  /** Each route's answer headers and texts, by `METHOD /path` as the document writes the path. */
+  routes: ReadonlyMap<string, RouteNotes> = new Map(),
 ): OpenApiDocument {
   const doc = structuredClone(input)
   doc.components = { ...(doc.components as object), headers: HEADERS }
-  const { tags, params, operations, webhooks } = mergeFeatureOpenApi(features)
+  const { tags, params, webhooks } = mergeFeatureOpenApi(features)
   // OpenAPI 3.1: the requests the service sends (the features' notifications), not paths it serves.
   if (Object.keys(webhooks).length) doc.webhooks = structuredClone(webhooks)
   const used = new Set<string>()
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
       const key = `${method.toUpperCase()} ${path}`
-      finishOperation(op, operations[key], params, routes.get(key))
+      finishOperation(op, routes.get(key)?.doc, params, routes.get(key))
       for (const t of op.tags ?? []) used.add(t)
     }
   }
@@ -267,7 +273,7 @@ export async function registerOpenApi(
    * every release; `release`: the release serving it (`info.x-release`), as `GET /` tells it.
    */
   versions: { version: string; release: string },
-  /** Each feature's texts (operationIds, examples, error codes, tags, its `webhooks`): src/openapi.ts. */
+  /** Each feature's texts that are no one route's (tags, path-parameter examples, its `webhooks`): src/openapi.ts. */
   features: readonly FeatureOpenApi[],
 ): Promise<void> {
   // Merged once here, so that a key two features give fails the start, not the first read of /openapi.json.
@@ -279,25 +285,28 @@ export async function registerOpenApi(
     'x-release': versions.release,
     description: 'Authentication, token and ticket-partner service of the event platform.',
   }
-  const routes = new Map<string, AnswerHeaders>()
+  const routes = new Map<string, RouteNotes>()
   await app.register(swagger, {
-    // The answer headers a route's settings give it (its rate limit, its Idempotency-Key), noted
-    // while the document is built and declared by `finishDocument`.
+    // The answer headers a route's settings give it (its rate limit, its Idempotency-Key) and its
+    // schema's texts (`doc`, which is no part of the plugin's schema), noted while the document is
+    // built and declared by `finishDocument`.
     transform: ({ schema, url, route }) => {
       const limit = (route.config as { rateLimit?: { credential?: unknown } } | undefined)?.rateLimit
       const path = url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
       const idempotent = 'idempotency-key' in ((schema?.headers as { properties?: object })?.properties ?? {})
+      const { doc, ...rest } = (schema ?? {}) as { doc?: OperationDoc }
       for (const method of [route.method].flat())
         routes.set(`${method} ${path}`, {
           limited: limit !== undefined,
           perCredential: limit?.credential !== undefined,
           idempotent,
+          doc,
         })
-      return { schema, url }
+      return { schema: schema && rest, url }
     },
     // Shared schemas keep their names (HTTPValidationError, ...) in the document instead of def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    // operationIds, examples, response descriptions and error codes: each feature's *.openapi.ts.
+    // operationIds, examples, response descriptions and error codes: each route's `doc`.
     transformObject: (built) =>
       'openapiObject' in built
         ? (finishDocument(

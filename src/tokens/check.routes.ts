@@ -198,6 +198,28 @@ export const tokenCheckRoutes: FastifyPluginAsyncTypebox<TokenCheckRoutesDeps> =
       querystring: CheckQuery,
       headers: CheckHeaders,
       response: responses,
+      doc: {
+        operationId: 'checkToken',
+        returns:
+          'Allowed: the token is good and meets the requirements. No body; the claims are in the `X-Auth-*` headers ' +
+          'for the gateway to pass on to the backend',
+        errors: {
+          401: [
+            {
+              code: 'invalid_token',
+              when: 'a token was given and is not good, or is of a type the check does not allow (a refresh token by default); without a token: 401 without a code',
+              detail: 'Could not validate credentials',
+            },
+          ],
+          403: [
+            {
+              code: 'insufficient_scope',
+              when: 'the token is good but lacks the role, event or scope the check requires',
+              detail: 'The token does not meet the requirement',
+            },
+          ],
+        },
+      },
     },
     handler: answer(true),
   })

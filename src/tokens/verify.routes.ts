@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { LevelWithSilent } from 'pino'
 import { type Static, Type } from 'typebox'
+import { ACCESS } from '../platform/openapi-examples.js'
 import { errorResponses } from '../platform/schemas.js'
 import { securityHeaders } from '../platform/security-headers.js'
 import { acceptingNul } from '../platform/validation.js'
@@ -122,6 +123,12 @@ export const tokenVerifyRoutes: FastifyPluginAsyncTypebox<TokenVerifyRoutesDeps>
         '600 a minute per address.',
       body: verifyRequestSchema(limits),
       response: { 200: TokenVerifyResponse, ...errorResponses() },
+      doc: {
+        operationId: 'verifyToken',
+        returns: 'Whether the token is valid, and its claims when it is',
+        request: { token: ACCESS },
+        response: { valid: true, claims: { sub: '1', role: 'admin', exp: 1782901800 } },
+      },
     },
     // The answer's JSON text is built by `answers` (the schema above describes it): a valid answer's
     // text is made once per token, and most calls answer without a promise. Fastify sends a string

@@ -8,8 +8,9 @@ import { NotFoundError } from '../platform/errors.js'
 import type { JobRunner } from '../platform/jobs/jobs.js'
 import type { SecretKeys } from '../platform/keys.js'
 import { errorResponses, Message } from '../platform/schemas.js'
-import { UseNotification } from './notification.js'
+import { NOTIFICATION_EXAMPLE, UseNotification } from './notification.js'
 import { type WebhookDeliveryDeps, webhookDeliveryJob } from './webhook-delivery.js'
+import { webhookView } from './webhooks.openapi.js'
 import { WebhookService, type WebhookServiceDeps } from './webhooks.service.js'
 import { countPendingDeliveries, resealStoredSecrets, WEBHOOK_JOB } from './webhooks.store.js'
 
@@ -135,6 +136,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         security,
         body: WebhookRequest,
         response: { 200: WebhookRegistered, ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'registerWebhook',
+          returns: 'The receiver, with its signing secret (shown only here)',
+          request: { url: 'https://partner.example.com/wristband/webhooks' },
+          response: { ...webhookView, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+        },
       },
     },
     async (request) => {
@@ -152,6 +159,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         summary: 'The registered receiver (without its secret)',
         security,
         response: { 200: WebhookView, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'getWebhook',
+          returns: 'The registered receiver',
+          response: webhookView,
+        },
       },
     },
     async (request) => {
@@ -170,6 +182,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         summary: 'Remove the receiver; pending deliveries are given up',
         security,
         response: { 200: Message, ...errorResponses(401, 403, 404) },
+        doc: {
+          operationId: 'deleteWebhook',
+          returns: 'The receiver is removed',
+          response: { message: 'Webhook removed' },
+        },
       },
     },
     async (request) => {
@@ -189,6 +206,34 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         security,
         querystring: DeliveriesQuery,
         response: { 200: Type.Object({ deliveries: Type.Array(Delivery) }), ...errorResponses(401, 403) },
+        doc: {
+          operationId: 'listWebhookDeliveries',
+          returns: 'A page of deliveries, newest first',
+          response: {
+            deliveries: [
+              {
+                id: 7,
+                webhook_id: 'msg_2kVh0cL9sQf1T8xYb3NwR6',
+                status: 'pending',
+                payload: NOTIFICATION_EXAMPLE,
+                attempts: 1,
+                created_at: '2026-07-18T20:14:03.000Z',
+                delivered_at: null,
+                next_attempt_at: '2026-07-18T20:15:03.000Z',
+                attempt_log: [
+                  {
+                    attempted_at: '2026-07-18T20:14:03.000Z',
+                    url: 'https://partner.example.com/wristband/webhooks',
+                    status_code: 503,
+                    duration_ms: 84,
+                    error: null,
+                    response_body: 'upstream unavailable',
+                  },
+                ],
+              },
+            ],
+          },
+        },
       },
     },
     async (request) => {
@@ -231,6 +276,20 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesDeps> = async
         security,
         params: Type.Object({ id: Type.Integer({ minimum: 1 }) }, { additionalProperties: false }),
         response: { 202: Message, ...errorResponses(401, 403, 404, 409) },
+        doc: {
+          operationId: 'retryWebhookDelivery',
+          returns: 'The delivery is scheduled now, with the same webhook-id',
+          response: { message: 'Redelivery scheduled' },
+          errors: {
+            409: [
+              {
+                code: 'webhook_disabled',
+                when: 'no enabled receiver; register it again with PUT /companies/webhook',
+                detail: 'No enabled webhook: register the receiver again with PUT /companies/webhook',
+              },
+            ],
+          },
+        },
       },
     },
     async (request, reply) => {

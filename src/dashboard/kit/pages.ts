@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { type TSchema, Type } from 'typebox'
 import { ForbiddenError, UnauthorizedError } from '../../platform/errors.js'
+import type { OperationDoc } from '../../platform/openapi-operations.js'
 import { perMinute } from '../../platform/rate-limit.js'
 import { csrfMatches, resumeSession, type Session, type SessionDeps } from '../session.service.js'
 import { EventIdParams } from '../stats.schemas.js'
@@ -108,6 +109,8 @@ export interface PageRoute {
   session?: 'required' | 'optional' | 'none'
   /** The sign-in forms answer their own refusals. */
   formPage?: FormPage
+  /** The route's texts in the OpenAPI document (its operationId, what it answers). */
+  doc?: OperationDoc
 }
 
 /** The inputs of a route, each checked by its schema. */
@@ -134,7 +137,11 @@ export function pageKit(deps: SessionDeps) {
         ...(route.formPage ? { formPage: route.formPage } : {}),
       },
       ...(session === 'none' ? {} : { preParsing: hooks[session] }),
-      schema: { ...pageSchema(route.summary, success, ...statuses), ...inputs },
+      schema: {
+        ...pageSchema(route.summary, success, ...statuses),
+        ...inputs,
+        ...(route.doc ? { doc: route.doc } : {}),
+      },
     }
   }
   return {
