@@ -21,7 +21,7 @@ export interface TokenAuthorityDeps {
   log: FastifyBaseLogger
   /** Redis when configured: a revocation reaches every instance at once instead of at the next poll. */
   redis: Redis | undefined
-  config: Pick<Config, 'REDIS_PREFIX' | 'REVOCATION_POLL_MS'>
+  config: Pick<Config, 'REDIS_PREFIX' | 'REVOCATION_POLL_MS' | 'databaseUrl' | 'DATABASE_SCHEMA' | 'DATA_DIR'>
   /**
    * The sessions other features keep for an account (the dashboard's), ended with its tokens by
    * `endSessions`; each deletes them in the given transaction and says how many it ended. Given by the
@@ -107,7 +107,12 @@ export function createTokenAuthority(deps: TokenAuthorityDeps): TokenAuthority {
     clock,
     pollMs: config.REVOCATION_POLL_MS,
     log,
-    ...(revocationLoadPace ? { loadPace: revocationLoadPace } : {}),
+    // Tests hold the load with a pace (in this process); an in-memory database has no second connection.
+    ...(revocationLoadPace
+      ? { loadPace: revocationLoadPace }
+      : config.databaseUrl === 'sqlite::memory:'
+        ? {}
+        : { database: { url: config.databaseUrl, schema: config.DATABASE_SCHEMA, dir: config.DATA_DIR } }),
   }
   const revocations = redis
     ? redisRevocations(revocationDeps, redis, config.REDIS_PREFIX, log)

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
+import path from 'node:path'
 import { before, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import {
   forEachBackend,
   login,
@@ -81,7 +83,7 @@ forEachBackend(
       assert.equal((await verifyToken(t, key)).valid, false)
     })
 
-    test('the revocation list is loaded page by page: an entry past the first pages is refused', async () => {
+    test('the revocation list is loaded page by page (past a page, by a child process): every entry is refused', async () => {
       const now = t.clock.now()
       const entries = Array.from({ length: REVOCATION_PAGE * 2 + 7 }, (_, i) => ({
         jti: `paged-${String(i).padStart(6, '0')}`,
@@ -89,22 +91,47 @@ forEachBackend(
       }))
       for (let i = 0; i < entries.length; i += 1000)
         await insertRevocations(t.db.db, now, entries.slice(i, i + 1000))
-      // A new authority over the same storage, as a starting instance builds it.
-      const authority = createTokenAuthority({
-        db: t.db.db,
-        clock: t.clock,
-        log: t.app.log,
-        redis: undefined,
-        config: t.config,
-        sessionStores: [],
+      // New authorities over the same storage, as a starting instance builds them; the second with a
+      // DATA_DIR where the child cannot write its file (under a file), so it reads the list itself.
+      const authorityWith = (config: typeof t.config) =>
+        createTokenAuthority({
+          db: t.db.db,
+          clock: t.clock,
+          log: t.app.log,
+          redis: undefined,
+          config,
+          sessionStores: [],
+        })
+      const authority = authorityWith(t.config)
+      const fallback = authorityWith({
+        ...t.config,
+        DATA_DIR: path.join(fileURLToPath(import.meta.url), 'data'),
       })
+      const loadedBy = (by: string) =>
+        t.logs.filter((l) => l.includes('revocations loaded') && l.includes(by))
       try {
         await authority.revocations.start()
         for (const e of [entries[0]!, entries[REVOCATION_PAGE]!, entries.at(-1)!])
           assert.equal(await authority.revocations.isRevoked(e.jti), true, e.jti)
         assert.equal(await authority.revocations.isRevoked('paged-never'), false)
+        // More than a page: read by a child process, whose arrays this process then holds.
+        await until('loaded by a child process', () => loadedBy('child process').length === 1)
+        const before = loadedBy('this process').length
+        await fallback.revocations.start()
+        await until('the fallback read in this process', () => loadedBy('this process').length === before + 1)
+        assert.equal(
+          t.logs.filter((l) => l.includes('could not load the revocations in a child process')).length,
+          1,
+        )
+        // With the rows gone from the database, only each one's memory still knows them.
+        await t.db.db.deleteFrom('revoked_tokens').where('jti', 'like', 'paged-%').execute()
+        for (const a of [authority, fallback]) {
+          for (const e of entries) assert.equal(await a.revocations.isRevoked(e.jti), true, e.jti)
+          assert.equal(await a.revocations.isRevoked('paged-never'), false)
+        }
       } finally {
         authority.stop()
+        fallback.stop()
       }
     })
   },

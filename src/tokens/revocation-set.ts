@@ -42,6 +42,17 @@ export class RevocationSet {
     this.setArrays(loaded.build(nowSeconds(now)))
   }
 
+  /** The same with arrays sorted already (`build`, as the load's child process sends them). */
+  installSorted(loaded: Sorted, now: number): void {
+    if (this.hi.length === 0) {
+      this.setArrays(loaded)
+      return
+    }
+    const builder = new RevocationSetBuilder(loaded.hi.length + this.hi.length)
+    for (let i = 0; i < loaded.hi.length; i++) builder.push(loaded.hi[i]!, loaded.lo[i]!, loaded.exp[i]!)
+    this.install(builder, now)
+  }
+
   /**
    * Drops expired entries and, when the recent ones are many (`mergeAbove`) or some in the arrays have
    * expired, rebuilds the arrays with the recent entries in them. Returns how many entries expired.
@@ -253,7 +264,7 @@ function nowSeconds(now: number): number {
 }
 
 /** Sorted arrays: digests compared as signed 32-bit integers, high half first. */
-interface Sorted {
+export interface Sorted {
   hi: Int32Array
   lo: Int32Array
   exp: Uint32Array

@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import type { RevocationSetBuilder } from './revocation-set.js'
 import type { Revocation } from './revocations.js'
 
 /** Writes revocations; one already there is left as it is. */
@@ -101,4 +102,29 @@ export function revocationsSince(db: Db, from: number) {
 export async function isRevokedInDb(db: Db, jti: string): Promise<boolean> {
   const row = await db.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti).executeTakeFirst()
   return row !== undefined
+}
+
+/**
+ * Every revocation live at `now` into `builder`, page by page in (expires_at, jti) order, up to
+ * `maxPages` pages; `account` is given the jtis that start with `prefix`; `between` runs before each
+ * page (a turn of the event loop, a stop). Resolves with whether every live revocation was read.
+ */
+export async function readLiveRevocations(
+  db: Db,
+  now: number,
+  pageSize: number,
+  builder: RevocationSetBuilder,
+  prefix: string,
+  account: (jti: string, expiresAt: number) => void,
+  between: () => Promise<void> = async () => {},
+  maxPages = Number.POSITIVE_INFINITY,
+): Promise<boolean> {
+  let after = { expiresAt: now, jti: '' }
+  for (let pages = 0; pages < maxPages; pages++) {
+    await between()
+    const page = builder.addLines(await liveRevocationLines(db, after, pageSize), prefix, account)
+    if (!page || page.count < pageSize) return true
+    after = page
+  }
+  return false
 }

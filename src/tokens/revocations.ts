@@ -1,15 +1,20 @@
+import { fork } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { ACCOUNT_PREFIX, accountTokensJti } from './claims.js'
-import { RevocationSet, RevocationSetBuilder } from './revocation-set.js'
+import { RevocationSet, RevocationSetBuilder, type Sorted } from './revocation-set.js'
 import {
   insertRevocations,
   isRevokedInDb,
-  liveRevocationLines,
   liveRevocationsPage,
   newestRevokedAt,
+  readLiveRevocations,
   revocationsSince,
 } from './revocations.store.js'
 
@@ -79,6 +84,95 @@ export interface RevocationDeps {
    * are served while it runs (SQLite answers synchronously); tests hold the load with it.
    */
   loadPace?: () => Promise<void>
+  /**
+   * The database as a URL and schema, for the load at start to be read by a child process with its own
+   * connection (revocation-load.process.ts), which writes the arrays to a file in `dir` (DATA_DIR): what
+   * the reading makes and drops leaves with the child, where this process's heap, or a worker thread's,
+   * kept it grown (bench:scale, "RSS per million live revocations"). Absent: read in this process (an
+   * in-memory SQLite database, tests holding the load).
+   */
+  database?: { url: string; schema: string; dir: string }
+}
+
+/** What the load's child process is sent. */
+export interface RevocationLoadRequest {
+  url: string
+  schema: string
+  now: number
+  pageSize: number
+  /** The jtis whose text this process needs (account ends), sent back beside the arrays. */
+  prefix: string
+  /** Where the child writes the sorted arrays (hi, lo, exp, one after the other), for this process to read. */
+  file: string
+}
+
+/** The child's answer: the arrays are in the request's file. */
+export interface RevocationLoadAnswer {
+  /** Entries in the arrays. */
+  entries: number
+  /** Live revocations read (duplicates included). */
+  count: number
+  accounts: [string, number][]
+}
+
+/** Forks the load's child process; `started` is given the way to stop it (with the store). */
+async function loadInChild(
+  database: { url: string; schema: string; dir: string },
+  now: number,
+  started: (stop: () => void) => void,
+) {
+  const file = path.join(database.dir, `revocations-${process.pid}-${randomBytes(6).toString('hex')}.load`)
+  const request: RevocationLoadRequest = {
+    url: database.url,
+    schema: database.schema,
+    now,
+    pageSize: REVOCATION_PAGE,
+    prefix: ACCOUNT_PREFIX,
+    file,
+  }
+  const child = fork(fileURLToPath(new URL('./revocation-load.process.js', import.meta.url)), [], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
+  started(() => void child.kill())
+  try {
+    const answer = await new Promise<RevocationLoadAnswer>((resolve, reject) => {
+      child.once('message', (m: RevocationLoadAnswer | { error: string }) =>
+        'error' in m ? reject(new Error(m.error)) : resolve(m),
+      )
+      child.once('error', reject)
+      child.once('exit', (code, signal) =>
+        reject(new Error(`the revocation load's child process ended with ${signal ?? code}`)),
+      )
+      child.send(request)
+    })
+    return { ...answer, sorted: await readSorted(file, answer.entries) }
+  } finally {
+    await fs.rm(file, { force: true })
+  }
+}
+
+/**
+ * The arrays the child wrote, read straight into arrays of their size: no buffer in between, which
+ * the C library would keep (a pipe's or a message's megabytes stay in the process after they are freed).
+ */
+async function readSorted(file: string, entries: number): Promise<Sorted> {
+  const sorted = { hi: new Int32Array(entries), lo: new Int32Array(entries), exp: new Uint32Array(entries) }
+  const fh = await fs.open(file, 'r')
+  try {
+    let position = 0
+    for (const a of [sorted.hi, sorted.lo, sorted.exp]) {
+      const bytes = new Uint8Array(a.buffer)
+      for (let at = 0; at < bytes.byteLength; ) {
+        const { bytesRead } = await fh.read(bytes, at, bytes.byteLength - at, position + at)
+        if (bytesRead === 0) throw new Error('the revocation load file ended early')
+        at += bytesRead
+      }
+      position += bytes.byteLength
+    }
+    return sorted
+  } finally {
+    await fh.close()
+  }
 }
 
 /**
@@ -154,22 +248,22 @@ export function revocationCursor(db: Db, clock: Clock) {
      * Every live revocation into `builder`, page by page (after `begin`); `account` is given the
      * account ends among them. `between` runs before each page.
      */
-    async all(
+    all(
       builder: RevocationSetBuilder,
       account: (jti: string, expiresAt: number) => void,
       between: () => Promise<void>,
-    ): Promise<void> {
-      let after = { expiresAt: clock.now(), jti: '' }
-      for (;;) {
-        await between()
-        const page = builder.addLines(
-          await liveRevocationLines(db, after, REVOCATION_PAGE),
-          ACCOUNT_PREFIX,
-          account,
-        )
-        if (!page || page.count < REVOCATION_PAGE) return
-        after = page
-      }
+      maxPages?: number,
+    ): Promise<boolean> {
+      return readLiveRevocations(
+        db,
+        clock.now(),
+        REVOCATION_PAGE,
+        builder,
+        ACCOUNT_PREFIX,
+        account,
+        between,
+        maxPages,
+      )
     },
     /** The revocations written since the previous read (and a few seconds before it). */
     async next(): Promise<Revocation[]> {
@@ -187,7 +281,14 @@ export function revocationCursor(db: Db, clock: Clock) {
  * cannot answer yet is the database's), then followed through the cursor; expired entries are swept
  * each minute. Held compactly (revocation-set.ts: 12 bytes an entry in sorted typed arrays).
  */
-function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvents }: RevocationDeps) {
+function localBlocklist({
+  db,
+  clock,
+  pollMs = 1000,
+  log,
+  loadPace = yieldToEvents,
+  database,
+}: RevocationDeps) {
   const revoked = new RevocationSet()
   // Account generations, also kept apart so that a look-up is one map read by subject with no key to
   // build: per subject id, the newest ended generation of each role that has one. A generation ends
@@ -213,6 +314,7 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
     }
   }
   const cursor = revocationCursor(db, clock)
+  let stopChild = () => {}
   let poller: NodeJS.Timeout | undefined
   let sweeper: NodeJS.Timeout | undefined
   let stopped = false
@@ -251,17 +353,48 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
       if (stopped) throw new Error('stopped')
       await loadPace()
     }
+    // Read here, a page a turn of the event loop; or by a child process with its own connection.
+    // Read here, a page a turn of the event loop. A list of more than `pages` pages is read by a child
+    // process with its own connection, when there is a database it can open (see `database`).
+    const here = async (pages?: number) => {
+      const builder = new RevocationSetBuilder()
+      if (!(await cursor.all(builder, addAccount, between, pages)) || stopped) return undefined
+      const count = builder.length
+      revoked.install(builder, clock.now())
+      return count
+    }
+    const byChild = async (db: { url: string; schema: string; dir: string }, now: number) => {
+      const { sorted, accounts, count } = await loadInChild(db, now, (stop) => {
+        stopChild = stop
+      })
+      if (stopped) return 0
+      for (const [jti, expiresAt] of accounts) addAccount(jti, expiresAt)
+      revoked.installSorted(sorted, clock.now())
+      return count
+    }
     while (!stopped) {
       const started = clock.now()
-      const builder = new RevocationSetBuilder()
       try {
-        await cursor.all(builder, addAccount, between)
+        let by = 'this process'
+        let count = await here(database ? 1 : undefined)
+        if (count === undefined && database && !stopped) {
+          try {
+            count = await byChild(database, started)
+            by = 'a child process'
+          } catch (err) {
+            // A DATA_DIR that cannot be written, a process limit: this process reads it after all.
+            if (stopped) return
+            log?.warn(
+              { err: { message: (err as Error).message } },
+              'could not load the revocations in a child process',
+            )
+            count = await here()
+          }
+        }
         if (stopped) return
-        const count = builder.length
-        revoked.install(builder, clock.now())
         readAt = Math.max(readAt, started)
         loaded = true
-        log?.info({ revocations: count, ms: clock.now() - started }, 'revocations loaded')
+        log?.info({ revocations: count, by, ms: clock.now() - started }, 'revocations loaded')
         return
       } catch (err) {
         if (stopped) return
@@ -307,6 +440,7 @@ function localBlocklist({ db, clock, pollMs = 1000, log, loadPace = yieldToEvent
     },
     stop() {
       stopped = true
+      stopChild()
       clearTimeout(poller)
       clearInterval(sweeper)
     },
