@@ -21,27 +21,46 @@
 //   retention: a pass over the large tables with nothing due (the cost of looking; best of three), then every row
 //   due (the clock a year and more ahead): passes until done, total time and the longest batch (the
 //   longest a batch's delete holds its rows' locks). This empties the copy, so it comes last.
-// Sections (SCALE_SECTIONS, comma-separated, default all): `serve` (stats, event list, metrics, ticket
-// use, RSS), `startup`, `retention`. A section left out prints '-'.
+//   sync (its own table): the scanners' first sync. One scanner's cold first sync in the compact form
+//   (`format=columns`, brotli, a new snapshot: the feed moved more than a page) to its last page and the
+//   delta after it, its bytes on the wire and pages; the service's RSS before it (after a first sync of
+//   the 10,000-ticket event beside it, so that the code paths are warm), its peak during it and what
+//   the service keeps 3 s after it; the object form's first sync (every page, or its 413 above
+//   SCAN_SYNC_JSON_MAX_TICKETS); and ticket use at a gate's pace (one every 5 ms) quiet and while four
+//   scanners do a cold first sync at once (uncompressed: their decoding would run on the bench's CPU), in rounds (a quiet spell, then the four scanners) until 100
+//   uses of each were timed (SCALE_SYNC_USES), at least three rounds.
+// Sections (SCALE_SECTIONS, comma-separated, default `serve,startup,retention`): `serve` (stats, event
+// list, metrics, ticket use, RSS), `startup`, `retention`, `sync`. A section left out prints '-'. With
+// `sync` the services may use both CPUs (a snapshot is built on a worker thread beside the requests).
+// SCALE_DATABASE=sqlite (`sync` alone): the copies are SQLite files holding the tickets only (written as
+// the ledger holds them, 40 % then marked used), served the same way; it needs neither PostgreSQL nor
+// Redis. Writes bench/results/scale-sync-<database>.md and .json for `sync` alone.
 // N is SCALE_LARGE (1,000,000) and SCALE_SMALL (10,000). Needs PostgreSQL (BENCH_DATABASE_URL, default
 // postgres://postgres@127.0.0.1:5432/test) and Redis (BENCH_REDIS_URL, default redis://127.0.0.1:6379).
 // Writes bench/results/scale.md and .json (SCALE_RESULTS=0: print only, as the CI test does).
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import zlib from 'node:zlib'
 import { Redis } from 'ioredis'
 import { sql } from 'kysely'
 import { pageAuditEntries } from '../src/audit/audit.store.js'
 import { eventListFigures } from '../src/dashboard/stats.store.js'
+import { BASELINE_SCOPES } from '../src/identities/grants.js'
 import { systemClock } from '../src/platform/clock.js'
 import type { DatabaseHandle } from '../src/platform/db/database.js'
 import { openDatabase } from '../src/platform/db/database.js'
 import { pruneOnce } from '../src/retention/retention.js'
 import { applySeed } from '../src/seed/seed.js'
+import { JwtCodec } from '../src/tokens/jwt.js'
 import { listDeliveries } from '../src/webhooks/webhooks.store.js'
 import { PRODUCTION_ENV } from '../test/helpers/app.js'
+import { fillLedger } from '../test/helpers/ledger.js'
 import { freePort } from '../test/helpers/processes.js'
 import { guardRun, hasCommand, pinSelf, rssBytes, spawnPinned, waitForHttp } from './lib/processes.js'
 import { f0, f1, machineLine, table } from './lib/report.js'
@@ -61,7 +80,19 @@ const SECTIONS = new Set(
   (process.env.SCALE_SECTIONS ?? 'serve,startup,retention').split(',').map((x) => x.trim()),
 )
 for (const x of SECTIONS)
-  if (!['serve', 'startup', 'retention'].includes(x)) throw new Error(`SCALE_SECTIONS: unknown section ${x}`)
+  if (!['serve', 'startup', 'retention', 'sync'].includes(x))
+    throw new Error(`SCALE_SECTIONS: unknown section ${x}`)
+/** Only the first sync is measured: the copies need only their tickets. */
+const SYNC_ONLY = [...SECTIONS].every((x) => x === 'sync')
+const DATABASE = (process.env.SCALE_DATABASE ?? 'postgres') as 'postgres' | 'sqlite'
+if (DATABASE !== 'postgres' && DATABASE !== 'sqlite') throw new Error(`SCALE_DATABASE: ${DATABASE}`)
+if (DATABASE === 'sqlite' && !SYNC_ONLY)
+  throw new Error(
+    "SCALE_DATABASE=sqlite measures the sync section alone (the others load with PostgreSQL's generate_series)",
+  )
+/** Ticket uses timed during the scanners' first syncs (at least; whole rounds). */
+const SYNC_USES = Number(process.env.SCALE_SYNC_USES ?? 100)
+const USE_EVERY_MS = 5
 
 guardRun('bench:scale', Number(process.env.SCALE_TIME_LIMIT_SECONDS ?? 3600))
 if (hasCommand('taskset')) pinSelf(1)
@@ -151,6 +182,43 @@ async function load(handle: DatabaseHandle, n: number) {
   return (performance.now() - started) / 1000
 }
 
+/**
+ * The sync section alone: the two events' tickets only, written as the ledger holds them (a code digest
+ * each, feed positions 1..n), then 40 % marked used at the service's gates over the last day.
+ */
+async function loadTickets(handle: DatabaseHandle, n: number) {
+  const db = handle.db
+  const now = Date.now()
+  await applySeed(db, systemClock, {
+    events: [{ id: 2, uid: 'side-fest', name: 'Side Fest' }],
+    operators: [{ ...OPERATOR, event_id: 1, mode: 0, permissions: null }],
+  })
+  const started = performance.now()
+  for (const [event, count] of [
+    [1, n],
+    [2, SIDE_EVENT],
+  ] as const) {
+    const type = await db
+      .insertInto('ticket_types')
+      .values({
+        uid: randomBytes(16).toString('hex'),
+        event_id: event,
+        name: 'Day',
+        price: 4990,
+        ticket_date: '2026-07-18T10:00:00.000',
+        created_at: now,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow()
+    await fillLedger(db, { eventId: event, ticketTypeId: type.id, count, now })
+  }
+  await sql`update transfers set status = 'USED', used_at = ${now} - (id % 86400) * 1000,
+      used_timestamp = '2026-07-18T10:00:00.000', used_gate = (case when id % 10 = 0 then 'West' end)
+    where event_id = 1 and id % 5 < 2`.execute(db)
+  await sql.raw(handle.dialect === 'postgres' ? 'vacuum analyze' : 'analyze').execute(db)
+  return (performance.now() - started) / 1000
+}
+
 let addresses = 0
 /** A client address per request, so the per-address limits (120 stats calls a minute) stay out of the way. */
 const address = () => {
@@ -184,13 +252,14 @@ async function openCopy(n: number): Promise<Copy> {
   let loadSeconds = 0
   let target: { url: string; schema: string } | undefined
   const service = await startService(
-    { name: 'memory/postgres', state: 'memory', database: 'postgres' },
+    { name: `memory/${DATABASE}`, state: 'memory', database: DATABASE },
     {
       backends: { databaseUrl, redisUrl },
       logLevel: 'warn',
       env: { METRICS_TOKEN },
+      ...(SECTIONS.has('sync') ? { cpu: '0,1' } : {}),
       prepare: async (handle, config) => {
-        loadSeconds = await load(handle, n)
+        loadSeconds = await (SYNC_ONLY ? loadTickets(handle, n) : load(handle, n))
         target = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
       },
     },
@@ -203,7 +272,7 @@ async function openCopy(n: number): Promise<Copy> {
       .select('uid')
       .where('event_id', '=', 1)
       .where('used_at', 'is', null)
-      .limit(SAMPLES * 4 + 20)
+      .limit(SAMPLES * 4 + 20 + (SECTIONS.has('sync') ? 3000 : 0))
       .execute()
   ).map((r) => r.uid)
   const admin = (await service.login()).access_token
@@ -409,6 +478,197 @@ async function retentionOf(c: Copy) {
   }
 }
 
+/** A device token of its own per scanner: first syncs are limited per device. */
+let devices = 0
+const deviceCodec = new JwtCodec({
+  secret: BENCH_SECRET,
+  previousSecrets: [],
+  audience: 'wristband',
+  issuer: 'wristband',
+  clock: systemClock,
+})
+const scannerToken = (event = 1) =>
+  deviceCodec.issue(
+    {
+      type: 'offline',
+      sub: '1',
+      role: 'operator',
+      device_id: ++devices,
+      event_ids: [event],
+      permissions: { [String(event)]: [...BASELINE_SCOPES.device] },
+    },
+    3600,
+  ).token
+
+const brotliDecompress = promisify(zlib.brotliDecompress)
+const gunzip = promisify(zlib.gunzip)
+
+/**
+ * A GET as a scanner makes it: the bytes as they came over the wire, and the body decoded on zlib's
+ * threads (the bench's own event loop, which times the ticket uses, stays free of the scanners' work).
+ */
+function rawGet(c: Copy, url: string, token: string, encoding: string) {
+  return new Promise<{ status: number; wire: number; body: Buffer }>((resolve, reject) => {
+    const req = http.get(
+      `${c.service.origin}${url}`,
+      {
+        headers: {
+          authorization: `Bearer ${token}`,
+          'accept-encoding': encoding,
+          'x-forwarded-for': address(),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('error', reject)
+        res.on('end', () => {
+          const raw = Buffer.concat(chunks)
+          const enc = res.headers['content-encoding']
+          const decoded =
+            enc === 'br' ? brotliDecompress(raw) : enc === 'gzip' ? gunzip(raw) : Promise.resolve(raw)
+          decoded.then((body) => resolve({ status: res.statusCode ?? 0, wire: raw.length, body }), reject)
+        })
+      },
+    )
+    req.on('error', reject)
+  })
+}
+
+/**
+ * What a scanner reads of a compact page to go on: its count, cursor and has_more, found without
+ * parsing the page (a 5,000-ticket page is 200 KB of JSON).
+ */
+function pageHead(body: Buffer) {
+  const count = /"count":(\d+)/.exec(body.subarray(0, 4096).toString())
+  const at = body.lastIndexOf('"cursor":')
+  const tail = /^"cursor":"([\d.]+)","has_more":(true|false)/.exec(body.subarray(at, at + 64).toString())
+  if (!count || !tail) throw new Error(`not a compact page: ${body.subarray(0, 200).toString()}`)
+  return { count: Number(count[1]), cursor: tail[1]!, has_more: tail[2] === 'true' }
+}
+
+/** A scanner's first sync in the compact form, as `@wristband/scanner` takes it: the snapshot's pages, then the delta. */
+async function compactFirstSync(c: Copy, event = 1, encoding = 'br') {
+  const token = scannerToken(event)
+  let cursor: string | undefined
+  let wire = 0
+  let count = 0
+  let pages = 0
+  const started = performance.now()
+  for (;;) {
+    const res = await rawGet(
+      c,
+      `/events/${event}/scan-sync?format=columns${cursor ? `&cursor=${cursor}` : ''}`,
+      token,
+      encoding,
+    )
+    if (res.status !== 200)
+      throw new Error(`compact first sync answered ${res.status}: ${res.body.subarray(0, 200).toString()}`)
+    const page = pageHead(res.body)
+    wire += res.wire
+    pages++
+    const inSnapshot = cursor === undefined || cursor.includes('.')
+    if (inSnapshot) count += page.count
+    cursor = page.cursor
+    if (!page.has_more && !inSnapshot) break
+  }
+  const tickets = event === 1 ? c.n : SIDE_EVENT
+  if (count !== tickets) throw new Error(`the compact first sync held ${count} tickets, not ${tickets}`)
+  return { ms: performance.now() - started, wire, pages }
+}
+
+/** The object form's first sync, page after page (gzip, as a plain HTTP client asks), or its 413. */
+async function objectFirstSync(c: Copy) {
+  const token = scannerToken()
+  let cursor: string | undefined
+  let wire = 0
+  let tickets = 0
+  const started = performance.now()
+  for (;;) {
+    const res = await rawGet(c, `/events/1/scan-sync${cursor ? `?cursor=${cursor}` : ''}`, token, 'gzip')
+    if (res.status === 413 && cursor === undefined)
+      return { status: 413, ms: performance.now() - started, wire: res.wire, tickets }
+    if (res.status !== 200)
+      throw new Error(`object first sync answered ${res.status}: ${res.body.subarray(0, 200).toString()}`)
+    const page = JSON.parse(res.body.toString())
+    wire += res.wire
+    tickets += page.tickets.length
+    cursor = page.cursor
+    if (!page.has_more) break
+  }
+  return { status: 200, ms: performance.now() - started, wire, tickets }
+}
+
+/** The feed moved more than a page past the last snapshot: the next first sync builds a new one (cold). */
+async function moveFeed(c: Copy) {
+  await c.handle.db
+    .updateTable('events')
+    .set((eb) => ({ feed_seq: eb('feed_seq', '+', 5001) }))
+    .where('id', '=', 1)
+    .execute()
+}
+
+/** Ticket uses at a gate's pace (one every USE_EVERY_MS) while `going()`, at most `max`: their times. */
+async function pacedUses(c: Copy, going: () => boolean, max: number) {
+  const ms: number[] = []
+  while (going() && ms.length < max) {
+    const t = performance.now()
+    await use(c)
+    ms.push(performance.now() - t)
+    await sleep(USE_EVERY_MS)
+  }
+  return ms
+}
+
+async function syncOf(c: Copy) {
+  const pid = c.service.pid
+  // One cold first sync, the service's RSS sampled meanwhile, after one of the 10,000-ticket event
+  // beside it (the code paths warm: what is measured is what the event's size adds).
+  await compactFirstSync(c, 2)
+  await moveFeed(c)
+  await sleep(1000)
+  const rssBefore = rssBytes(pid)
+  let rssPeak = rssBefore
+  const sampler = setInterval(() => {
+    rssPeak = Math.max(rssPeak, rssBytes(pid))
+  }, 50)
+  const cold = await compactFirstSync(c).finally(() => clearInterval(sampler))
+  await sleep(3000)
+  const rssKept = rssBytes(pid)
+  const object = await objectFirstSync(c)
+  // Ticket use quiet, then while four scanners do a cold first sync at once, round after round (a quiet
+  // spell before each round, so that what else the machine does falls on both alike).
+  const quiet: number[] = []
+  const during: number[] = []
+  const fours: number[] = []
+  while (during.length < SYNC_USES || quiet.length < SYNC_USES || fours.length < 3) {
+    quiet.push(...(await pacedUses(c, () => true, Math.ceil(SYNC_USES / 3))))
+    await moveFeed(c)
+    let syncing = true
+    // Uncompressed: a scanner's decoding is its own work, which here would run on the bench's CPU,
+    // beside the uses it times. The service serves either encoding the same way (read from the file).
+    const scanners = Promise.all([1, 2, 3, 4].map(() => compactFirstSync(c, 1, 'identity'))).finally(() => {
+      syncing = false
+    })
+    during.push(...(await pacedUses(c, () => syncing, Number.POSITIVE_INFINITY)))
+    fours.push(Math.max(...(await scanners).map((x) => x.ms)))
+  }
+  const timing = (xs: number[]) => ({ p50: percentile(xs, 50), p95: percentile(xs, 95), n: xs.length })
+  return {
+    coldMs: cold.ms,
+    coldWire: cold.wire,
+    coldPages: cold.pages,
+    rssBeforeMb: rssBefore / 2 ** 20,
+    rssPeakAddedMb: (rssPeak - rssBefore) / 2 ** 20,
+    rssKeptAddedMb: (rssKept - rssBefore) / 2 ** 20,
+    object,
+    quiet: timing(quiet),
+    during: timing(during),
+    fourMs: percentile(fours, 50),
+    rounds: fours.length,
+  }
+}
+
 const NaNTiming: Timing = { p50: Number.NaN, p95: Number.NaN }
 
 async function measure() {
@@ -484,6 +744,9 @@ async function measure() {
         inProcess[k]!.push(await startUp(copies[k]!, false))
         fleet[k]!.push(await startUp(copies[k]!, true))
       }
+    // Before retention, which empties the copies.
+    const sync: Awaited<ReturnType<typeof syncOf>>[] = []
+    if (SECTIONS.has('sync')) for (const c of copies) sync.push(await syncOf(c))
     const retention: Awaited<ReturnType<typeof retentionOf>>[] | undefined = SECTIONS.has('retention')
       ? []
       : undefined
@@ -505,6 +768,7 @@ async function measure() {
       startInProcess: inProcess[k]!.length ? best(inProcess[k]!) : noStart,
       startFleet: fleet[k]!.length ? best(fleet[k]!) : noStart,
       retention: retention?.[k],
+      sync: sync[k],
     })
     return [figures(small, 0), figures(large, 1)] as const
   } finally {
@@ -515,10 +779,44 @@ async function measure() {
   }
 }
 
+type SyncFigures = Awaited<ReturnType<typeof syncOf>>
+
+/** The sync section's table: each measure small and large, beside its goal (at the large size). */
+function syncLines(a: SyncFigures, b: SyncFigures): string[] {
+  const ms = (x: number) => `${f0(x)} ms`
+  const mb = (x: number) => `${f1(x)} MB`
+  const both = (name: string, f: (x: SyncFigures) => string, goal = '-') => [name, f(a), f(b), goal]
+  const object = (x: SyncFigures) =>
+    x.object.status === 413
+      ? `413 in ${ms(x.object.ms)}`
+      : `${ms(x.object.ms)}, ${mb(x.object.wire / 1e6)} (${f0(x.object.tickets)} tickets)`
+  const uses = (t: SyncFigures['quiet']) => `${t.p50.toFixed(1)} / ${t.p95.toFixed(1)} ms (${t.n})`
+  const rows = [
+    both(
+      'first sync, one scanner, cold (compact form, brotli, to the delta after it)',
+      (x) => ms(x.coldMs),
+      '≤ 3,000 ms',
+    ),
+    both('its bytes on the wire, pages', (x) => `${mb(x.coldWire / 1e6)}, ${x.coldPages}`),
+    both('service RSS added, kept 3 s after', (x) => mb(x.rssKeptAddedMb), '≤ 50 MB'),
+    both('service RSS added, peak during it', (x) => mb(x.rssPeakAddedMb)),
+    both('service RSS before it', (x) => mb(x.rssBeforeMb)),
+    both('object form, first sync (gzip)', object, '413 above 100,000 tickets'),
+    both('ticket use, quiet, p50 / p95 (uses)', (x) => uses(x.quiet)),
+    both('ticket use during four cold first syncs, p50 / p95 (uses)', (x) => uses(x.during)),
+    both('ticket use p95, during / quiet', (x) => `${(x.during.p95 / x.quiet.p95).toFixed(2)}×`, '≤ 1.5×'),
+    both(
+      'four scanners at once, cold: the slowest (median of rounds)',
+      (x) => `${ms(x.fourMs)} (${x.rounds})`,
+    ),
+  ]
+  return table(['first sync', f0(SMALL), f0(LARGE), 'goal'], rows, [false, true, true, false])
+}
+
 async function main() {
   for (const [what, problem] of [
-    ['PostgreSQL', await checkPostgres(databaseUrl)],
-    ['Redis', await checkRedis(redisUrl)],
+    ['PostgreSQL', DATABASE === 'postgres' ? await checkPostgres(databaseUrl) : undefined],
+    ['Redis', SECTIONS.has('startup') ? await checkRedis(redisUrl) : undefined],
   ] as const)
     if (problem) throw new Error(`bench:scale needs ${what}: ${problem}`)
   const machine = machineLine()
@@ -645,6 +943,28 @@ async function main() {
       ? `Ticket use p50: idle ${ms(small.useIdle.p50)} / ${ms(large.useIdle.p50)} ms, polled ${ms(small.usePolled.p50)} / ${ms(large.usePolled.p50)} ms; stats p50 ${ms(small.stats.p50)} / ${ms(large.stats.p50)} ms.`
       : '',
   ]
+  const sync = small.sync && large.sync ? syncLines(small.sync, large.sync) : []
+  const head = `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}.`
+  if (SYNC_ONLY) {
+    const out = [
+      `# bench:scale, first sync — ${f0(SMALL)} vs ${f0(LARGE)} tickets, ${DATABASE === 'sqlite' ? 'SQLite' : 'PostgreSQL'}`,
+      '',
+      `${head} Loaded (the tickets only): ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s.`,
+      '',
+      ...sync,
+    ]
+    console.log(out.join('\n'))
+    if (process.env.SCALE_RESULTS !== '0') {
+      const dir = fileURLToPath(new URL('./results/', import.meta.url))
+      fs.writeFileSync(path.join(dir, `scale-sync-${DATABASE}.md`), `${out.join('\n')}\n`)
+      fs.writeFileSync(
+        path.join(dir, `scale-sync-${DATABASE}.json`),
+        `${JSON.stringify({ small: small.sync, large: large.sync, load: [load1, load2] }, null, 2)}\n`,
+      )
+    }
+    process.exit(0)
+  }
+  lines.push(...(sync.length ? ['', ...sync] : []))
   console.log(lines.join('\n'))
   if (process.env.SCALE_RESULTS !== '0') {
     const dir = fileURLToPath(new URL('./results/', import.meta.url))

@@ -54,3 +54,40 @@ test(
     assert.match(run.stdout, /\| measure \| 1,000 \| 10,000 \| growth \| goal \|/)
   },
 )
+
+test('bench:scale sync runs small on SQLite (1,000 vs 2,000) and prints each first-sync measure beside its goal', () => {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/scale-bench.ts'], {
+    cwd: repo,
+    encoding: 'utf8',
+    timeout: 15 * 60_000,
+    env: {
+      ...process.env,
+      SCALE_DATABASE: 'sqlite',
+      SCALE_SECTIONS: 'sync',
+      SCALE_SMALL: '1000',
+      SCALE_LARGE: '2000',
+      SCALE_SYNC_USES: '10',
+      SCALE_RESULTS: '0',
+    },
+  })
+  assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
+  const row = (measure: string, figure: string, goal: string) =>
+    assert.match(
+      run.stdout,
+      new RegExp(`\\| ${measure.replace(/[()/,]/g, '\\$&')} \\| ${figure} \\| ${figure} \\| ${goal} \\|`),
+      measure,
+    )
+  row(
+    'first sync, one scanner, cold (compact form, brotli, to the delta after it)',
+    '[\\d,]+ ms',
+    '≤ 3,000 ms',
+  )
+  row('service RSS added, kept 3 s after', '-?[\\d.]+ MB', '≤ 50 MB')
+  row(
+    'object form, first sync (gzip)',
+    '[\\d,]+ ms, [\\d.]+ MB \\([\\d,]+ tickets\\)',
+    '413 above 100,000 tickets',
+  )
+  row('ticket use p95, during / quiet', '[\\d.]+×', '≤ 1.5×')
+  assert.match(run.stdout, /\| first sync \| 1,000 \| 2,000 \| goal \|/)
+})

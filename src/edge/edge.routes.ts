@@ -135,21 +135,17 @@ const FeedPage = Type.Object({
   has_more: Type.Boolean({ description: 'Another page follows at once' }),
 })
 
-async function sendSnapshotPage(
-  reply: FastifyReply,
-  page: SnapshotPage,
-  encoding: 'br' | 'gzip' | undefined,
-) {
-  const body = encoding ? await page.encoded(encoding) : page.identity
+function sendSnapshotPage(reply: FastifyReply, page: SnapshotPage) {
   reply.header('content-type', 'application/json; charset=utf-8').header('vary', 'accept-encoding')
-  if (encoding) reply.header('content-encoding', encoding)
+  if (page.encoding) reply.header('content-encoding', page.encoding)
   // Sent as it is (a Buffer is not serialised again); the schema above describes what it holds.
-  return reply.send(body)
+  return reply.send(page.body)
 }
 
 export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app, deps) => {
   const { keys } = deps
   const edge = new EdgeService(deps)
+  app.addHook('onClose', () => edge.close())
 
   app.get(
     '/.well-known/jwks.json',
@@ -199,7 +195,9 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
         summary: "The scanner sync feed: the event's tickets changed since a cursor",
         description:
           'Needs `ticket:scan` or `sync:download` for the event. Without `cursor`: every ticket of the event ' +
-          '(a full sync, paginated); with it: the tickets changed since, each once with its latest state. ' +
+          '(a full sync, paginated; in the object form only for an event of at most SCAN_SYNC_JSON_MAX_TICKETS ' +
+          'tickets, 413 `full_sync_too_large` above: take it with `format=columns`); with it: the tickets ' +
+          'changed since, each once with its latest state. ' +
           'Follow `cursor` while `has_more`; keep the last `cursor` for the next sync.',
         security: [{ OAuth2PasswordBearer: [] }],
         params: Type.Object({ event_id: Type.Integer({ minimum: 1 }) }, { additionalProperties: false }),
@@ -216,10 +214,20 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 429) },
+        response: { 200: Type.Union([FeedPage, ColumnsPage]), ...errorResponses(401, 403, 404, 413, 429) },
         doc: {
           operationId: 'syncScannerFeed',
-          errors: DEVICE_KEY_REQUIRED,
+          errors: {
+            ...DEVICE_KEY_REQUIRED,
+            413: [
+              {
+                code: 'full_sync_too_large',
+                when: 'a sync of the object form without a cursor (or from 0) of an event above SCAN_SYNC_JSON_MAX_TICKETS tickets (100,000 by default): take the first sync with format=columns',
+                detail:
+                  'The event has more than 100000 tickets: take its first sync with format=columns (docs/offline.md)',
+              },
+            ],
+          },
           returns: "A page of the event's ticket changes since the cursor",
           response: {
             event_id: 1,
@@ -277,10 +285,15 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
           ])
         return edge.feed(eventId, Number(cursor ?? 0), limit)
       }
-      const page = await edge.columns(eventId, cursor, limit)
-      if (!('identity' in page)) return page
+      const page = await edge.columns(
+        eventId,
+        cursor,
+        limit,
+        acceptedEncoding(request.headers['accept-encoding']),
+      )
+      if (!('body' in page)) return page
       // A snapshot page, encoded and compressed once for every scanner.
-      return sendSnapshotPage(reply, page, acceptedEncoding(request.headers['accept-encoding']))
+      return sendSnapshotPage(reply, page)
     },
   )
 

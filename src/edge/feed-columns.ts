@@ -87,3 +87,26 @@ export function columnsPage(
     has_more: head.has_more,
   }
 }
+
+/**
+ * A page of a first sync (a snapshot, or a continuation read after its snapshot was let go): its
+ * cursor is `position.id` while another page follows, then the plain `position` the deltas start from.
+ * `rows` holds up to `limit + 1` rows: the extra one only tells that another page follows.
+ */
+export function snapshotColumnsPage(
+  head: { event_id: number; key_ids: string[]; position: number },
+  rows: readonly FeedRow[],
+  limit: number,
+): ColumnsPage {
+  const page = rows.slice(0, limit)
+  const more = rows.length > limit
+  return columnsPage(
+    {
+      event_id: head.event_id,
+      key_ids: head.key_ids,
+      cursor: more ? `${head.position}.${page[page.length - 1]!.id}` : String(head.position),
+      has_more: more,
+    },
+    page,
+  )
+}

@@ -438,6 +438,11 @@ export const settings = {
     '6000',
     integer(1, 1_000_000),
   ),
+  SCAN_SYNC_JSON_MAX_TICKETS: setting(
+    'Largest event (tickets) whose first sync the object form of GET /events/{id}/scan-sync still answers; above it a sync without a cursor gets 413 `full_sync_too_large` and scanners take the compact form (`format=columns`, a shared snapshot; docs/offline.md)',
+    '100000',
+    integer(1, 100_000_000),
+  ),
   TRANSFER_EMAIL_DELAY_SECONDS: setting(
     'Delay before the grouped transfer e-mail goes out',
     '60',

@@ -33,6 +33,11 @@ export const ERROR_CODES = {
     field: 'error',
     when: "the administrator's MFA is on: creating lasting credentials or replacing the authenticator needs a fresh MFA verification",
   },
+  full_sync_too_large: {
+    status: 413,
+    field: 'error',
+    when: 'a first sync of the object form for an event above SCAN_SYNC_JSON_MAX_TICKETS tickets: take the compact form (`format=columns`)',
+  },
   device_key_required: {
     status: 403,
     field: 'error',
@@ -207,10 +212,10 @@ export class GoneError extends AppError {
   }
 }
 
-/** A body over BODY_LIMIT_BYTES (raised by the framework's parser). */
+/** A body over BODY_LIMIT_BYTES (raised by the framework's parser), or an answer too large to give in the form asked for. */
 export class PayloadTooLargeError extends AppError {
-  constructor() {
-    super('Request body too large', 'payload_too_large')
+  constructor(message = 'Request body too large', code: CodeFor<413> = 'payload_too_large') {
+    super(message, code)
   }
 }
 

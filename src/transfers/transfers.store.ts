@@ -371,6 +371,22 @@ export function ticketsAfter(db: Db, eventId: number, afterId: number, limit: nu
     .execute()
 }
 
+/**
+ * Whether the event has more than `n` tickets: one probe of the index on (event_id, id) of migration
+ * 014, `n` entries deep, however large the event is.
+ */
+export async function hasMoreTicketsThan(db: Db, eventId: number, n: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('transfers')
+    .select('id')
+    .where('event_id', '=', eventId)
+    .orderBy('id')
+    .limit(1)
+    .offset(n)
+    .executeTakeFirst()
+  return row !== undefined
+}
+
 export function findTransferForReissue(db: Db, partnerId: number, companyTicketId: string) {
   return db
     .selectFrom('transfers as t')

@@ -1,0 +1,282 @@
+import { fork } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import type { FileHandle } from 'node:fs/promises'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { gzip } from 'node:zlib'
+import { feedPosition } from '../events/events.store.js'
+import type { Clock } from '../platform/clock.js'
+import type { Db } from '../platform/db/database.js'
+import { NotFoundError } from '../platform/errors.js'
+import {
+  type PageExtent,
+  readExtent,
+  type SnapshotJob,
+  type SnapshotProcessJob,
+  writeAll,
+  writeSnapshot,
+} from './snapshot-file.js'
+
+/** The encodings a snapshot page is stored in besides its JSON. */
+export type SnapshotEncoding = 'br' | 'gzip'
+
+/**
+ * A first sync is shared: the snapshot of an event taken at a feed position is reused by every scanner
+ * whose first sync starts while the feed has moved less than this many changes past it (the scanner
+ * then catches up with a delta of at most that size). A busier event gets a new snapshot.
+ */
+const SNAPSHOT_REUSE_CHANGES = 5000
+/**
+ * A snapshot no scanner asked for in this long is let go (its files deleted): the next first sync
+ * builds a new one.
+ */
+export const SNAPSHOT_IDLE_MS = 10 * 60_000
+/** How often idle snapshots are looked for besides each first sync's own look. */
+const SWEEP_MS = 60_000
+
+const gzipAsync = promisify(gzip)
+
+interface Snapshot {
+  /** The feed position the snapshot was taken at: a scanner's deltas continue from it. */
+  position: number
+  /** When a scanner last asked for it (the service's clock): an idle snapshot is let go. */
+  askedAt: number
+  /** The pages, as JSON and brotli, one after the other, and the file open for reading them. */
+  file: string
+  /** The pages compressed with gzip, each appended the first time a scanner asks for it. */
+  gzipFile: string
+  gzipEnd: number
+  /** Both files, open while the snapshot is held (a request reads its page with one call). */
+  open: Promise<{ pages: FileHandle; gzip: FileHandle }> | undefined
+  gzipped: Map<number, Promise<[number, number]>>
+  /**
+   * Where each page lies, by the transfer id it starts after. A page is listed as soon as the page
+   * before it is written, so a scanner takes page n while page n + 1 is being built.
+   */
+  pages: Map<number, Promise<PageExtent>>
+  /** Ends the build if it still runs. */
+  stop(): void
+}
+
+export interface SnapshotsDeps {
+  db: Db
+  clock: Clock
+  /** The database a build's child process opens; an in-memory SQLite database is read in this process. */
+  databaseUrl: string
+  schema: string
+  /** Where the instance keeps its snapshots' files (a folder of its own is made inside). */
+  dataDir: string
+  keyIds(): string[]
+  pageSize: number
+}
+
+/**
+ * The first-sync snapshots of the instance's events, built off the request path and kept in files.
+ * A build runs in a child process of its own (`snapshot-process.ts`), at a lower priority, with its own
+ * database connection: it reads the event page by page in id order, encodes each page once and
+ * compresses it with brotli once, writes both to the snapshot's file and reports where they lie.
+ * Nothing of it stays in this process but that index (the memory a build takes goes with its process,
+ * where a worker thread's would stay with the service), and requests read their page's bytes from the
+ * file.
+ */
+export class Snapshots {
+  /** The latest snapshot of each event (scanners starting together share one build). */
+  private readonly held = new Map<number, Snapshot>()
+  private folder: Promise<string> | undefined
+  private readonly sweep: NodeJS.Timeout
+
+  constructor(private readonly deps: SnapshotsDeps) {
+    this.sweep = setInterval(() => void this.forgetIdle(), SWEEP_MS)
+    this.sweep.unref()
+  }
+
+  /**
+   * The bytes of the page after transfer id `after` of the event's snapshot, in `encoding` (JSON when
+   * undefined): for a first sync (no position) of the latest snapshot unless the feed moved too far
+   * past it (then of a new one, built once however many scanners ask at the same moment); for a
+   * continuation of the one taken at `position`. Undefined when that snapshot is no longer held (or was
+   * let go while the page was read): the caller reads the page from the database instead.
+   */
+  async page(
+    eventId: number,
+    position: number | undefined,
+    after: number,
+    encoding: SnapshotEncoding | undefined,
+  ): Promise<Buffer | undefined> {
+    const asked = await this.forgetIdle()
+    const snapshot = await this.choose(eventId, position)
+    if (!snapshot) return undefined
+    snapshot.askedAt = asked
+    const listed = snapshot.pages.get(after)
+    if (!listed) return undefined
+    try {
+      const extent = await listed
+      const files = await snapshot.open!
+      if (encoding === 'gzip') return await readExtent(files.gzip, await this.gzipped(snapshot, extent))
+      return await readExtent(files.pages, encoding === 'br' ? extent.br : extent.identity)
+    } catch (err) {
+      if (this.held.get(eventId) === snapshot) throw err
+      return undefined
+    }
+  }
+
+  /** Lets go of the snapshots no scanner asked for in `SNAPSHOT_IDLE_MS`; resolves with now once their files are deleted. */
+  private async forgetIdle(): Promise<number> {
+    const now = this.deps.clock.now()
+    const gone: Promise<void>[] = []
+    for (const [eventId, held] of this.held)
+      if (now - held.askedAt >= SNAPSHOT_IDLE_MS) gone.push(this.forget(eventId, held))
+    await Promise.all(gone)
+    return now
+  }
+
+  /** Ends the builds and deletes every snapshot's file (the app closes). */
+  async close(): Promise<void> {
+    clearInterval(this.sweep)
+    await Promise.all([...this.held].map(([eventId, held]) => this.forget(eventId, held)))
+    const folder = await this.folder?.catch(() => undefined)
+    this.folder = undefined
+    if (folder) await fs.rm(folder, { recursive: true, force: true })
+  }
+
+  /**
+   * Ends its build, closes and deletes its files: a request reading it meanwhile finds it gone and
+   * reads the database instead.
+   */
+  private async forget(eventId: number, snapshot: Snapshot): Promise<void> {
+    if (this.held.get(eventId) === snapshot) this.held.delete(eventId)
+    snapshot.stop()
+    const files = await snapshot.open?.catch(() => undefined)
+    await Promise.all([
+      files?.pages.close(),
+      files?.gzip.close(),
+      ...[snapshot.file, snapshot.gzipFile].map((file) => (file ? fs.rm(file, { force: true }) : undefined)),
+    ]).catch(() => {})
+  }
+
+  private async choose(eventId: number, position: number | undefined) {
+    if (position !== undefined) {
+      const held = this.held.get(eventId)
+      return held?.position === position ? held : undefined
+    }
+    const now = await feedPosition(this.deps.db, eventId)
+    if (now === undefined) throw new NotFoundError('Event not found')
+    // Read after the await: a build another request started meanwhile is shared.
+    const latest = this.held.get(eventId)
+    if (latest && now - latest.position <= SNAPSHOT_REUSE_CHANGES) return latest
+    if (latest) void this.forget(eventId, latest)
+    const snapshot = this.build(eventId, now)
+    this.held.set(eventId, snapshot)
+    return snapshot
+  }
+
+  /** The instance's folder of snapshot files, made when first needed. */
+  private dir(): Promise<string> {
+    this.folder ??= (async () => {
+      const parent = path.join(this.deps.dataDir, 'scan-sync')
+      await fs.mkdir(parent, { recursive: true, mode: 0o700 })
+      return fs.mkdtemp(path.join(parent, `${process.pid}-`))
+    })()
+    return this.folder
+  }
+
+  /** Starts the build of a snapshot taken at `position`; a build that fails is forgotten. */
+  private build(eventId: number, position: number): Snapshot {
+    let stopped = false
+    const snapshot: Snapshot = {
+      position,
+      askedAt: this.deps.clock.now(),
+      file: '',
+      gzipFile: '',
+      gzipEnd: 0,
+      open: undefined,
+      gzipped: new Map(),
+      pages: new Map(),
+      stop: () => {
+        stopped = true
+      },
+    }
+    const listed = (after: number) => {
+      let resolve!: (page: PageExtent) => void
+      let reject!: (err: unknown) => void
+      const promise = new Promise<PageExtent>((res, rej) => {
+        resolve = res
+        reject = rej
+      })
+      promise.catch(() => {}) // a page nobody asked for may fail unobserved
+      snapshot.pages.set(after, promise)
+      return { resolve, reject }
+    }
+    let next = listed(0)
+    const written = (page: PageExtent) => {
+      const current = next
+      if (page.next !== null) next = listed(page.next)
+      current.resolve(page)
+    }
+    const failed = (err: unknown) => {
+      next.reject(err)
+      void this.forget(eventId, snapshot)
+    }
+    const start = async () => {
+      const name = path.join(await this.dir(), `${eventId}-${position}-${randomBytes(4).toString('hex')}`)
+      snapshot.file = `${name}.pages`
+      snapshot.gzipFile = `${name}.gz`
+      snapshot.open = (async () => {
+        const pages = await fs.open(snapshot.file, 'wx+', 0o600)
+        try {
+          return { pages, gzip: await fs.open(snapshot.gzipFile, 'wx+', 0o600) }
+        } catch (err) {
+          await pages.close()
+          throw err
+        }
+      })()
+      await snapshot.open
+      if (stopped) throw new Error('let go before it was built')
+      const job: SnapshotJob = {
+        eventId,
+        position,
+        keyIds: this.deps.keyIds(),
+        pageSize: this.deps.pageSize,
+        file: snapshot.file,
+      }
+      const { databaseUrl, schema, db } = this.deps
+      // An in-memory SQLite database has no file another connection could open.
+      if (databaseUrl === 'sqlite::memory:') return writeSnapshot(db, job, written)
+      const child = fork(fileURLToPath(new URL('./snapshot-process.js', import.meta.url)), [], {
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      })
+      snapshot.stop = () => void child.kill()
+      child.on('message', (page) => written(page as PageExtent))
+      const sent: SnapshotProcessJob = { ...job, databaseUrl, schema }
+      child.send(sent)
+      return new Promise<void>((resolve, reject) => {
+        child.on('error', reject)
+        child.on('exit', (code, signal) =>
+          code === 0 ? resolve() : reject(new Error(`the snapshot's build ended with ${signal ?? code}`)),
+        )
+      })
+    }
+    start().catch(failed)
+    return snapshot
+  }
+
+  /** Where the page lies compressed with gzip: compressed (off the event loop) and appended once. */
+  private gzipped(snapshot: Snapshot, extent: PageExtent): Promise<[number, number]> {
+    let done = snapshot.gzipped.get(extent.after)
+    if (!done) {
+      done = (async (): Promise<[number, number]> => {
+        const files = await snapshot.open!
+        const body = await gzipAsync(await readExtent(files.pages, extent.identity), { level: 6 })
+        const at = snapshot.gzipEnd
+        snapshot.gzipEnd += body.length
+        await writeAll(files.gzip, body, at)
+        return [at, body.length]
+      })()
+      done.catch(() => snapshot.gzipped.delete(extent.after))
+      snapshot.gzipped.set(extent.after, done)
+    }
+    return done
+  }
+}
