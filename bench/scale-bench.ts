@@ -102,14 +102,18 @@ const percentile = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN
 }
 
+/** What both loads start with: the side event and the gate's operator. */
+const seedCopy = (db: DatabaseHandle['db']) =>
+  applySeed(db, systemClock, {
+    events: [{ id: 2, uid: 'side-fest', name: 'Side Fest' }],
+    operators: [{ ...OPERATOR, event_id: 1, mode: 0, permissions: null }],
+  })
+
 /** Loads one copy of `n` tickets and the rest (see the head of this file) with generate_series. */
 async function load(handle: DatabaseHandle, n: number) {
   const db = handle.db
   const now = Date.now()
-  await applySeed(db, systemClock, {
-    events: [{ id: 2, uid: 'side-fest', name: 'Side Fest' }],
-    operators: [{ ...OPERATOR, event_id: 1, mode: 0, permissions: null }],
-  })
+  await seedCopy(db)
   const started = performance.now()
   const run = (q: string) => sql.raw(q).execute(db)
   for (const [event, count] of [
@@ -189,10 +193,7 @@ async function load(handle: DatabaseHandle, n: number) {
 async function loadTickets(handle: DatabaseHandle, n: number) {
   const db = handle.db
   const now = Date.now()
-  await applySeed(db, systemClock, {
-    events: [{ id: 2, uid: 'side-fest', name: 'Side Fest' }],
-    operators: [{ ...OPERATOR, event_id: 1, mode: 0, permissions: null }],
-  })
+  await seedCopy(db)
   const started = performance.now()
   for (const [event, count] of [
     [1, n],

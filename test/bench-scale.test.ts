@@ -14,23 +14,25 @@ const skip = !process.env.TEST_DATABASE_URL
     ? 'TEST_REDIS_URL is not set: bench:scale SKIPPED'
     : undefined
 
+/** `npm run bench:scale` with these settings, printing only. */
+const benchScale = (env: Record<string, string | undefined>) =>
+  spawnSync(process.execPath, ['--import', 'tsx', 'bench/scale-bench.ts'], {
+    cwd: repo,
+    encoding: 'utf8',
+    timeout: 15 * 60_000,
+    env: { ...process.env, ...env, SCALE_RESULTS: '0' },
+  })
+
 test(
   'bench:scale runs small (1,000 vs 10,000) and prints each measure with its growth',
   skip ? { skip } : {},
   () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/scale-bench.ts'], {
-      cwd: repo,
-      encoding: 'utf8',
-      timeout: 15 * 60_000,
-      env: {
-        ...process.env,
-        BENCH_DATABASE_URL: process.env.TEST_DATABASE_URL,
-        BENCH_REDIS_URL: process.env.TEST_REDIS_URL,
-        SCALE_SMALL: '1000',
-        SCALE_LARGE: '10000',
-        SCALE_SAMPLES: '5',
-        SCALE_RESULTS: '0',
-      },
+    const run = benchScale({
+      BENCH_DATABASE_URL: process.env.TEST_DATABASE_URL,
+      BENCH_REDIS_URL: process.env.TEST_REDIS_URL,
+      SCALE_SMALL: '1000',
+      SCALE_LARGE: '10000',
+      SCALE_SAMPLES: '5',
     })
     assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
     for (const measure of [
@@ -56,19 +58,12 @@ test(
 )
 
 test('bench:scale sync runs small on SQLite (1,000 vs 2,000) and prints each first-sync measure beside its goal', () => {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/scale-bench.ts'], {
-    cwd: repo,
-    encoding: 'utf8',
-    timeout: 15 * 60_000,
-    env: {
-      ...process.env,
-      SCALE_DATABASE: 'sqlite',
-      SCALE_SECTIONS: 'sync',
-      SCALE_SMALL: '1000',
-      SCALE_LARGE: '2000',
-      SCALE_SYNC_USES: '10',
-      SCALE_RESULTS: '0',
-    },
+  const run = benchScale({
+    SCALE_DATABASE: 'sqlite',
+    SCALE_SECTIONS: 'sync',
+    SCALE_SMALL: '1000',
+    SCALE_LARGE: '2000',
+    SCALE_SYNC_USES: '10',
   })
   assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
   const row = (measure: string, figure: string, goal: string) =>
