@@ -21,29 +21,27 @@ export async function codeTimesSince(
 }
 
 /**
- * Stores a new code in one transaction: the phone's live codes of the same purpose are consumed (they
- * stop working), and its codes created before `forgetBefore` are deleted.
+ * Stores a new code, in the caller's transaction: the phone's live codes of the same purpose are
+ * consumed (they stop working), and its codes created before `forgetBefore` are deleted.
  */
 export async function replaceCode(
-  db: Db,
+  tx: Db,
   code: Insertable<PhoneCodesTable>,
   forgetBefore: number,
 ): Promise<void> {
-  await db.transaction().execute(async (tx) => {
-    await tx
-      .updateTable('phone_codes')
-      .set({ consumed_at: code.created_at })
-      .where('phone', '=', code.phone)
-      .where('purpose', '=', code.purpose)
-      .where('consumed_at', 'is', null)
-      .execute()
-    await tx
-      .deleteFrom('phone_codes')
-      .where('phone', '=', code.phone)
-      .where('created_at', '<', forgetBefore)
-      .execute()
-    await tx.insertInto('phone_codes').values(code).execute()
-  })
+  await tx
+    .updateTable('phone_codes')
+    .set({ consumed_at: code.created_at })
+    .where('phone', '=', code.phone)
+    .where('purpose', '=', code.purpose)
+    .where('consumed_at', 'is', null)
+    .execute()
+  await tx
+    .deleteFrom('phone_codes')
+    .where('phone', '=', code.phone)
+    .where('created_at', '<', forgetBefore)
+    .execute()
+  await tx.insertInto('phone_codes').values(code).execute()
 }
 
 /** The phone's latest unconsumed code of this purpose (maybe expired). */

@@ -44,16 +44,19 @@ export class PhoneCodes {
       )
     }
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0')
-    await replaceCode(
-      db,
-      {
-        purpose,
-        phone,
-        code_hash: this.hash(purpose, phone, code),
-        expires_at: now + CODE_LIFETIME_MS,
-        created_at: now,
-      },
-      now - KEEP_MS,
+    // The old codes end and the new one starts together.
+    await db.transaction().execute((tx) =>
+      replaceCode(
+        tx,
+        {
+          purpose,
+          phone,
+          code_hash: this.hash(purpose, phone, code),
+          expires_at: now + CODE_LIFETIME_MS,
+          created_at: now,
+        },
+        now - KEEP_MS,
+      ),
     )
     return code
   }

@@ -200,7 +200,9 @@ export class EdgeService {
       issuedAt: clock.now(),
       ticketDate: t.ticket_date,
     }))!
-    if (!(await replaceCode(db, { id: t.id, eventId: partner.eventId, fromVersion: t.code_version }, code)))
+    const next = { id: t.id, eventId: partner.eventId, fromVersion: t.code_version }
+    // The new code and its sync-feed position commit together.
+    if (!(await db.transaction().execute((tx) => replaceCode(tx, next, code))))
       throw new ConflictError('The ticket was used or re-issued meanwhile', 'concurrent_change')
     return {
       transfer_uid: t.uid,

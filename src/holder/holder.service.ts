@@ -45,7 +45,9 @@ export class HolderService {
     const { db, clock } = this.deps
     const link = await findLinkByToken(db, token)
     if (!link) throw new NotFoundError('Unknown or expired link')
-    if (!(await claimLink(db, link.id, link.event_id, customerId, clock.now())))
+    // The claim, the tickets and the wallet's balances move together (holder.store.ts).
+    const now = clock.now()
+    if (!(await db.transaction().execute((tx) => claimLink(tx, link.id, link.event_id, customerId, now))))
       throw new ConflictError('This link was already claimed by another account', 'already_claimed')
     // The answer goes to the account that now holds the tickets: with their codes.
     return this.view({ ...link, claimed_at: link.claimed_at ?? clock.now() }, true)

@@ -32,47 +32,41 @@ export function walletsOf(db: Db, customerId: number) {
 }
 
 /**
- * Claims a link for a consumer: exactly one consumer wins (conditional UPDATE on claimed_at), and the
- * link's tickets and the sum of their balances move to that consumer in the same transaction.
+ * Claims a link for a consumer, in the caller's transaction: exactly one consumer wins (conditional
+ * UPDATE on claimed_at), and the link's tickets and the sum of their balances move to that consumer.
  * Returns false when another consumer claimed it first.
  */
-export async function claimLink(db: Db, linkId: number, eventId: number, customerId: number, now: number) {
-  return db.transaction().execute(async (tx) => {
-    const r = await tx
-      .updateTable('holder_links')
-      .set({ claimed_by: customerId, claimed_at: now, updated_at: now })
+export async function claimLink(tx: Db, linkId: number, eventId: number, customerId: number, now: number) {
+  const r = await tx
+    .updateTable('holder_links')
+    .set({ claimed_by: customerId, claimed_at: now, updated_at: now })
+    .where('id', '=', linkId)
+    .where('claimed_at', 'is', null)
+    .executeTakeFirst()
+  if (Number(r.numUpdatedRows) === 0) {
+    const link = await tx
+      .selectFrom('holder_links')
+      .select('claimed_by')
       .where('id', '=', linkId)
-      .where('claimed_at', 'is', null)
-      .executeTakeFirst()
-    if (Number(r.numUpdatedRows) === 0) {
-      const link = await tx
-        .selectFrom('holder_links')
-        .select('claimed_by')
-        .where('id', '=', linkId)
-        .executeTakeFirstOrThrow()
-      return link.claimed_by === customerId
-    }
-    // The link's tokens learn the claim too: retention deletes them RETENTION_DAYS after it, by an
-    // index of their own that holds nothing else (pruneClaimedLinkTokens).
-    await tx
-      .updateTable('holder_link_tokens')
-      .set({ claimed_at: now })
-      .where('link_id', '=', linkId)
-      .execute()
-    const { balance, promo } = await claimTickets(tx, linkId, customerId, now)
-    await tx
-      .insertInto('wallets')
-      .values({ customer_id: customerId, event_id: eventId, balance, promo_balance: promo, updated_at: now })
-      .onConflict((oc) =>
-        oc.columns(['customer_id', 'event_id']).doUpdateSet((eb) => ({
-          balance: eb('wallets.balance', '+', balance),
-          promo_balance: eb('wallets.promo_balance', '+', promo),
-          updated_at: now,
-        })),
-      )
-      .execute()
-    return true
-  })
+      .executeTakeFirstOrThrow()
+    return link.claimed_by === customerId
+  }
+  // The link's tokens learn the claim too: retention deletes them RETENTION_DAYS after it, by an
+  // index of their own that holds nothing else (pruneClaimedLinkTokens).
+  await tx.updateTable('holder_link_tokens').set({ claimed_at: now }).where('link_id', '=', linkId).execute()
+  const { balance, promo } = await claimTickets(tx, linkId, customerId, now)
+  await tx
+    .insertInto('wallets')
+    .values({ customer_id: customerId, event_id: eventId, balance, promo_balance: promo, updated_at: now })
+    .onConflict((oc) =>
+      oc.columns(['customer_id', 'event_id']).doUpdateSet((eb) => ({
+        balance: eb('wallets.balance', '+', balance),
+        promo_balance: eb('wallets.promo_balance', '+', promo),
+        updated_at: now,
+      })),
+    )
+    .execute()
+  return true
 }
 
 /**

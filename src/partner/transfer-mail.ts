@@ -1,6 +1,7 @@
 import type { QrRenderer } from '../edge/qr.js'
 import type { TicketCodes } from '../edge/ticket-codes.js'
 import { eventName } from '../events/events.store.js'
+import { deleteLinkToken, holdLink, insertLinkToken } from '../holder/holder.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { sha256Hex } from '../platform/digest.js'
@@ -8,8 +9,7 @@ import { fromMinorUnits } from '../platform/formats.js'
 import { enqueue, type JobHandler, type NewJob, releaseDedupeKey } from '../platform/jobs/jobs.js'
 import { MAIL_RETRY_SCHEDULE, type MailMessage, type MailTransport } from '../platform/mail.js'
 import { randomToken } from '../platform/random.js'
-import { transfersToMail } from '../transfers/transfers.store.js'
-import { releaseTakenTransfers, takeTransfersToMail } from './partner.store.js'
+import { releaseUnmailed, takeUnmailed, transfersToMail } from '../transfers/transfers.store.js'
 
 export const TRANSFER_MAIL_JOB = 'transfer-mail'
 
@@ -114,6 +114,42 @@ export function transferMessage(
       : [],
   )
   return { to, subject, text, html, ...(attachments.length ? { attachments } : {}) }
+}
+
+// Transfer mail: one e-mail per holder link with the transfers not yet mailed. The link is the holder's,
+// the transfers the ledger's; these take and give back both in one transaction.
+
+/**
+ * Takes the link's not-yet-mailed transfers for one e-mail and stores the hash of the claim token it
+ * will carry, in one transaction (the job's: the stores run in it); null when the link is gone or nothing
+ * is left to mail. Holds the link's row so that a transfer committed meanwhile waits for this transaction
+ * (see transferMailJob). Exactly one of concurrent runners takes them (store-contract.test.ts).
+ */
+export async function takeTransfersToMail(
+  db: Db,
+  linkId: number,
+  tokenHash: string,
+  now: number,
+  /** Runs in the transaction once the link's row is held, before the transfers are taken. */
+  onLinkHeld: (tx: Db) => Promise<void>,
+) {
+  return db.transaction().execute(async (tx) => {
+    const link = await holdLink(tx, linkId, now)
+    if (!link) return null
+    await onLinkHeld(tx)
+    const ids = await takeUnmailed(tx, linkId, now)
+    if (ids.length === 0) return null
+    await insertLinkToken(tx, linkId, tokenHash, now)
+    return { link, ids }
+  })
+}
+
+/** Undoes takeTransfersToMail after a failed send: the transfers are mailed again, the token is dropped. */
+async function releaseTakenTransfers(db: Db, ids: number[], takenAt: number, tokenHash: string) {
+  await db.transaction().execute(async (tx) => {
+    await releaseUnmailed(tx, ids, takenAt)
+    await deleteLinkToken(tx, tokenHash)
+  })
 }
 
 /**

@@ -136,7 +136,11 @@ forEachBackend(
           .values({ token_hash: `hash-${email}`, link_id: r.id, created_at: now - 91 * DAY })
           .execute()
         if (claimedDaysAgo !== undefined)
-          assert.ok(await claimLink(db, r.id, 1, customer.id, now - claimedDaysAgo * DAY))
+          assert.ok(
+            await db
+              .transaction()
+              .execute((tx) => claimLink(tx, r.id, 1, customer.id, now - claimedDaysAgo * DAY)),
+          )
       }
       await link('claimed@example.com', 90)
       await link('claimed-lately@example.com', 10)

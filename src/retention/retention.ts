@@ -16,7 +16,7 @@ import {
 } from '../platform/jobs/jobs.js'
 import { pruneExpiredRefresh } from '../tokens/refresh.store.js'
 import { pruneExpiredRevocations } from '../tokens/revocations.store.js'
-import { pruneDeliveries } from '../webhooks/webhooks.store.js'
+import { pruneDeliveries } from '../webhooks/webhooks.service.js'
 
 /**
  * Retention: what grows with use is deleted once it has served, in small batches.

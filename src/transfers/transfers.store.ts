@@ -407,26 +407,24 @@ export function findTransferForReissue(db: Db, partnerId: number, companyTicketI
 
 /**
  * Replaces a transfer's code by the next version, unless it was used or re-issued meanwhile (the
- * conditions make the first of two concurrent re-issues win), and moves it to the end of the sync feed.
- * Returns whether it did.
+ * conditions make the first of two concurrent re-issues win), and moves it to the end of the sync feed,
+ * in the caller's transaction (the feed position last). Returns whether it did.
  */
 export async function replaceCode(
-  db: Db,
+  tx: Db,
   t: { id: number; eventId: number; fromVersion: number },
   code: { body: string; digest: string },
 ): Promise<boolean> {
-  return db.transaction().execute(async (tx) => {
-    const r = await tx
-      .updateTable('transfers')
-      .set({ code_version: t.fromVersion + 1, code_body: code.body, code_digest: code.digest })
-      .where('id', '=', t.id)
-      .where('code_version', '=', t.fromVersion)
-      .where('used_timestamp', 'is', null)
-      .executeTakeFirst()
-    if (Number(r.numUpdatedRows) === 0) return false
-    await moveToFeedEnd(tx, t.id, t.eventId)
-    return true
-  })
+  const r = await tx
+    .updateTable('transfers')
+    .set({ code_version: t.fromVersion + 1, code_body: code.body, code_digest: code.digest })
+    .where('id', '=', t.id)
+    .where('code_version', '=', t.fromVersion)
+    .where('used_timestamp', 'is', null)
+    .executeTakeFirst()
+  if (Number(r.numUpdatedRows) === 0) return false
+  await moveToFeedEnd(tx, t.id, t.eventId)
+  return true
 }
 
 /** Moves a changed transfer to the end of its event's sync feed (last in the transaction, as above). */

@@ -114,23 +114,26 @@ export function webhookDeliveryJob(deps: WebhookDeliveryDeps): JobHandler<Webhoo
       const lastAttempt = attempt > deps.retrySchedule.length
       const delay = retryAfter ?? (deps.retrySchedule[attempt - 1] ?? 0) * 1000
       const outcome = ok ? 'delivered' : gone || lastAttempt ? 'failed' : 'pending'
-      await recordAttempt(
-        db,
-        {
-          delivery_id: deliveryId,
-          attempted_at: startedAt,
-          url: hook.url,
-          status_code: status,
-          duration_ms: duration,
-          error,
-          response_body: body,
-        },
-        {
-          status: outcome,
-          delivered_at: ok ? now : null,
-          next_attempt_at: outcome === 'pending' ? now + delay : null,
-        },
-        gone ? { webhookId: hook.id, reason: 'receiver answered 410 Gone', now } : undefined,
+      // The attempt, the delivery's state and a disabled receiver commit together.
+      await db.transaction().execute((tx) =>
+        recordAttempt(
+          tx,
+          {
+            delivery_id: deliveryId,
+            attempted_at: startedAt,
+            url: hook.url,
+            status_code: status,
+            duration_ms: duration,
+            error,
+            response_body: body,
+          },
+          {
+            status: outcome,
+            delivered_at: ok ? now : null,
+            next_attempt_at: outcome === 'pending' ? now + delay : null,
+          },
+          gone ? { webhookId: hook.id, reason: 'receiver answered 410 Gone', now } : undefined,
+        ),
       )
       deps.onAttempt?.(ok ? 'delivered' : outcome === 'failed' ? 'gave_up' : 'failed')
       if (ok || gone) return

@@ -1,17 +1,20 @@
 import { listPartners } from '../api-keys/api-keys.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { ValidationFailed } from '../platform/errors.js'
+import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
 import type { Sealer } from '../platform/keys.js'
 import { newWebhookSecret } from './signing.js'
 import {
+  deleteFinishedDeliveries,
   deleteWebhook,
+  findDelivery,
   findDeliveryOfEvent,
   findWebhook,
+  finishedDeliveriesBefore,
   listDeliveries,
   type ReceiverOwner,
-  resendDelivery,
+  redeliver,
   sealSecret,
   upsertWebhook,
 } from './webhooks.store.js'
@@ -47,10 +50,37 @@ export class WebhookDeliveries {
     return (await findDeliveryOfEvent(this.deps.db, eventId, deliveryId))?.partner_id ?? undefined
   }
 
-  /** Sends a delivery again now, with the same webhook-id (404 unknown, 409 no enabled receiver). */
-  resend(partnerId: number, deliveryId: number): Promise<void> {
-    return resendDelivery(this.deps.db, partnerId, deliveryId, this.deps.clock.now())
+  /**
+   * A manual resend (the partner API's retry and the dashboard's Resend button): the partner's delivery
+   * goes out again now with the same webhook-id, provided the partner's receiver is enabled (409
+   * otherwise). Another partner's delivery is "No such delivery" (404), as an unknown one.
+   */
+  async resend(partnerId: number, deliveryId: number): Promise<void> {
+    const { db, clock } = this.deps
+    const delivery = await findDelivery(db, partnerId, deliveryId)
+    if (!delivery) throw new NotFoundError('No such delivery')
+    const hook = await findWebhook(db, partnerId)
+    if (!hook || hook.disabled_at !== null)
+      throw new ConflictError(
+        'No enabled webhook: register the receiver again with PUT /companies/webhook',
+        'webhook_disabled',
+      )
+    const now = clock.now()
+    // The delivery's new state and its job commit together.
+    await db.transaction().execute((tx) => redeliver(tx, delivery.id, now))
   }
+}
+
+/**
+ * Deletes up to `limit` deliveries created before `before` that are finished (delivered or failed),
+ * with their attempts (retention): found by one statement outside any transaction (with nothing due,
+ * retention's pass is that one statement), deleted in one short transaction; pending ones stay whatever
+ * their age. Returns how many.
+ */
+export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
+  const ids = await finishedDeliveriesBefore(db, before, limit)
+  if (ids.length === 0) return 0
+  return db.transaction().execute((tx) => deleteFinishedDeliveries(tx, ids))
 }
 
 export interface WebhookServiceDeps extends WebhookDeliveriesDeps {

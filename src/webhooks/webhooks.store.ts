@@ -1,7 +1,6 @@
 import { type Insertable, sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
 import type { WebhookAttemptsTable } from '../platform/db/schema.js'
-import { ConflictError, NotFoundError } from '../platform/errors.js'
 import { enqueue, runPendingNow } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
 import { randomToken } from '../platform/random.js'
@@ -152,23 +151,22 @@ export async function queueNotification(
 }
 
 /**
- * Schedules another attempt of a delivery now: a pending job is moved forward, otherwise (delivered or
- * given up) a new job starts a fresh round of retries. The webhook-id stays the same.
+ * Schedules another attempt of a delivery now, in the caller's transaction: a pending job is moved
+ * forward, otherwise (delivered or given up) a new job starts a fresh round of retries. The webhook-id
+ * stays the same.
  */
-export async function redeliver(db: Db, deliveryId: number, now: number): Promise<void> {
-  await db.transaction().execute(async (tx) => {
-    await tx
-      .updateTable('webhook_deliveries')
-      .set({ status: 'pending', next_attempt_at: now })
-      .where('id', '=', deliveryId)
-      .execute()
-    const queued = await enqueue(tx, now, {
-      kind: WEBHOOK_JOB,
-      payload: { deliveryId } satisfies WebhookJobPayload,
-      dedupeKey: `webhook:${deliveryId}`,
-    })
-    if (!queued) await runPendingNow(tx, `webhook:${deliveryId}`, now)
+export async function redeliver(tx: Db, deliveryId: number, now: number): Promise<void> {
+  await tx
+    .updateTable('webhook_deliveries')
+    .set({ status: 'pending', next_attempt_at: now })
+    .where('id', '=', deliveryId)
+    .execute()
+  const queued = await enqueue(tx, now, {
+    kind: WEBHOOK_JOB,
+    payload: { deliveryId } satisfies WebhookJobPayload,
+    dedupeKey: `webhook:${deliveryId}`,
   })
+  if (!queued) await runPendingNow(tx, `webhook:${deliveryId}`, now)
 }
 
 /** A partner's deliveries, newest first, each with its attempts. */
@@ -217,23 +215,6 @@ export function findDeliveryOfEvent(db: Db, eventId: number, id: number) {
     .executeTakeFirst()
 }
 
-/**
- * A manual resend (the partner API's retry and the dashboard's Resend button): the partner's delivery
- * goes out again now with the same webhook-id, provided the partner's receiver is enabled. Another
- * partner's delivery is "No such delivery", as an unknown one.
- */
-export async function resendDelivery(db: Db, partnerId: number, id: number, now: number): Promise<void> {
-  const delivery = await findDelivery(db, partnerId, id)
-  if (!delivery) throw new NotFoundError('No such delivery')
-  const hook = await findWebhook(db, partnerId)
-  if (!hook || hook.disabled_at !== null)
-    throw new ConflictError(
-      'No enabled webhook: register the receiver again with PUT /companies/webhook',
-      'webhook_disabled',
-    )
-  await redeliver(db, delivery.id, now)
-}
-
 /** A delivery as its job reads it. */
 export function findDeliveryToSend(db: Db, id: number) {
   return db
@@ -263,24 +244,22 @@ export async function abandonDelivery(db: Db, id: number): Promise<void> {
 }
 
 /**
- * Records one attempt and the delivery's new state in one transaction; with `disable` (the receiver
- * answered 410) the webhook is disabled in the same transaction.
+ * Records one attempt and the delivery's new state, in the caller's transaction; with `disable` (the
+ * receiver answered 410) the webhook is disabled too.
  */
 export async function recordAttempt(
-  db: Db,
+  tx: Db,
   attempt: Insertable<WebhookAttemptsTable>,
   next: { status: string; delivered_at: number | null; next_attempt_at: number | null },
   disable?: { webhookId: number; reason: string; now: number },
 ): Promise<void> {
-  await db.transaction().execute(async (tx) => {
-    await tx.insertInto('webhook_attempts').values(attempt).execute()
-    await tx
-      .updateTable('webhook_deliveries')
-      .set((eb) => ({ ...next, attempts: eb('attempts', '+', 1) }))
-      .where('id', '=', attempt.delivery_id)
-      .execute()
-    if (disable) await disableWebhook(tx, disable.webhookId, disable.reason, disable.now)
-  })
+  await tx.insertInto('webhook_attempts').values(attempt).execute()
+  await tx
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ ...next, attempts: eb('attempts', '+', 1) }))
+    .where('id', '=', attempt.delivery_id)
+    .execute()
+  if (disable) await disableWebhook(tx, disable.webhookId, disable.reason, disable.now)
 }
 
 /**
@@ -296,39 +275,36 @@ export async function countPendingDeliveries(db: Db): Promise<number> {
   return Number(row.n)
 }
 
+/** Up to `limit` deliveries created before `before` that are finished (delivered or failed), oldest first. */
+export async function finishedDeliveriesBefore(db: Db, before: number, limit: number): Promise<number[]> {
+  const rows = await db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('created_at', '<', before)
+    .where('status', '<>', 'pending')
+    .orderBy('created_at')
+    .limit(limit)
+    .execute()
+  return rows.map((r) => r.id)
+}
+
 /**
- * Deletes up to `limit` deliveries created before `before` that are finished (delivered or failed),
- * with their attempts: found by one statement, deleted in one short transaction; pending ones stay
- * whatever their age. Returns how many.
+ * Deletes those of `ids` that are still finished, with their attempts, in the caller's transaction: one
+ * sent again meanwhile (pending) stays, with its attempts. Returns how many.
  */
-export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
-  // Found outside the transaction: with nothing due, one statement (retention's pass with nothing due).
-  const ids = (
-    await db
-      .selectFrom('webhook_deliveries')
-      .select('id')
-      .where('created_at', '<', before)
-      .where('status', '<>', 'pending')
-      .orderBy('created_at')
-      .limit(limit)
-      .execute()
-  ).map((r) => r.id)
-  if (ids.length === 0) return 0
-  // Their state is checked again: one sent again in between (pending) stays, with its attempts.
-  return db.transaction().execute(async (tx) => {
-    const finished = tx
-      .selectFrom('webhook_deliveries')
-      .select('id')
-      .where('id', 'in', ids)
-      .where('status', '<>', 'pending')
-    await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', finished).execute()
-    const r = await tx
-      .deleteFrom('webhook_deliveries')
-      .where('id', 'in', ids)
-      .where('status', '<>', 'pending')
-      .executeTakeFirst()
-    return Number(r.numDeletedRows)
-  })
+export async function deleteFinishedDeliveries(tx: Db, ids: number[]): Promise<number> {
+  const finished = tx
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('id', 'in', ids)
+    .where('status', '<>', 'pending')
+  await tx.deleteFrom('webhook_attempts').where('delivery_id', 'in', finished).execute()
+  const r = await tx
+    .deleteFrom('webhook_deliveries')
+    .where('id', 'in', ids)
+    .where('status', '<>', 'pending')
+    .executeTakeFirst()
+  return Number(r.numDeletedRows)
 }
 
 /** Some partners' deliveries by status and whether they were tried (a partner's dashboard figures). */

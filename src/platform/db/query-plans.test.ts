@@ -18,7 +18,8 @@ import {
   liveRevocationsPage,
   pruneExpiredRevocations,
 } from '../../tokens/revocations.store.js'
-import { listDeliveries, pruneDeliveries } from '../../webhooks/webhooks.store.js'
+import { pruneDeliveries } from '../../webhooks/webhooks.service.js'
+import { listDeliveries } from '../../webhooks/webhooks.store.js'
 import { pruneFinishedJobs } from '../jobs/jobs.js'
 import type { Db } from './database.js'
 import type { Database } from './schema.js'
