@@ -221,6 +221,8 @@ describe('refusals at start, each with its exit status', () => {
       ['JWT_SECRETS', /^JWT_SECRETS: not a setting of wristband; did you mean JWT_SECRET\?/],
       ['redis_urls', /did you mean REDIS_URL\?/],
       ['PROT', /did you mean PORT\?/],
+      ['JWT_SERCET', /did you mean JWT_SECRET\?/],
+      ['SMTP_TIMOUT_SECOND', /did you mean SMTP_TIMEOUT_SECONDS\?/],
       ['EDGE_SIGNING_KEY_PEM', /^EDGE_SIGNING_KEY_PEM: not a setting of wristband/],
       ['REDIS_HOST', /^REDIS_HOST: not a setting of wristband/],
     ] as const) {

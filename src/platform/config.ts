@@ -799,22 +799,34 @@ function resolveWebAuthn(out: Record<string, unknown>): string[] {
 }
 
 /**
- * Edit distance between two short names: insertions, deletions, substitutions, and a swap of two
- * neighbouring letters counted as one edit (PROT for PORT), the commonest slip of a typist.
+ * Whether two short names are at most `most` edits apart: insertions, deletions, substitutions, and a
+ * swap of two neighbouring letters counted as one edit (PROT for PORT), the commonest slip of a typist.
+ * Every process compares each variable of its environment (dozens in a shell) with every setting at
+ * start, so the table is filled row by row and given up once no cell of it can come back within `most`.
  */
-function distance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-  )
-  for (let i = 1; i <= a.length; i++)
+function withinEdits(a: string, b: string, most: number): boolean {
+  if (Math.abs(a.length - b.length) > most) return false
+  let before = new Int32Array(b.length + 1)
+  let previous = Int32Array.from({ length: b.length + 1 }, (_, j) => j)
+  let current = new Int32Array(b.length + 1)
+  let previousMin = 0
+  for (let i = 1; i <= a.length; i++) {
+    current[0] = i
+    let rowMin = i
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      let best = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost)
       if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
-        best = Math.min(best, d[i - 2]![j - 2]! + 1)
-      d[i]![j] = best
+        best = Math.min(best, before[j - 2]! + 1)
+      current[j] = best
+      if (best < rowMin) rowMin = best
     }
-  return d[a.length]![b.length]!
+    // A later cell comes from this row or, by a swap, from the one before plus one edit.
+    if (Math.min(rowMin, previousMin + 1) > most) return false
+    previousMin = rowMin
+    ;[before, previous, current] = [previous, current, before]
+  }
+  return previous[b.length]! <= most
 }
 
 /** Variables people set for what is not a setting here, with where it is set instead (warned about). */
@@ -891,12 +903,11 @@ function unknownVariables(env: Record<string, string | undefined>): string[] {
     }
     if (!/^[A-Z][A-Z0-9_]*$/.test(upper) || serviceLink(upper, env[name])) continue
     // Short names (HOST, PORT) allow one edit, so that PATH or HOME are not taken for them.
+    const squeezed = upper.replaceAll('_', '')
     const near = known.filter((k) => {
-      const d = distance(upper, k)
-      return (
-        d <= (Math.min(upper.length, k.length) < 6 ? 1 : 2) ||
-        upper.replaceAll('_', '') === k.replaceAll('_', '')
-      )
+      if (squeezed === k.replaceAll('_', '')) return true
+      const most = Math.min(upper.length, k.length) < 6 ? 1 : 2
+      return withinEdits(upper, k, most)
     })
     if (near.length > 0)
       problems.push(`${name}: not a setting of wristband; did you mean ${near.join(' or ')}?`)
