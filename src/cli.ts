@@ -1,9 +1,5 @@
 import cluster from 'node:cluster'
 import fs from 'node:fs'
-import { adminCommands } from './cli/admin.command.js'
-import { apikeyCommands } from './cli/apikey.command.js'
-import { auditCommand } from './cli/audit.command.js'
-import { backupCommand } from './cli/backup.command.js'
 import {
   CliError,
   type CommandGroup,
@@ -11,23 +7,19 @@ import {
   runCommand,
   runGroup,
   type Subcommand,
-  withContext,
 } from './cli/command.js'
-import { deviceCommands } from './cli/device.command.js'
-import { secretCommands } from './cli/secret.command.js'
 import { type Config, ConfigError, configWarnings, loadConfig, settingWarnings } from './platform/config.js'
 import { formatMigrationStatus, openDatabase } from './platform/db/database.js'
 import { databaseUnavailable, EXIT_STATUS, listenFailure, StartupError } from './platform/startup.js'
 import { releaseVersion } from './platform/version.js'
-import { applySeed, parseSeed, type SeedDocument, SeedError } from './seed/seed.js'
 import { ServeError, serve } from './server.js'
 
 /**
  * `wristband --help`. The break-glass groups are listed from the table `main` dispatches on (`groups`),
  * each with every command it runs, so the help cannot forget one (src/cli/help.test.ts compares them).
  */
-function usage(): string {
-  const breakGlass = Object.values(groups).map(
+async function usage(): Promise<string> {
+  const breakGlass = (await Promise.all(Object.values(groups).map((load) => load()))).map(
     (g) => `  ${g.name} ${Object.keys(g.subcommands).join('|')}\n                   ${g.summary}`,
   )
   return `Usage: wristband <command> [options]
@@ -148,107 +140,44 @@ Options:
   },
 }
 
-const seedCommand: Subcommand = {
-  summary: 'Create or update records from a seed document',
-  usage: `Usage: wristband seed FILE|-
-
-Creates or updates records from a JSON seed document (- reads it from standard input), in one
-transaction: records are matched by event id or uid, e-mail, phone, dev_mac or username, so a second
-run updates instead of duplicating. Prints the document back with every id filled in and the
-passwords and device keys left out. Passwords are stored hashed (argon2id), device keys as SHA-256.
-
-Format (every list optional; examples/seed.json is a complete example):
-  {
-    "events":           [{ "id": 1, "uid": "summer-fest-2026", "name": "Summer Fest",
-                           "timezone": "Europe/Berlin" }],
-    "administrators":   [{ "email": "root@example.com", "password": "…8 to 128 characters…",
-                           "role": "superadmin" | "admin", "event_ids": [1] }],
-    "network_managers": [{ "email": "…", "password": "…", "event_ids": [1] }],
-    "operators":        [{ "email": "…", "password": "…", "event_id": 1 | null, "mode": 0,
-                           "permissions": { "1": ["pos:sell", "ticket:scan"] } | null }],
-    "customers":        [{ "phone": "+4915100000001", "password": "…", "email": "…",
-                           "first_name": "…", "last_name": "…" }],
-    "devices":          [{ "dev_mac": "AA:BB:CC:DD:EE:01", "event_id": 1,
-                           "operator_email": "…" | null, "archived": false,
-                           "device_key": "wbd_…" | null }],
-    "dashboard_users":  [{ "username": "partner1", "password": "…", "event_ids": [1],
-                           "partner": "Acme" | null }]
-  }
-An admin needs event_ids; a superadmin sees every event. A dashboard user's partner is the name its
-partner's API keys give (it then sees that partner's deliveries and figures only); null unbinds,
-absent keeps what is stored. Unknown fields are refused.`,
-  options: {},
-  positionals: 1,
-  async run(_values, loadConfig, [file]) {
-    if (!file) throw new CliError('wristband seed: give a FILE, or - to read standard input')
-    let raw: string
-    try {
-      raw = fs.readFileSync(file === '-' ? 0 : file, 'utf8')
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException
-      throw new CliError(
-        `wristband seed: cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`,
-      )
-    }
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(raw)
-    } catch (err) {
-      throw new SeedError(`seed document is not JSON: ${(err as Error).message}`)
-    }
-    const doc = parseSeed(parsed)
-    const out = await withContext(loadConfig(), (ctx) =>
-      applySeed(ctx.db, ctx.clock, doc, (revoked) => ctx.authority.revoke(revoked)),
-    )
-    console.log(JSON.stringify(withoutSecrets(out), null, 2))
-    return 0
-  },
+/**
+ * The break-glass groups and the other commands, each module loaded when it runs or the help lists it:
+ * `serve`, the primary process of every fleet, loads none of them (nor the app: src/server.ts), only
+ * what it needs before it forks, the configuration and the migrations.
+ */
+const groups: Record<string, () => Promise<CommandGroup>> = {
+  admin: async () => (await import('./cli/admin.command.js')).adminCommands,
+  apikey: async () => (await import('./cli/apikey.command.js')).apikeyCommands,
+  device: async () => (await import('./cli/device.command.js')).deviceCommands,
+  secret: async () => (await import('./cli/secret.command.js')).secretCommands,
 }
-
-/** The seeded document as printed: a terminal or a CI log is no place for passwords or device keys. */
-function withoutSecrets(doc: SeedDocument): SeedDocument {
-  return Object.fromEntries(
-    Object.entries(doc).map(([list, records]) => [
-      list,
-      (records as Record<string, unknown>[]).map(
-        ({ password: _password, device_key: _deviceKey, ...rest }) => rest,
-      ),
-    ]),
-  ) as SeedDocument
-}
-
-const groups: Record<string, CommandGroup> = {
-  admin: adminCommands,
-  apikey: apikeyCommands,
-  device: deviceCommands,
-  secret: secretCommands,
-}
-const commands: Record<string, Subcommand> = {
-  serve: serveCommand,
-  migrate: migrateCommand,
-  seed: seedCommand,
-  backup: backupCommand,
-  audit: auditCommand,
+const commands: Record<string, () => Promise<Subcommand>> = {
+  serve: async () => serveCommand,
+  migrate: async () => migrateCommand,
+  seed: async () => (await import('./cli/seed.command.js')).seedCommand,
+  backup: async () => (await import('./cli/backup.command.js')).backupCommand,
+  audit: async () => (await import('./cli/audit.command.js')).auditCommand,
 }
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...args] = argv
   if (first === undefined) {
-    console.error(usage())
+    console.error(await usage())
     return 2
   }
   if (first === '--help' || first === '-h' || first === 'help') {
-    console.log(usage())
+    console.log(await usage())
     return 0
   }
   if (first === '--version' || first === '-V') {
     console.log(version())
     return 0
   }
-  if (Object.hasOwn(groups, first)) return runGroup(groups[first]!, args, configFromEnvironment)
-  if (Object.hasOwn(commands, first)) return runCommand(first, commands[first]!, args, configFromEnvironment)
+  if (Object.hasOwn(groups, first)) return runGroup(await groups[first]!(), args, configFromEnvironment)
+  if (Object.hasOwn(commands, first))
+    return runCommand(first, await commands[first]!(), args, configFromEnvironment)
   if (first.startsWith('-')) throw new CliError(`wristband: unknown option "${first}" (see wristband --help)`)
-  throw new CliError(`wristband: unknown command "${first}"\n\n${usage()}`)
+  throw new CliError(`wristband: unknown command "${first}"\n\n${await usage()}`)
 }
 
 main(process.argv.slice(2)).then(
@@ -267,7 +196,7 @@ main(process.argv.slice(2)).then(
       console.error(err.message)
       process.exit(err.exitStatus)
     }
-    if (err instanceof SeedError || err instanceof ServeError) {
+    if (err instanceof ServeError) {
       console.error(err.message)
       process.exit(EXIT_STATUS.usage)
     }

@@ -2,9 +2,7 @@ import cluster, { type Worker } from 'node:cluster'
 import type { Server } from 'node:http'
 import net from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from './app.js'
 import { aggregateWorkerMetrics, shareWorkerMetrics } from './metrics/cluster-metrics.js'
-import { buildMetricsServer } from './metrics/metrics.routes.js'
 import { availableCpus } from './ops/cpu-quota.js'
 import type { Config } from './platform/config.js'
 import { openDatabase } from './platform/db/database.js'
@@ -102,6 +100,12 @@ async function serveWorker(config: Config): Promise<void> {
 }
 
 async function serveOne(config: Config): Promise<void> {
+  // Loaded here, not at the top: the primary of a fleet forks its workers without ever building an
+  // app, and loading one (its every feature) cost it more than the rest of what it does before the fork.
+  const [{ buildApp }, { buildMetricsServer }] = await Promise.all([
+    import('./app.js'),
+    import('./metrics/metrics.routes.js'),
+  ])
   const app = await buildApp(config)
   if (cluster.isWorker) shareWorkerMetrics(app.metrics)
   const metricsServer =

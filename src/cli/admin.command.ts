@@ -14,16 +14,8 @@ import { changePassword } from '../password-reset/password-change.service.js'
 import type { Db } from '../platform/db/database.js'
 import { hashPassword } from '../platform/passwords.js'
 import { randomToken } from '../platform/random.js'
-import {
-  audited,
-  type CliContext,
-  CliError,
-  type CommandGroup,
-  integerOption,
-  type Subcommand,
-  stringOption,
-  withContext,
-} from './command.js'
+import { CliError, type CommandGroup, integerOption, type Subcommand, stringOption } from './command.js'
+import { audited, type CliContext, withContext } from './context.js'
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 const SELECT_HELP = `  --email EMAIL        the administrator's e-mail address

@@ -2,15 +2,14 @@ import { VERIFY_SCOPE } from '../api-keys/api-key.credential.js'
 import { createKeyForEvent, getApiKey, listApiKeys, revokeKey } from '../api-keys/api-keys.service.js'
 import { BASELINE_SCOPES } from '../identities/grants.js'
 import {
-  audited,
   CliError,
   type CommandGroup,
   integerOption,
   printList,
   type Subcommand,
   stringOption,
-  withContext,
 } from './command.js'
+import { audited, withContext } from './context.js'
 
 /** The partner API's scopes (the default) and a verify credential's. */
 const DEFAULT_SCOPES: readonly string[] = BASELINE_SCOPES.event_client

@@ -8,7 +8,8 @@ import {
   parseCursor,
   presentForward,
 } from '../audit/audit.service.js'
-import { audited, CliError, integerOption, type Subcommand, stringOption, withContext } from './command.js'
+import { CliError, integerOption, type Subcommand, stringOption } from './command.js'
+import { audited, withContext } from './context.js'
 
 // How often --follow looks for new entries: quick enough to watch an incident, light on the database.
 const FOLLOW_INTERVAL_MS = 500

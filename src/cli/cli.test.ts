@@ -11,6 +11,7 @@ import { eachBackend, httpBackends, type ProvisionedBackend } from '../../test/h
 import { BIN, ok, startAppWithCli, wristband } from '../../test/helpers/cli.js'
 import { until } from '../../test/helpers/until.js'
 import { openDatabase } from '../platform/db/database.js'
+import { EXIT_STATUS } from '../platform/startup.js'
 
 describe('wristband CLI: help and bad input', () => {
   const env = { DATABASE_URL: 'sqlite::memory:', JWT_SECRET: TEST_SECRET, NODE_ENV: 'test' }
@@ -129,10 +130,10 @@ describe('wristband command line', { concurrency: true }, () => {
     try {
       const env = { DATA_DIR: dir, JWT_SECRET: TEST_SECRET }
       const notJson = await wristband(['seed', '-'], env, '{ nope')
-      assert.notEqual(notJson.code, 0)
+      assert.equal(notJson.code, EXIT_STATUS.usage)
       assert.match(notJson.stderr, /not JSON/)
       const bad = await wristband(['seed', '-'], env, JSON.stringify({ administrators: [{ email: 'x' }] }))
-      assert.notEqual(bad.code, 0)
+      assert.equal(bad.code, EXIT_STATUS.usage)
       assert.match(bad.stderr, /invalid seed document/)
       assert.match(bad.stderr, /\/administrators\/0/)
       assert.ok(!fs.existsSync(path.join(dir, 'wristband.db')), 'refused before touching the database')

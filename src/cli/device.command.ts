@@ -14,16 +14,14 @@ import { qrTerminal } from '../edge/qr.js'
 import type { Db } from '../platform/db/database.js'
 import type { Revocation } from '../tokens/revocations.js'
 import {
-  audited,
-  type CliContext,
   CliError,
   type CommandGroup,
   integerOption,
   printList,
   type Subcommand,
   stringOption,
-  withContext,
 } from './command.js'
+import { audited, type CliContext, withContext } from './context.js'
 
 const KEY_NOTE = `The key (${DEVICE_KEY_PREFIX}…) is printed once; only its SHA-256 is stored. The device sends it as
 \`device_key\` to POST /devices/auth and POST /auth/login/device.`
