@@ -213,7 +213,7 @@ async function loadTickets(handle: DatabaseHandle, n: number) {
       .executeTakeFirstOrThrow()
     await fillLedger(db, { eventId: event, ticketTypeId: type.id, count, now })
   }
-  await sql`update transfers set status = 'USED', used_at = ${now} - (id % 86400) * 1000,
+  await sql`update transfers set status = 'USED', used_at = ${sql.lit(now)} - (id % 86400) * 1000,
       used_timestamp = '2026-07-18T10:00:00.000', used_gate = (case when id % 10 = 0 then 'West' end)
     where event_id = 1 and id % 5 < 2`.execute(db)
   await sql.raw(handle.dialect === 'postgres' ? 'vacuum analyze' : 'analyze').execute(db)
