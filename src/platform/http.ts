@@ -27,7 +27,7 @@ import {
   syncedRedisCounters,
 } from './rate-limit.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './schemas.js'
-import { createValidatorCompiler, markedNulFree } from './validation.js'
+import { createValidatorCompiler, markedNulFree, serializersOnFirstUse } from './validation.js'
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -72,6 +72,7 @@ export function createHttpApp(config: Config, logStream: DestinationStream | und
       connectionsCheckingInterval: Math.min(1000, Math.ceil(timeoutMs / 4)),
     },
     clientErrorHandler: answerClientError,
+    schemaController: { compilersFactory: { buildSerializer: serializersOnFirstUse } },
     // Errors the router raises before any route runs get the documented body too: an undecodable
     // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
     frameworkErrors: (err, _request, reply) =>

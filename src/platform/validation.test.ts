@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { Ajv } from 'ajv'
 import { Type } from 'typebox'
 import { forEachBackend, STANDARD_SEED, TEST_SECRET, type TestApp } from '../../test/helpers/app.js'
 import { backends, httpBackends } from '../../test/helpers/backends.js'
@@ -445,5 +446,36 @@ describe('validation of path and query parameters', () => {
     const res = await app.inject({ method: 'GET', url: '/probe/7?mode=c' })
     assert.equal(res.statusCode, 422)
     assert.equal(issueAt(assertValidationShape(res.json()), 'query', 'mode').type, 'literal_error')
+  })
+})
+
+describe('route schemas are compiled at their first use', () => {
+  // Fastify asks for every route's validators and serializers before the app is ready; built then,
+  // they cost each starting process (every worker of a fleet) more than anything but loading the code.
+  test("building the app compiles no schema; a route's first request compiles its own, once", async () => {
+    const compiled: unknown[] = []
+    const compile = Ajv.prototype.compile
+    Ajv.prototype.compile = function (this: Ajv, ...args: Parameters<Ajv['compile']>) {
+      compiled.push(args[0])
+      return compile.apply(this, args)
+    } as Ajv['compile']
+    const p = await backends[0]!.provision()
+    const app = await buildApp(loadConfig({ JWT_SECRET: TEST_SECRET, LOG_LEVEL: 'silent', ...p.env }))
+    try {
+      await app.ready()
+      assert.equal(compiled.length, 0, 'no schema compiled before the first request')
+      const login = () => app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'a@b.co' } })
+      const first = await login()
+      assert.equal(first.statusCode, 422)
+      assert.equal(issueAt(assertValidationShape(first.json()), 'body', 'password').type, 'missing')
+      const once = compiled.length
+      assert.ok(once > 0, 'the route compiled its body schema')
+      assert.equal((await login()).statusCode, 422)
+      assert.equal(compiled.length, once, 'compiled once, not per request')
+    } finally {
+      Ajv.prototype.compile = compile
+      await app.close()
+      await p.dispose()
+    }
   })
 })

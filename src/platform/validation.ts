@@ -1,3 +1,4 @@
+import SerializerSelector, { type Options as SerializerOptions } from '@fastify/fast-json-stringify-compiler'
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
@@ -24,12 +25,49 @@ function makeAjv(coerceTypes: boolean): Ajv {
  * strings on the wire, so they are coerced, integers only from their canonical decimal form.
  */
 export function createValidatorCompiler() {
-  const strict = makeAjv(false)
-  const coercing = makeAjv(true)
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction => {
-    const validate =
-      httpPart === 'body' ? strict.compile(schema) : canonicalIntegers(schema, coercing.compile(schema))
-    return (schema as NulMarked)[ACCEPTS_NUL] ? validate : refusingNul(validate)
+  let strict: Ajv | undefined
+  let coercing: Ajv | undefined
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
+    compiledOnFirstUse(() => {
+      const validate =
+        httpPart === 'body'
+          ? (strict ??= makeAjv(false)).compile(schema)
+          : canonicalIntegers(schema, (coercing ??= makeAjv(true)).compile(schema))
+      return (schema as NulMarked)[ACCEPTS_NUL] ? validate : refusingNul(validate)
+    })
+}
+
+/**
+ * A validator compiled at its first call rather than when Fastify asks for it. Fastify asks for every
+ * route's validators (and serializers: `serializersOnFirstUse`) before the app is ready; compiling them
+ * all was the largest part of a start after loading the code, paid again by every worker of a fleet,
+ * for routes an instance may never be asked. A route's first request compiles its own (a millisecond
+ * or so); the schemas are the code's own, compiled by the tests of their routes.
+ */
+function compiledOnFirstUse(compile: () => ValidateFunction): ValidateFunction {
+  let validate: ValidateFunction | undefined
+  const lazy = ((data: unknown) => {
+    validate ??= compile()
+    const ok = validate(data)
+    lazy.errors = validate.errors
+    return ok
+  }) as ValidateFunction
+  return lazy
+}
+
+/** Fastify's response serializers (fast-json-stringify), each built at its first answer: see `compiledOnFirstUse`. */
+export function serializersOnFirstUse(
+  external?: unknown,
+  options?: SerializerOptions,
+): SerializerSelector.SerializerCompiler {
+  // Fastify's own default builder, given the same shared schemas and options.
+  const compile = SerializerSelector()(external, options)
+  return (route) => {
+    let serialize: SerializerSelector.Serializer | undefined
+    return (doc) => {
+      serialize ??= compile(route)
+      return serialize(doc)
+    }
   }
 }
 
