@@ -1,7 +1,7 @@
 import dns from 'node:dns'
 import { isIP, type LookupFunction } from 'node:net'
 import ipaddr from 'ipaddr.js'
-import { Agent, request } from 'undici'
+import type { Agent, request } from 'undici'
 
 /** Raised when a destination resolves to an address the service must not reach. */
 export class ForbiddenDestinationError extends Error {
@@ -92,12 +92,19 @@ export function createHttpClient(opts: HttpClientOptions): HttpClient {
       callback(null, list[0]!.address, list[0]!.family)
     })
   }
-  const agent = new Agent({
-    connect: { lookup: guardedLookup, timeout: opts.timeoutMs },
-    headersTimeout: opts.timeoutMs,
-    bodyTimeout: opts.timeoutMs,
-    keepAliveTimeout: 4_000,
-  })
+  // undici is loaded by the first request, not at start: every process of a fleet pays for the code it
+  // loads before it serves, and an instance may have no webhook to deliver for a long while.
+  let undici: Promise<{ agent: Agent; request: typeof request }> | undefined
+  const open = () =>
+    (undici ??= import('undici').then(({ Agent, request }) => ({
+      agent: new Agent({
+        connect: { lookup: guardedLookup, timeout: opts.timeoutMs },
+        headersTimeout: opts.timeoutMs,
+        bodyTimeout: opts.timeoutMs,
+        keepAliveTimeout: 4_000,
+      }),
+      request,
+    })))
 
   function checkLiteral(url: URL) {
     const host = hostOf(url)
@@ -109,6 +116,7 @@ export function createHttpClient(opts: HttpClientOptions): HttpClient {
     async post(target, { headers, body }) {
       const url = new URL(target)
       checkLiteral(url)
+      const { agent, request } = await open()
       const res = await request(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'user-agent': 'wristband-webhooks/0.1', ...headers },
@@ -140,6 +148,8 @@ export function createHttpClient(opts: HttpClientOptions): HttpClient {
       const refused = addresses.find((a) => !isPublicAddress(a.address))
       if (refused) throw new ForbiddenDestinationError(`${url.hostname} resolves to ${refused.address}`)
     },
-    close: () => agent.close(),
+    async close() {
+      if (undici) await (await undici).agent.close()
+    },
   }
 }

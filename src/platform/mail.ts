@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import nodemailer from 'nodemailer'
+import type { Transporter } from 'nodemailer'
 import type { Db } from './db/database.js'
 import { enqueue, type JobHandler } from './jobs/jobs.js'
 import { randomToken } from './random.js'
@@ -36,23 +36,29 @@ export function smtpTransport(
   timeoutSeconds: number,
 ): MailTransport & { close(): void } {
   const ms = timeoutSeconds * 1000
-  const transporter = nodemailer.createTransport(
-    {
-      url,
-      pool: true,
-      maxRequeues: 0,
-      idleTimeout: ms,
-      connectionTimeout: ms,
-      greetingTimeout: ms,
-      socketTimeout: ms,
-    },
-    { from },
-  )
+  // nodemailer is loaded by the first message, not at start: every process of a fleet pays for the
+  // code it loads before it serves, and an instance may send no mail for a long while.
+  let transporter: Promise<Transporter> | undefined
+  const open = () =>
+    (transporter ??= import('nodemailer').then(({ default: nodemailer }) =>
+      nodemailer.createTransport(
+        {
+          url,
+          pool: true,
+          maxRequeues: 0,
+          idleTimeout: ms,
+          connectionTimeout: ms,
+          greetingTimeout: ms,
+          socketTimeout: ms,
+        },
+        { from },
+      ),
+    ))
   return {
     async send(m) {
       // Sent by a job that continues a traced request: the relay and whatever reads the mail get the trace.
       const traceparent = currentTraceparent()
-      await transporter.sendMail({
+      await (await open()).sendMail({
         ...(traceparent ? { headers: { traceparent } } : {}),
         from,
         to: m.to,
@@ -64,7 +70,7 @@ export function smtpTransport(
           : {}),
       })
     },
-    close: () => transporter.close(),
+    close: () => void transporter?.then((t) => t.close()),
   }
 }
 

@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { Agent, RetryAgent, request } from 'undici'
+import type { RetryAgent, request } from 'undici'
 import type { Clock } from './clock.js'
 import type { Config } from './config.js'
 import { TooManyRequestsError } from './errors.js'
@@ -45,35 +45,43 @@ export interface WebhookSmsOptions {
 
 /** A generic HTTP provider: POSTs `{to, text}` as JSON; any 2xx answer means accepted. */
 export function webhookSmsSender(opts: WebhookSmsOptions): SmsSender & { close(): Promise<void> } {
-  const agent = new Agent({
-    connectTimeout: opts.timeoutMs,
-    headersTimeout: opts.timeoutMs,
-    bodyTimeout: opts.timeoutMs,
-  })
-  // A POST is retried on purpose: a duplicate SMS with the same code is harmless, a lost one is not.
-  const dispatcher = new RetryAgent(agent, {
-    maxRetries: opts.retries,
-    methods: ['POST'],
-    minTimeout: opts.retryDelayMs ?? 250,
-    maxTimeout: 5000,
-    statusCodes: [429, 500, 502, 503, 504],
-    errorCodes: [
-      'ECONNRESET',
-      'ECONNREFUSED',
-      'ENOTFOUND',
-      'ENETDOWN',
-      'ENETUNREACH',
-      'EHOSTDOWN',
-      'EHOSTUNREACH',
-      'EPIPE',
-      'UND_ERR_SOCKET',
-      'UND_ERR_CONNECT_TIMEOUT',
-      'UND_ERR_HEADERS_TIMEOUT',
-      'UND_ERR_BODY_TIMEOUT',
-    ],
-  })
+  // undici is loaded by the first text, not at start: every process of a fleet pays for the code it
+  // loads before it serves, and texts are sent only at sign-ups and phone sign-ins.
+  let undici: Promise<{ dispatcher: RetryAgent; request: typeof request }> | undefined
+  const open = () =>
+    (undici ??= import('undici').then(({ Agent, RetryAgent, request }) => {
+      const agent = new Agent({
+        connectTimeout: opts.timeoutMs,
+        headersTimeout: opts.timeoutMs,
+        bodyTimeout: opts.timeoutMs,
+      })
+      // A POST is retried on purpose: a duplicate SMS with the same code is harmless, a lost one is not.
+      const dispatcher = new RetryAgent(agent, {
+        maxRetries: opts.retries,
+        methods: ['POST'],
+        minTimeout: opts.retryDelayMs ?? 250,
+        maxTimeout: 5000,
+        statusCodes: [429, 500, 502, 503, 504],
+        errorCodes: [
+          'ECONNRESET',
+          'ECONNREFUSED',
+          'ENOTFOUND',
+          'ENETDOWN',
+          'ENETUNREACH',
+          'EHOSTDOWN',
+          'EHOSTUNREACH',
+          'EPIPE',
+          'UND_ERR_SOCKET',
+          'UND_ERR_CONNECT_TIMEOUT',
+          'UND_ERR_HEADERS_TIMEOUT',
+          'UND_ERR_BODY_TIMEOUT',
+        ],
+      })
+      return { dispatcher, request }
+    }))
   return {
     async send(message) {
+      const { dispatcher, request } = await open()
       const res = await request(opts.url, {
         method: 'POST',
         dispatcher,
@@ -87,7 +95,9 @@ export function webhookSmsSender(opts: WebhookSmsOptions): SmsSender & { close()
       if (res.statusCode < 200 || res.statusCode >= 300)
         throw new Error(`SMS provider answered ${res.statusCode}`)
     },
-    close: () => dispatcher.close(),
+    async close() {
+      if (undici) await (await undici).dispatcher.close()
+    },
   }
 }
 
