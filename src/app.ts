@@ -204,12 +204,21 @@ async function openStorage(app: FastifyInstance, a: Assembly) {
   // DATA_DIR holds generated keys and the outbox: refused at once, in one line, when it takes no file.
   await assertDataDirWritable(config.DATA_DIR)
   let storage: StorageHealth | undefined
+  // Requests being answered, which the jobs that yield to requests wait for (platform/jobs/jobs.ts);
+  // a response closes once, sent or cut off.
+  let answering = 0
+  app.addHook('onRequest', (_request, reply, done) => {
+    answering++
+    reply.raw.once('close', () => answering--)
+    done()
+  })
   const platform = await openPlatform({
     config,
     clock,
     log: app.log,
     counters: a.metrics,
     onDatabaseError: (err) => storage?.reportDatabase(err),
+    requestsInFlight: () => answering,
     closeLater: a.closeLater,
     mailTransport: a.deps.mailTransport,
     sms: a.deps.sms,

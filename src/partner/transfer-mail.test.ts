@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
-import type { AddressInfo } from 'node:net'
+import { once } from 'node:events'
+import net, { type AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { type ParsedMail, simpleParser } from 'mailparser'
 import { SMTPServer } from 'smtp-server'
 import { startApp, type TestApp } from '../../test/helpers/app.js'
@@ -133,6 +135,26 @@ eachBackend(httpBackends, 'grouped transfer e-mail', (backend) => {
       4,
     )
     assert.equal(mailTo(group).length, 2)
+  })
+
+  test('the e-mail waits while the service is answering a request, and goes out once that client hangs up', async () => {
+    const { port } = new URL(await t.app.listen({ host: '127.0.0.1', port: 0 }))
+    const socket = net.connect(Number(port), '127.0.0.1')
+    await once(socket, 'connect')
+    // A sign-in whose body never ends: being answered from its headers on.
+    socket.write(
+      'POST /auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"email":',
+    )
+    const to = `waits-${tag}@example.com`
+    try {
+      assert.equal((await transfer(to, 'w-1')).statusCode, 201)
+      t.clock.advance(61_000)
+      await sleep(300) // polls every 20 ms: the due e-mail is passed over while the sign-in lasts
+      assert.equal(mailTo(to).length, 0)
+    } finally {
+      socket.destroy()
+    }
+    await waitFor(() => mailTo(to).length === 1)
   })
 })
 

@@ -164,6 +164,7 @@ async function releaseTakenTransfers(db: Db, ids: number[], takenAt: number, tok
 export function transferMailJob(deps: TransferMailDeps): JobHandler<TransferMailPayload> {
   return {
     retrySchedule: MAIL_RETRY_SCHEDULE,
+    yieldsToRequests: true,
     async run({ linkId }, { jobId, signal }) {
       const { db, clock } = deps
       const now = clock.now()

@@ -30,6 +30,8 @@ export interface OpenOptions {
   onDatabaseError: (err: unknown) => void
   /** Adds a resource to close when the app closes, in reverse order of opening. */
   closeLater: (close: () => unknown) => void
+  /** Requests being answered now (the job runner's jobs that yield to requests wait for none). */
+  requestsInFlight?: () => number
   /** Mail delivery; SMTP_URL or the outbox folder when absent. */
   mailTransport?: MailTransport | undefined
   /** Where SMS go; the configured provider when absent. */
@@ -97,6 +99,7 @@ export async function openPlatform(o: OpenOptions): Promise<Platform> {
     log,
     pollMs: config.JOBS_POLL_MS,
     leaseMs: config.JOBS_LEASE_SECONDS * 1000,
+    ...(o.requestsInFlight ? { requestsInFlight: o.requestsInFlight } : {}),
   })
   o.closeLater(() => jobs.stop())
   const mail = counted(

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
 import { eachBackend, httpBackends, useDatabase } from '../../../test/helpers/backends.js'
 import { TestClock } from '../../../test/helpers/clock.js'
@@ -185,6 +186,74 @@ eachBackend(httpBackends, 'job queue', (backend) => {
       await until('the job queued behind the slow one ran', () => fastRuns === 1)
     } finally {
       release?.()
+      await r.stop()
+    }
+  })
+
+  /**
+   * Three due jobs, two of a kind that yields to requests (one of them a minute past its time) and a
+   * plain one, and a runner polling every 20 ms that records what ran.
+   */
+  async function yieldingJobs(prefix: string, requestsInFlight?: () => number) {
+    const db = database.handle().db
+    const ran: string[] = []
+    await enqueue(db, clock.now(), { kind: `${prefix}-yields`, payload: 'due now' })
+    await enqueue(db, clock.now(), {
+      kind: `${prefix}-yields`,
+      payload: 'due a minute ago',
+      runAt: clock.now() - 60_000,
+    })
+    await enqueue(db, clock.now(), { kind: `${prefix}-plain`, payload: 'plain' })
+    const runner = new JobRunner({
+      db,
+      dialect: database.handle().dialect,
+      clock,
+      log,
+      pollMs: 20,
+      leaseMs: 60_000,
+      ...(requestsInFlight ? { requestsInFlight } : {}),
+    })
+    const record = async (p: unknown) => void ran.push(p as string)
+    runner.register(`${prefix}-plain`, { retrySchedule: [], run: record })
+    runner.register(`${prefix}-yields`, { retrySchedule: [], yieldsToRequests: true, run: record })
+    return { ran, runner }
+  }
+
+  test('while the event loop is busy, jobs that yield to requests wait (a minute past their time at most), others run', async () => {
+    const { ran, runner: r } = await yieldingJobs('t10')
+    // Requests keep the event loop busy: 20 ms of work at a time with no wait in between, from before
+    // the first poll until told to stop.
+    let busy = true
+    const work = () => {
+      for (const end = performance.now() + 20; performance.now() < end; );
+      if (busy) setImmediate(work)
+    }
+    work()
+    r.start()
+    try {
+      await until('the plain job and the one due a minute ago ran', () => ran.length >= 2)
+      assert.deepEqual([...ran].sort(), ['due a minute ago', 'plain'])
+      busy = false
+      await until('the job that yields ran once the loop was free', () => ran.length === 3)
+      assert.equal(ran.at(-1), 'due now')
+    } finally {
+      busy = false
+      await r.stop()
+    }
+  })
+
+  test('while a request is answered, jobs that yield to requests wait (a minute past their time at most), others run', async () => {
+    let answering = 1
+    const { ran, runner: r } = await yieldingJobs('t11', () => answering)
+    r.start()
+    try {
+      await until('the plain job and the one due a minute ago ran', () => ran.length >= 2)
+      await sleep(100) // more polls, every 20 ms: the job that yields is passed over while the request lasts
+      assert.deepEqual([...ran].sort(), ['due a minute ago', 'plain'])
+      answering = 0
+      await until('the job that yields ran once no request was answered', () => ran.length === 3)
+      assert.equal(ran.at(-1), 'due now')
+    } finally {
       await r.stop()
     }
   })

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import { sql } from 'kysely'
 import type { Clock } from '../clock.js'
@@ -9,6 +10,14 @@ import { continueTrace, currentTraceparent, traced } from '../tracing.js'
 export interface JobHandler<P> {
   /** Seconds to wait before each retry; after the last one the job is marked failed. */
   retrySchedule: readonly number[]
+  /**
+   * Work that may wait for the requests (an on-sale's holder e-mails): a poll claims it only when this
+   * process answers no request and its event loop was busy less than half the time since the previous
+   * poll, so a burst of requests is answered first (its CPU and its database connections and commits
+   * are not shared with the work it queued) and the work follows; once due for YIELD_AT_MOST_MS it is
+   * claimed however busy the process is.
+   */
+  yieldsToRequests?: boolean
   /**
    * `signal` is aborted when the job's lease was lost (this runner froze past it and another claimed
    * the job): check it before a step that cannot be taken back, such as sending.
@@ -93,10 +102,17 @@ export interface JobRunnerDeps {
   pollMs: number
   /** How long a claim reserves a job; renewed every third of it while the job runs. */
   leaseMs: number
+  /** Requests the process is answering now: jobs that yield to requests wait while there are any. */
+  requestsInFlight?: () => number
 }
 
 /** The most jobs one runner runs at once. */
 const BATCH = 20
+
+/** While requests are answered or above this share of busy event loop since the previous poll, jobs that yield to requests wait... */
+const BUSY = 0.5
+/** ...for at most this long past their time. */
+const YIELD_AT_MOST_MS = 60_000
 
 interface ClaimedJob {
   id: number
@@ -125,6 +141,8 @@ export class JobRunner {
   private timer: NodeJS.Timeout | undefined
   private polling: Promise<unknown> | undefined
   private stopped = true
+  /** The event loop's use at the previous poll. */
+  private loop = performance.eventLoopUtilization()
 
   constructor(private readonly deps: JobRunnerDeps) {}
 
@@ -155,7 +173,7 @@ export class JobRunner {
   private schedule(delay: number) {
     if (this.stopped) return
     this.timer = setTimeout(async () => {
-      const poll = this.claimAndStart()
+      const poll = this.claimAndStart(this.busy())
       this.polling = poll.catch(() => undefined)
       try {
         const started = await poll
@@ -169,11 +187,20 @@ export class JobRunner {
     this.timer.unref()
   }
 
-  /** Claims due jobs up to the free slots and starts each; resolves with their completions. */
-  private async claimAndStart(): Promise<Promise<void>[]> {
+  /** Whether the event loop was busy more than BUSY of the time since the previous poll. */
+  private busy(): boolean {
+    const now = performance.eventLoopUtilization()
+    const since = performance.eventLoopUtilization(now, this.loop)
+    this.loop = now
+    return since.utilization > BUSY || (this.deps.requestsInFlight?.() ?? 0) > 0
+  }
+
+  /** Claims due jobs up to the free slots (none that yield to requests while `busy`) and starts each; resolves with their completions. */
+  private async claimAndStart(busy = false): Promise<Promise<void>[]> {
     const room = BATCH - this.inFlight.size
     if (room <= 0) return []
-    const jobs = await this.claim(this.deps.clock.now(), room)
+    const waiting = busy ? [...this.handlers].filter(([, h]) => h.yieldsToRequests).map(([kind]) => kind) : []
+    const jobs = await this.claim(this.deps.clock.now(), room, waiting)
     return jobs.map((job) => {
       // A job's own failure is handled in runOne; what can still fail is writing its outcome (the
       // database gone meanwhile). Its lease then lapses and the job runs again: logged, never an
@@ -191,11 +218,14 @@ export class JobRunner {
     })
   }
 
-  private async claim(now: number, limit: number): Promise<ClaimedJob[]> {
+  private async claim(now: number, limit: number, waiting: string[]): Promise<ClaimedJob[]> {
     const { db, dialect, leaseMs } = this.deps
     let due = db
       .selectFrom('jobs')
       .select('id')
+      .$if(waiting.length > 0, (q) =>
+        q.where((eb) => eb.or([eb('kind', 'not in', waiting), eb('run_at', '<=', now - YIELD_AT_MOST_MS)])),
+      )
       .where('done_at', 'is', null)
       .where('failed_at', 'is', null)
       .where('run_at', '<=', now)
