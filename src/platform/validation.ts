@@ -27,12 +27,18 @@ function makeAjv(coerceTypes: boolean): Ajv {
 export function createValidatorCompiler() {
   let strict: Ajv | undefined
   let coercing: Ajv | undefined
+  const bodies = () => {
+    strict ??= makeAjv(false)
+    return strict
+  }
+  const strings = () => {
+    coercing ??= makeAjv(true)
+    return coercing
+  }
   return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
     compiledOnFirstUse(() => {
       const validate =
-        httpPart === 'body'
-          ? (strict ??= makeAjv(false)).compile(schema)
-          : canonicalIntegers(schema, (coercing ??= makeAjv(true)).compile(schema))
+        httpPart === 'body' ? bodies().compile(schema) : canonicalIntegers(schema, strings().compile(schema))
       return (schema as NulMarked)[ACCEPTS_NUL] ? validate : refusingNul(validate)
     })
 }
