@@ -67,6 +67,68 @@ describe('serve --workers N when workers die at start', () => {
   })
 })
 
+describe('serve --workers N: what the primary loads', () => {
+  // The primary applies the migrations and forks; loading the app (every feature) as well cost it more
+  // than the rest of its start, before any worker began.
+  test('the primary never loads the app: its workers build it', {
+    timeout: 120_000,
+    ...(redisUrl ? {} : { skip: 'TEST_REDIS_URL is not set: several workers need Redis' }),
+  }, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-primary-'))
+    const loaded = path.join(dir, 'loaded-by-primary.txt')
+    const hook = path.join(dir, 'record-loads.mjs')
+    // Records every module the primary process loads, written when it exits; workers record nothing.
+    fs.writeFileSync(
+      hook,
+      `import cluster from 'node:cluster'
+import fs from 'node:fs'
+import { registerHooks } from 'node:module'
+if (cluster.isPrimary) {
+  const urls = []
+  registerHooks({ load(url, context, next) { urls.push(url); return next(url, context) } })
+  process.on('exit', () => fs.writeFileSync(${JSON.stringify(loaded)}, urls.join('\\n')))
+}
+`,
+    )
+    try {
+      const child = spawn(process.execPath, ['--import', hook, BIN, 'serve', '--workers', '2'], {
+        cwd: dir,
+        env: {
+          PATH: process.env.PATH ?? '',
+          DATA_DIR: dir,
+          HOST: '127.0.0.1',
+          PORT: String(await freePort()),
+          JWT_SECRET: TEST_SECRET,
+          REDIS_URL: redisUrl!,
+          REDIS_PREFIX: `wbtest:primary:${process.pid}:`,
+          SHUTDOWN_DRAIN_SECONDS: '0',
+          LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      const service = new LoggedProcess(child)
+      let serving = 0
+      await service.waitFor(
+        (l) => typeof l.msg === 'string' && l.msg.startsWith('wristband is serving') && ++serving === 2,
+      )
+      child.kill('SIGTERM')
+      assert.equal(await service.exited, 0, service.stderr)
+      const urls = fs.readFileSync(loaded, 'utf8').split('\n')
+      assert.ok(
+        urls.some((u) => u.endsWith('/src/platform/db/database.js')),
+        'the primary opened the database (the hook saw its modules)',
+      )
+      assert.deepEqual(
+        urls.filter((u) => /\/src\/(app|cli\/context)\.js$/.test(u)),
+        [],
+        "neither the app nor a command's context",
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('default worker count and the cgroup CPU quota', () => {
   const files =
     (map: Record<string, string>) =>
