@@ -56,7 +56,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      const phone = normalizePhone(request.body.phone)
+      const phone = await normalizePhone(request.body.phone)
       return consumers.loginWithPassword(phone, request.body.password, request.ip)
     },
   )
@@ -82,7 +82,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      await consumers.startPhoneLogin(normalizePhone(request.body.phone))
+      await consumers.startPhoneLogin(await normalizePhone(request.body.phone))
       return { message: 'If the number is registered, a code has been sent' }
     },
   )
@@ -105,7 +105,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      const phone = normalizePhone(request.body.phone)
+      const phone = await normalizePhone(request.body.phone)
       return consumers.verifyPhoneLogin(phone, request.body.code, request.ip)
     },
   )
@@ -128,7 +128,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      await consumers.startVerification(normalizePhone(request.body.phone))
+      await consumers.startVerification(await normalizePhone(request.body.phone))
       return { status: 'pending' as const }
     },
   )
@@ -151,7 +151,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      const phone = normalizePhone(request.body.phone)
+      const phone = await normalizePhone(request.body.phone)
       const verification_token = await consumers.checkVerification(phone, request.body.code)
       return { status: 'approved' as const, verification_token }
     },
@@ -182,7 +182,7 @@ export const consumerRoutes: FastifyPluginAsyncTypebox<ConsumerRoutesDeps> = asy
       },
     },
     async (request) => {
-      const phone = normalizePhone(request.body.phone)
+      const phone = await normalizePhone(request.body.phone)
       return consumers.register({ ...request.body, phone }, request.ip)
     },
   )

@@ -1,4 +1,3 @@
-import { parsePhoneNumberFromString } from 'libphonenumber-js/max'
 import { ValidationFailed } from '../platform/errors.js'
 
 /**
@@ -6,7 +5,10 @@ import { ValidationFailed } from '../platform/errors.js'
  * spaces and dashes allowed). The full metadata set is used so that numbers of a valid length but
  * impossible for their country are refused too. Anything else is a 422 on `body.phone`.
  */
-export function normalizePhone(raw: string, field = 'phone'): string {
+export async function normalizePhone(raw: string, field = 'phone'): Promise<string> {
+  // The metadata (93 modules) is loaded by the first number, not at start: every process of a fleet
+  // pays for the code it loads before it serves, and a deployment may have no consumer sign-ins at all.
+  const { parsePhoneNumberFromString } = await import('libphonenumber-js/max')
   const parsed = parsePhoneNumberFromString(raw.trim())
   if (!parsed?.isValid())
     throw new ValidationFailed([
