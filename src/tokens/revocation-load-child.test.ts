@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import net from 'node:net'
 import path from 'node:path'
 import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { backends } from '../../test/helpers/backends.js'
 import { runOrphaned } from '../../test/helpers/orphan-child.js'
+import { until } from '../../test/helpers/until.js'
 import { ACCOUNT_PREFIX } from './claims.js'
-import { REVOCATION_PAGE, type RevocationLoadRequest } from './revocations.js'
+import { memoryRevocations, REVOCATION_PAGE, type RevocationLoadRequest } from './revocations.js'
 import { insertRevocations } from './revocations.store.js'
 
 /**
@@ -40,5 +42,38 @@ forEachBackend(backends, 'the revocation load child of a service that is gone', 
     // The service gone: its end of the channel closes with the message sent.
     await runOrphaned(new URL('./revocation-load.process.js', import.meta.url), request)
     assert.equal(fs.existsSync(file), false, 'the file of arrays was left behind')
+  })
+  test('a load child that does not answer in its time is ended, and the instance reads the list itself', async () => {
+    // A database address that accepts the connection and never answers: the child waits on it for good.
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const { port } = silent.address() as net.AddressInfo
+    const store = memoryRevocations({
+      db: t.db.db,
+      clock: t.clock,
+      log: t.app.log,
+      database: {
+        url: `postgres://postgres@127.0.0.1:${port}/test`,
+        schema: 'public',
+        dir: t.config.DATA_DIR,
+        timeoutMs: 500,
+      },
+    })
+    const loadedHere = () =>
+      t.logs.filter((l) => l.includes('revocations loaded') && l.includes('this process')).length
+    const before = loadedHere()
+    try {
+      await store.start()
+      await until('the list read in this process', () => loadedHere() === before + 1)
+      assert.ok(
+        t.logs.some((l) => l.includes('could not load the revocations') && l.includes('did not answer')),
+        'the ended child is logged',
+      )
+      for (const jti of ['orphan-0', `orphan-${REVOCATION_PAGE}`])
+        assert.equal(await store.isRevoked(jti), true, jti)
+    } finally {
+      store.stop()
+      silent.close()
+    }
   })
 })

@@ -91,8 +91,24 @@ export interface RevocationDeps {
    * kept it grown (bench:scale, "RSS per million live revocations"). Absent: read in this process (an
    * in-memory SQLite database, tests holding the load).
    */
-  database?: { url: string; schema: string; dir: string }
+  database?: ChildLoadDatabase
 }
+
+/** The database a load's child process opens, and where it writes its file. */
+interface ChildLoadDatabase {
+  url: string
+  schema: string
+  dir: string
+  /** How long the child may take to answer (CHILD_LOAD_TIMEOUT_MS unless given: tests shorten it). */
+  timeoutMs?: number
+}
+
+/**
+ * A load's child process that has not answered in this long is ended and this process reads the list
+ * itself: a child stuck on a connection that never answers would otherwise leave the list unloaded (every
+ * verify asking the database) for as long as the instance runs. A million revocations take seconds.
+ */
+const CHILD_LOAD_TIMEOUT_MS = 5 * 60_000
 
 /** What the load's child process is sent. */
 export interface RevocationLoadRequest {
@@ -116,11 +132,7 @@ export interface RevocationLoadAnswer {
 }
 
 /** Forks the load's child process; `started` is given the way to stop it (with the store). */
-async function loadInChild(
-  database: { url: string; schema: string; dir: string },
-  now: number,
-  started: (stop: () => void) => void,
-) {
+async function loadInChild(database: ChildLoadDatabase, now: number, started: (stop: () => void) => void) {
   const file = path.join(database.dir, `revocations-${process.pid}-${randomBytes(6).toString('hex')}.load`)
   const request: RevocationLoadRequest = {
     url: database.url,
@@ -135,7 +147,13 @@ async function loadInChild(
   })
   started(() => void child.kill())
   try {
+    const timeoutMs = database.timeoutMs ?? CHILD_LOAD_TIMEOUT_MS
+    let timer: NodeJS.Timeout | undefined
     const answer = await new Promise<RevocationLoadAnswer>((resolve, reject) => {
+      timer = setTimeout(() => {
+        reject(new Error(`the revocation load's child process did not answer in ${timeoutMs} ms`))
+        child.kill()
+      }, timeoutMs)
       child.once('message', (m: RevocationLoadAnswer | { error: string }) =>
         'error' in m ? reject(new Error(m.error)) : resolve(m),
       )
@@ -144,7 +162,7 @@ async function loadInChild(
         reject(new Error(`the revocation load's child process ended with ${signal ?? code}`)),
       )
       child.send(request)
-    })
+    }).finally(() => clearTimeout(timer))
     return { ...answer, sorted: await readSorted(file, answer.entries) }
   } finally {
     await fs.rm(file, { force: true })
@@ -363,7 +381,7 @@ function localBlocklist({
       revoked.install(builder, clock.now())
       return count
     }
-    const byChild = async (db: { url: string; schema: string; dir: string }, now: number) => {
+    const byChild = async (db: ChildLoadDatabase, now: number) => {
       const { sorted, accounts, count } = await loadInChild(db, now, (stop) => {
         stopChild = stop
       })
