@@ -52,7 +52,8 @@ try {
     await handle.close()
   }
 } catch (err) {
-  // Told to the service, which logs it in one line and reads the list itself.
-  await send({ error: (err as Error).message })
+  // Told to the service, which logs it in one line and reads the list itself; a service gone (the
+  // answer's write failed) is told nothing, and the child ends.
+  await send({ error: (err as Error).message }).catch(() => process.exit(0))
 }
 process.disconnect()
