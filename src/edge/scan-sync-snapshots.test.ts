@@ -3,7 +3,8 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { before, test } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
-import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
+import { sql } from 'kysely'
+import { forEachBackend, startApp, type TestApp, withStandardSeed } from '../../test/helpers/app.js'
 import { eachBackend, httpBackends } from '../../test/helpers/backends.js'
 import {
   deviceToken,
@@ -12,6 +13,8 @@ import {
   type PartnerKeys,
   seedPartner,
 } from '../../test/helpers/partner.js'
+import { until } from '../../test/helpers/until.js'
+import { type Db, openDatabase } from '../platform/db/database.js'
 import { SNAPSHOT_IDLE_MS } from './edge.service.js'
 
 /** The largest event whose first sync the object form answers, in these suites. */
@@ -154,3 +157,54 @@ eachBackend(httpBackends, 'scan-sync: snapshot files when the service stops', (b
     }
   })
 })
+
+// Holding the builds needs a lock that readers wait for: PostgreSQL's LOCK TABLE (SQLite's readers
+// never wait for a writer). The limit itself is the same code on both.
+eachBackend(
+  httpBackends.filter((b) => b.name.startsWith('postgres')),
+  'scan-sync: snapshot builds at once',
+  (backend) => {
+    test('at most four snapshot builds run at once: a fifth event’s first sync is read from the database', async () => {
+      const storage = await backend.provision()
+      const t = await startApp(backend, ENV, storage)
+      const locker = await openDatabase(t.config.databaseUrl, {
+        schema: t.config.DATABASE_SCHEMA,
+        poolSize: 1,
+      })
+      try {
+        await t.seed(
+          withStandardSeed({
+            events: [3, 4, 5].map((id) => ({ id, uid: `stage-${id}`, name: `Stage ${id}`, timezone: 'UTC' })),
+          }),
+        )
+        const waiting = async (tx: Db) => {
+          const r = await sql<{ n: string }>`select count(*) as n from pg_locks
+            where relation = 'transfers'::regclass and not granted`.execute(tx)
+          return Number(r.rows[0]!.n)
+        }
+        const firstSync = (eventId: number) =>
+          t.request({
+            method: 'GET',
+            url: `/events/${eventId}/scan-sync?format=columns`,
+            token: deviceToken(t, 1, eventId, 700 + eventId),
+          })
+        let answers: Promise<{ statusCode: number }>[] = []
+        // Every reader of the tickets waits: the builds stay running while the first syncs arrive.
+        await locker.db.transaction().execute(async (tx) => {
+          await sql`lock table transfers in access exclusive mode`.execute(tx)
+          answers = [1, 2, 3, 4].map(firstSync)
+          await until('four builds wait for the tickets', async () => (await waiting(tx)) === 4)
+          answers.push(firstSync(5))
+          await until('the fifth first sync waits for the tickets too', async () => (await waiting(tx)) === 5)
+        })
+        for (const res of await Promise.all(answers)) assert.equal(res.statusCode, 200)
+        const built = new Set(snapshotFiles(t).map((f) => Number(path.basename(f).split('-')[0])))
+        assert.deepEqual([...built].sort(), [1, 2, 3, 4], 'the fifth event got no build of its own')
+      } finally {
+        await locker.close()
+        await t.close()
+        await storage.dispose()
+      }
+    })
+  },
+)

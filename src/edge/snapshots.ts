@@ -35,6 +35,12 @@ const SNAPSHOT_REUSE_CHANGES = 5000
 export const SNAPSHOT_IDLE_MS = 10 * 60_000
 /** How often idle snapshots are looked for besides each first sync's own look. */
 const SWEEP_MS = 60_000
+/**
+ * Builds running at once, each a child process with a database connection of its own: a principal with
+ * scan rights on many events cannot start one per event at the same moment. Past it, a first sync of
+ * another event reads its pages from the database (still right; just not shared).
+ */
+const MAX_BUILDS = 4
 
 const gzipAsync = promisify(gzip)
 
@@ -85,6 +91,8 @@ export class Snapshots {
   /** The latest snapshot of each event (scanners starting together share one build). */
   private readonly held = new Map<number, Snapshot>()
   private folder: Promise<string> | undefined
+  /** Builds running now (at most MAX_BUILDS). */
+  private building = 0
   private readonly sweep: NodeJS.Timeout
 
   constructor(private readonly deps: SnapshotsDeps) {
@@ -97,7 +105,8 @@ export class Snapshots {
    * undefined): for a first sync (no position) of the latest snapshot unless the feed moved too far
    * past it (then of a new one, built once however many scanners ask at the same moment); for a
    * continuation of the one taken at `position`. Undefined when that snapshot is no longer held (or was
-   * let go while the page was read): the caller reads the page from the database instead.
+   * let go while the page was read), or when MAX_BUILDS builds run already: the caller reads the page
+   * from the database instead.
    */
   async page(
     eventId: number,
@@ -166,6 +175,7 @@ export class Snapshots {
     // Read after the await: a build another request started meanwhile is shared.
     const latest = this.held.get(eventId)
     if (latest && now - latest.position <= SNAPSHOT_REUSE_CHANGES) return latest
+    if (this.building >= MAX_BUILDS) return undefined
     if (latest) void this.forget(eventId, latest)
     const snapshot = this.build(eventId, now)
     this.held.set(eventId, snapshot)
@@ -258,7 +268,10 @@ export class Snapshots {
         )
       })
     }
-    start().catch(failed)
+    this.building++
+    start()
+      .catch(failed)
+      .finally(() => this.building--)
     return snapshot
   }
 
