@@ -41,6 +41,12 @@ const SWEEP_MS = 60_000
  * another event reads its pages from the database (still right; just not shared).
  */
 const MAX_BUILDS = 4
+/**
+ * A build's child that writes no page in this long is stuck (a connection that never answers): it is
+ * ended, and the scanners waiting for its pages read them from the database. A page takes well under a
+ * second; the first one includes the child's start.
+ */
+const BUILD_PAGE_TIMEOUT_MS = 60_000
 
 const gzipAsync = promisify(gzip)
 
@@ -76,6 +82,8 @@ export interface SnapshotsDeps {
   dataDir: string
   keyIds(): string[]
   pageSize: number
+  /** How long a build's child may take to write a page (BUILD_PAGE_TIMEOUT_MS unless given: tests shorten it). */
+  pageTimeoutMs?: number
 }
 
 /**
@@ -258,14 +266,29 @@ export class Snapshots {
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       })
       snapshot.stop = () => void child.kill()
-      child.on('message', (page) => written(page as PageExtent))
-      const sent: SnapshotProcessJob = { ...job, databaseUrl, schema }
-      child.send(sent)
+      const timeoutMs = this.deps.pageTimeoutMs ?? BUILD_PAGE_TIMEOUT_MS
       return new Promise<void>((resolve, reject) => {
+        let stuck: NodeJS.Timeout | undefined
+        const waitForPage = () => {
+          clearTimeout(stuck)
+          stuck = setTimeout(() => {
+            reject(new Error(`the snapshot's build wrote no page in ${timeoutMs} ms`))
+            child.kill()
+          }, timeoutMs)
+        }
+        waitForPage()
+        child.on('message', (page) => {
+          waitForPage()
+          written(page as PageExtent)
+        })
         child.on('error', reject)
-        child.on('exit', (code, signal) =>
-          code === 0 ? resolve() : reject(new Error(`the snapshot's build ended with ${signal ?? code}`)),
-        )
+        child.on('exit', (code, signal) => {
+          clearTimeout(stuck)
+          if (code === 0) resolve()
+          else reject(new Error(`the snapshot's build ended with ${signal ?? code}`))
+        })
+        const sent: SnapshotProcessJob = { ...job, databaseUrl, schema }
+        child.send(sent)
       })
     }
     this.building++

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import net from 'node:net'
 import path from 'node:path'
 import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
 import { backends } from '../../test/helpers/backends.js'
 import { runOrphaned } from '../../test/helpers/orphan-child.js'
+import { silentPostgres } from '../../test/helpers/silent-postgres.js'
 import { until } from '../../test/helpers/until.js'
 import { ACCOUNT_PREFIX } from './claims.js'
 import { memoryRevocations, REVOCATION_PAGE, type RevocationLoadRequest } from './revocations.js'
@@ -44,16 +44,14 @@ forEachBackend(backends, 'the revocation load child of a service that is gone', 
     assert.equal(fs.existsSync(file), false, 'the file of arrays was left behind')
   })
   test('a load child that does not answer in its time is ended, and the instance reads the list itself', async () => {
-    // A database address that accepts the connection and never answers: the child waits on it for good.
-    const silent = net.createServer(() => {})
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
-    const { port } = silent.address() as net.AddressInfo
+    // A database that lets the child in and never answers its queries: the child waits on it for good.
+    const silent = await silentPostgres()
     const store = memoryRevocations({
       db: t.db.db,
       clock: t.clock,
       log: t.app.log,
       database: {
-        url: `postgres://postgres@127.0.0.1:${port}/test`,
+        url: silent.url,
         schema: 'public',
         dir: t.config.DATA_DIR,
         timeoutMs: 500,
