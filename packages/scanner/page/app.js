@@ -183,6 +183,8 @@ async function start(settings, credentials) {
     const gate = el('gate').value.trim()
     state.gate = gate || undefined
     await settings.set('gate', state.gate)
+    // Kept for the next load from here on (a reload before this point would not know it).
+    el('gate').dataset.saved = state.gate ?? ''
   })
   el('sync-now').addEventListener('click', () => void syncNow())
   window.addEventListener('online', () => void syncNow())
