@@ -2,14 +2,19 @@ import fs from 'node:fs'
 import path from 'node:path'
 import SqliteDatabase from 'better-sqlite3'
 import {
+  CompiledQuery,
+  type DatabaseConnection,
   type DatabaseIntrospector,
   type DialectAdapter,
+  type Driver,
   Kysely,
   type LogEvent,
   Migrator,
   PostgresAdapter,
   PostgresDialect,
   SqliteDialect,
+  type SqliteDialectConfig,
+  SqliteDriver,
   sql,
 } from 'kysely'
 import pg from 'pg'
@@ -148,6 +153,29 @@ class PooledPostgresDialect extends PostgresDialect {
   }
 }
 
+/**
+ * SQLite transactions take the write lock when they begin (`begin immediate`), waiting for it up to
+ * `busy_timeout`. A deferred `begin` reads first and asks for the lock at its first write: when another
+ * process (an instance, the command line) wrote in between, SQLite cannot wait and refuses at once with
+ * "database is locked" (the command line's `admin disable` beside two serving instances did).
+ */
+class ImmediateSqliteDialect extends SqliteDialect {
+  readonly #config: SqliteDialectConfig
+  constructor(config: SqliteDialectConfig) {
+    super(config)
+    this.#config = config
+  }
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver(this.#config)
+  }
+}
+
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'))
+  }
+}
+
 /** `wristband migrate --status`: one line per migration, oldest first. */
 export function formatMigrationStatus(states: MigrationState[]): string {
   return states
@@ -206,7 +234,10 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     sqlite.pragma('busy_timeout = 5000')
     sqlite.pragma('foreign_keys = ON')
     sqlite.pragma('synchronous = NORMAL')
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }), ...(log ? { log } : {}) })
+    db = new Kysely<Database>({
+      dialect: new ImmediateSqliteDialect({ database: sqlite }),
+      ...(log ? { log } : {}),
+    })
     migrationDb = db
     readOnly = async () => {
       if (file === ':memory:') return false
