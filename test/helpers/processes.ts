@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
@@ -63,17 +64,34 @@ async function startAnswering(
  * A Redis server of our own without persistence, so killing it and starting it again loses every key.
  * `extra` adds arguments (`--replicaof`, `--requirepass`); `password` is what the start-up probe sends.
  */
-export function startRedisServer(
+export async function startRedisServer(
   port: number,
   extra: string[] = [],
   password?: string,
 ): Promise<ChildProcess> {
-  return startAnswering(
+  // A folder of its own: a replica's full sync writes dump.rdb there even without `save` (it was the
+  // working directory, the repository's root).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-redis-'))
+  const server = await startAnswering(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...extra,
+    ],
     port,
     password,
   )
+  server.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+  return server
 }
 
 /**
