@@ -251,7 +251,11 @@ export const settings = {
     'info',
     oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
   ),
-  DATA_DIR: setting('Folder for the SQLite file, the generated secret and the outbox', './data', text),
+  DATA_DIR: setting(
+    "Folder for the SQLite file, the generated keys, the outbox, first-sync snapshots (scan-sync/) and the revocation load's file",
+    './data',
+    text,
+  ),
   DATABASE_URL: setting(
     '`postgres://…` (or `postgresql://`) or `sqlite:<path>`; unset: `sqlite:<DATA_DIR>/wristband.db`, except in production, which refuses to start without it',
     undefined,
