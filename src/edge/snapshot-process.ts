@@ -1,19 +1,13 @@
 // The child process that builds a first-sync snapshot (snapshots.ts): it is sent the job, opens its own
 // connection, writes the snapshot's file and reports each page; its memory goes with it when it ends.
-import { rmSync } from 'node:fs'
 import os from 'node:os'
-import type { PageExtent, SnapshotProcessJob } from './snapshot-file.js'
+import { childTask } from '../platform/child-task.js'
+import type { SnapshotProcessJob } from './snapshot-file.js'
 
-// The job, listened for at once (a message sent before a listener is there would be lost).
-const sentJob = new Promise<SnapshotProcessJob>((resolve) => process.once('message', resolve))
-// The service gone (killed, crashed): its channel closes, and nobody will read the snapshot. The build
-// ends at once, its connection with it, and deletes its file rather than fill the disk for no one.
-let file: string | undefined
-let finished = false
-process.once('disconnect', () => process.exit(0))
-process.once('exit', () => {
-  if (!finished && file) rmSync(file, { force: true })
-})
+// Before the modules load (the job is listened for at once). The service gone (killed, crashed) closes
+// the channel, and nobody will read the snapshot: the build ends at once, its connection with it, and
+// deletes its file rather than fill the disk for no one.
+const task = childTask<SnapshotProcessJob>()
 
 // A lower priority, set before anything else is loaded and before the threads that compress start
 // (they inherit it): the service's requests at the gate come first, and the build takes what they leave.
@@ -25,23 +19,18 @@ try {
 const { openDatabase } = await import('../platform/db/database.js')
 const { writeSnapshot } = await import('./snapshot-file.js')
 
-/** Resolves once the page's message has left (the pages are reported in order, none lost at the end). */
-const report = (page: PageExtent) =>
-  new Promise<void>((resolve, reject) =>
-    process.send!(page, undefined, {}, (err) => (err ? reject(err) : resolve())),
-  )
-
-const job = await sentJob
-file = job.file
+const job = await task.job
+task.owns(job.file)
 const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 1 })
 try {
   let sent = Promise.resolve()
   await writeSnapshot(handle.db, job, (page) => {
-    sent = sent.then(() => report(page))
+    // In order, each once the one before has left (none lost at the end).
+    sent = sent.then(() => task.send(page))
   })
   await sent
 } finally {
   await handle.close()
 }
-finished = true
+task.done()
 process.disconnect()

@@ -4,28 +4,18 @@
 // string a page, a million entries' worth) goes with the process; in the service's own heap, or a worker
 // thread's, it stayed as grown memory for good.
 import fs from 'node:fs'
+import { childTask } from '../platform/child-task.js'
 import type { RevocationLoadAnswer, RevocationLoadRequest } from './revocations.js'
 
-// The request, listened for at once (a message sent before a listener is there would be lost).
-const sentRequest = new Promise<RevocationLoadRequest>((resolve) => process.once('message', resolve))
-// The service gone before the answer reached it (killed, crashed): its channel closes. The load is of
-// no use to anyone then; it ends at once, its connection with it, and takes its file (if written) along,
-// as it does on any end before its answer was sent.
-let file: string | undefined
-let answered = false
-process.once('disconnect', () => process.exit(0))
-process.once('exit', () => {
-  if (!answered && file) fs.rmSync(file, { force: true })
-})
+// Before the modules load (the request is listened for at once); the service gone ends the child and
+// takes its file (if written) along.
+const task = childTask<RevocationLoadRequest>()
 const { openDatabase } = await import('../platform/db/database.js')
 const { RevocationSetBuilder } = await import('./revocation-set.js')
 const { readLiveRevocations } = await import('./revocations.store.js')
 
-const request = await sentRequest
-const send = (message: RevocationLoadAnswer | { error: string }) =>
-  new Promise<void>((resolve, reject) =>
-    process.send!(message, undefined, {}, (err) => (err ? reject(err) : resolve())),
-  )
+const request = await task.job
+const send = (message: RevocationLoadAnswer | { error: string }) => task.send(message)
 try {
   const handle = await openDatabase(request.url, { schema: request.schema, poolSize: 1 })
   try {
@@ -37,7 +27,7 @@ try {
     const count = builder.length
     const sorted = builder.build(Math.floor(request.now / 1000))
     const fd = fs.openSync(request.file, 'wx', 0o600)
-    file = request.file
+    task.owns(request.file)
     try {
       for (const a of [sorted.hi, sorted.lo, sorted.exp]) {
         const bytes = new Uint8Array(a.buffer)
@@ -47,7 +37,7 @@ try {
       fs.closeSync(fd)
     }
     await send({ entries: sorted.hi.length, count, accounts })
-    answered = true
+    task.done()
   } finally {
     await handle.close()
   }
