@@ -10,6 +10,7 @@ import { feedPosition } from '../events/events.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
+import { deleteLeftovers, markInUse } from '../platform/leftovers.js'
 import {
   type PageExtent,
   readExtent,
@@ -33,8 +34,17 @@ const SNAPSHOT_REUSE_CHANGES = 5000
  * builds a new one.
  */
 export const SNAPSHOT_IDLE_MS = 10 * 60_000
-/** How often idle snapshots are looked for besides each first sync's own look. */
+/**
+ * How often idle snapshots are looked for besides each first sync's own look, and the instance's folder
+ * is marked as in use (its mtime) while the folders of instances that did not stop are looked for.
+ */
 const SWEEP_MS = 60_000
+/**
+ * A sibling's folder not marked in this long is a leftover of an instance that ended without deleting it
+ * (kill -9, a crash): deleted at start and on each sweep. Generous: a running instance marks its own every
+ * SWEEP_MS, and instances sharing a DATA_DIR over a network may see clocks a little apart.
+ */
+const LEFTOVER_AFTER_MS = 10 * SWEEP_MS
 /**
  * Builds running at once, each a child process with a database connection of its own: a principal with
  * scan rights on many events cannot start one per event at the same moment. Past it, a first sync of
@@ -84,6 +94,8 @@ export interface SnapshotsDeps {
   pageSize: number
   /** How long a build's child may take to write a page (BUILD_PAGE_TIMEOUT_MS unless given: tests shorten it). */
   pageTimeoutMs?: number
+  /** How often the sweep runs (SWEEP_MS unless given: tests shorten it). */
+  sweepMs?: number
 }
 
 /**
@@ -102,10 +114,30 @@ export class Snapshots {
   /** Builds running now (at most MAX_BUILDS). */
   private building = 0
   private readonly sweep: NodeJS.Timeout
+  /** The latest look for other instances' leftover folders (`close` waits for it). */
+  private tending: Promise<void>
 
   constructor(private readonly deps: SnapshotsDeps) {
-    this.sweep = setInterval(() => void this.forgetIdle(), SWEEP_MS)
+    this.tending = this.tend()
+    this.sweep = setInterval(() => {
+      void this.forgetIdle()
+      this.tending = this.tend()
+    }, deps.sweepMs ?? SWEEP_MS)
     this.sweep.unref()
+  }
+
+  /**
+   * Marks the instance's folder as in use, then deletes the sibling folders nobody marked in
+   * LEFTOVER_AFTER_MS: those of instances that ended without deleting theirs (see leftovers.ts).
+   */
+  private async tend(): Promise<void> {
+    const own = await this.folder?.catch(() => undefined)
+    if (own) await markInUse(own).catch(() => {})
+    await deleteLeftovers(path.join(this.deps.dataDir, 'scan-sync'), {
+      matches: () => true,
+      olderThanMs: LEFTOVER_AFTER_MS,
+      ...(own ? { own: path.basename(own) } : {}),
+    })
   }
 
   /**
@@ -152,6 +184,7 @@ export class Snapshots {
   /** Ends the builds and deletes every snapshot's file (the app closes). */
   async close(): Promise<void> {
     clearInterval(this.sweep)
+    await this.tending
     await Promise.all([...this.held].map(([eventId, held]) => this.forget(eventId, held)))
     const folder = await this.folder?.catch(() => undefined)
     this.folder = undefined

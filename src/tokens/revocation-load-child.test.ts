@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { before, test } from 'node:test'
 import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
@@ -42,6 +43,42 @@ forEachBackend(backends, 'the revocation load child of a service that is gone', 
     // The service gone: its end of the channel closes with the message sent.
     await runOrphaned(new URL('./revocation-load.process.js', import.meta.url), request)
     assert.equal(fs.existsSync(file), false, 'the file of arrays was left behind')
+  })
+  test('a starting instance deletes the load files a killed service left in DATA_DIR ten minutes ago or more, no other', async () => {
+    // A service killed between its child's answer and its own deletion of the file left it; pids cannot
+    // tell whether its owner still runs (they repeat in containers), its age can: a load's file lives
+    // seconds.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-load-'))
+    const file = (name: string, agoMs: number) => {
+      const at = new Date(Date.now() - agoMs)
+      fs.writeFileSync(path.join(dir, name), 'x', { mode: 0o600 })
+      fs.utimesSync(path.join(dir, name), at, at)
+      return path.join(dir, name)
+    }
+    const left = file('revocations-1-0123456789ab.load', 11 * 60_000)
+    const loading = file('revocations-1-ba9876543210.load', 0)
+    const other = file('edge-key.pem', 11 * 60_000)
+    const store = memoryRevocations({
+      db: t.db.db,
+      clock: t.clock,
+      log: t.app.log,
+      database: { url: t.config.databaseUrl, schema: t.config.DATABASE_SCHEMA, dir },
+    })
+    const loaded = () => t.logs.filter((l) => l.includes('revocations loaded')).length
+    const before = loaded()
+    try {
+      await store.start()
+      assert.equal(fs.existsSync(left), false, "the killed service's file is left")
+      assert.equal(fs.existsSync(loading), true, "a loading instance's file")
+      assert.equal(fs.existsSync(other), true, 'another file of DATA_DIR')
+      assert.ok(
+        t.logs.some((l) => l.includes('deleted revocation load files') && l.includes(path.basename(left))),
+      )
+      await until('the list loaded', () => loaded() === before + 1)
+    } finally {
+      store.stop()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
   test('a load child that does not answer in its time is ended, and the instance reads the list itself', async () => {
     // A database that lets the child in and never answers its queries: the child waits on it for good.

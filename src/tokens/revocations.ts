@@ -7,6 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { deleteLeftovers } from '../platform/leftovers.js'
 import { ACCOUNT_PREFIX, accountTokensJti } from './claims.js'
 import { RevocationSet, RevocationSetBuilder, type Sorted } from './revocation-set.js'
 import {
@@ -109,6 +110,15 @@ interface ChildLoadDatabase {
  * verify asking the database) for as long as the instance runs. A million revocations take seconds.
  */
 const CHILD_LOAD_TIMEOUT_MS = 5 * 60_000
+
+/**
+ * A load's file lives from the child's write to this process's read, seconds: one older than this was
+ * left by a service killed in between (see leftovers.ts), and is deleted when an instance starts.
+ */
+const LEFTOVER_LOAD_MS = 2 * CHILD_LOAD_TIMEOUT_MS
+
+/** A load's file in DATA_DIR: `revocations-<pid>-<12 random hex>.load`. */
+const LOAD_FILE = /^revocations-.*\.load$/
 
 /** What the load's child process is sent. */
 export interface RevocationLoadRequest {
@@ -444,10 +454,19 @@ function localBlocklist({
     /** Whether the memory is loaded and that read recent enough to vouch for it on its own. */
     readRecently: () => loaded && clock.now() - readAt < staleAfter,
     /**
-     * Starts the cursor (one query: a database that cannot answer fails the start), then loads the
-     * live revocations without waiting for them.
+     * Deletes the load files a killed instance left in DATA_DIR, starts the cursor (one query: a
+     * database that cannot answer fails the start), then loads the live revocations without waiting for
+     * them.
      */
     async start() {
+      if (database) {
+        const deleted = await deleteLeftovers(database.dir, {
+          matches: (name) => LOAD_FILE.test(name),
+          olderThanMs: LEFTOVER_LOAD_MS,
+        })
+        if (deleted.length > 0)
+          log?.info({ files: deleted }, 'deleted revocation load files a stopped instance left in DATA_DIR')
+      }
       await cursor.begin()
       void load()
       poller = setTimeout(poll, pollMs).unref()
