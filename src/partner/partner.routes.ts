@@ -21,7 +21,7 @@ import {
   USED_UTC,
 } from '../platform/openapi-examples.js'
 import { errorResponses } from '../platform/schemas.js'
-import { createValidatorCompiler, toValidationIssues } from '../platform/validation.js'
+import { createValidatorCompiler, type PutOffSchemas, toValidationIssues } from '../platform/validation.js'
 import { idempotent, type Keeping } from './idempotency.js'
 import { idempotencyInUse, ticketType, transferView } from './partner.openapi.js'
 import {
@@ -88,14 +88,19 @@ const MONEY_FIELDS = ['balance', 'promo_balance']
  * is answered 422 in its own result, as POST /companies/transfer would answer it, and the others are
  * made. The document still shows the whole schema.
  */
-function batchValidation() {
-  const compile = createValidatorCompiler()
+function batchValidation(putOff: PutOffSchemas) {
+  const compile = createValidatorCompiler(putOff)
   const outer = structuredClone(TransferBatchRequest) as { properties: { transfers: { items: unknown } } }
   outer.properties.transfers.items = {}
-  const item = compile({ schema: TransferItem, httpPart: 'body' })
+  const item = compile({
+    schema: TransferItem,
+    httpPart: 'body',
+    method: 'POST',
+    url: '/companies/transfers (each transfer)',
+  })
   return {
-    validatorCompiler: ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
-      compile({ schema: httpPart === 'body' ? outer : schema, ...(httpPart ? { httpPart } : {}) }),
+    validatorCompiler: (route: Parameters<typeof compile>[0]) =>
+      compile({ ...route, schema: route.httpPart === 'body' ? outer : route.schema }),
     /** A transfer as given, or its 422 with `loc` from the batch's body. */
     checkTransfer(given: unknown, i: number): TransferInput | ValidationIssue[] {
       const at = (issue: ValidationIssue): ValidationIssue => ({
@@ -255,7 +260,7 @@ export const partnerRoutes: FastifyPluginAsyncTypebox<PartnerRoutesDeps> = async
       ),
   )
 
-  const batch = batchValidation()
+  const batch = batchValidation(app.putOffSchemas)
   app.post(
     '/companies/transfers',
     {

@@ -27,7 +27,14 @@ import {
   syncedRedisCounters,
 } from './rate-limit.js'
 import { ErrorBody, HTTPValidationError, RateLimited } from './schemas.js'
-import { createValidatorCompiler, markedNulFree, serializersOnFirstUse } from './validation.js'
+import { createValidatorCompiler, markedNulFree, PutOffSchemas, serializersOnFirstUse } from './validation.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route's schema compilations, put off to their first use; a check compiles them all. */
+    putOffSchemas: PutOffSchemas
+  }
+}
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 
@@ -43,6 +50,7 @@ export function requestId(req: IncomingMessage): string {
  */
 export function createHttpApp(config: Config, logStream: DestinationStream | undefined) {
   const timeoutMs = config.REQUEST_TIMEOUT_SECONDS * 1000
+  const putOff = new PutOffSchemas()
   const options: FastifyHttpOptions<Server> = {
     logger: loggerOptions(config.LOG_LEVEL, logStream, config.tracing),
     // Fastify also takes a hop count here (proxy-addr semantics); its type declaration omits it.
@@ -72,7 +80,7 @@ export function createHttpApp(config: Config, logStream: DestinationStream | und
       connectionsCheckingInterval: Math.min(1000, Math.ceil(timeoutMs / 4)),
     },
     clientErrorHandler: answerClientError,
-    schemaController: { compilersFactory: { buildSerializer: serializersOnFirstUse } },
+    schemaController: { compilersFactory: { buildSerializer: serializersOnFirstUse(putOff) } },
     // Errors the router raises before any route runs get the documented body too: an undecodable
     // URL is 400; a path segment longer than any id or token the service issues names nothing (404).
     frameworkErrors: (err, _request, reply) =>
@@ -84,6 +92,7 @@ export function createHttpApp(config: Config, logStream: DestinationStream | und
       ),
   }
   const app = Fastify(options).withTypeProvider<TypeBoxTypeProvider>()
+  app.decorate('putOffSchemas', putOff)
   if (config.NODE_ENV === 'production' && config.TRUST_PROXY === true)
     app.log.warn(
       'TRUST_PROXY=true: every peer may name the client address in X-Forwarded-For, so a client that reaches ' +
@@ -119,7 +128,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
  * body parser, the one error handler, the shared error schemas and the X-Request-Id answer header.
  */
 export function registerHttp(app: FastifyInstance): void {
-  app.setValidatorCompiler(createValidatorCompiler())
+  app.setValidatorCompiler(createValidatorCompiler(app.putOffSchemas))
   // Every body is JSON: any other content type is 415, including text/plain, which Fastify parses by
   // default. Bytes that are not UTF-8 are malformed JSON (json_invalid), not silently replaced by U+FFFD.
   app.removeContentTypeParser(['text/plain', 'application/json'])

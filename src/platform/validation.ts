@@ -21,10 +21,47 @@ function makeAjv(coerceTypes: boolean): Ajv {
 }
 
 /**
- * Bodies are checked strictly (a string "1" is not an integer); path, query and header values are
- * strings on the wire, so they are coerced, integers only from their canonical decimal form.
+ * The compilations an app has put off (`compiledOnFirstUse`, `serializersOnFirstUse`), each named by its
+ * route and part: `compileAll` runs them at once, so that a schema Ajv or fast-json-stringify cannot
+ * compile fails a check (the test suite compiles every route's) rather than its route's first request
+ * with a 500. The app's is `app.putOffSchemas`.
  */
-export function createValidatorCompiler() {
+export class PutOffSchemas {
+  private readonly all: { where: string; compile: () => unknown }[] = []
+
+  add(where: string, compile: () => unknown): void {
+    this.all.push({ where, compile })
+  }
+
+  /**
+   * Compiles every one not compiled yet (each once, as its first use would): what was compiled and the
+   * failures, by where.
+   */
+  compileAll(): { compiled: string[]; failures: { where: string; error: string }[] } {
+    const failures: { where: string; error: string }[] = []
+    for (const { where, compile } of this.all) {
+      try {
+        compile()
+      } catch (err) {
+        failures.push({ where, error: (err as Error).message })
+      }
+    }
+    return { compiled: this.all.map((c) => c.where), failures }
+  }
+}
+
+/** Where a route's schema is from, as `PutOffSchemas` names it. */
+function routePart(route: { method?: string | string[]; url?: string }, part: string): string {
+  const method = Array.isArray(route.method) ? route.method.join(',') : (route.method ?? '?')
+  return `${method} ${route.url ?? '?'} ${part}`
+}
+
+/**
+ * Bodies are checked strictly (a string "1" is not an integer); path, query and header values are
+ * strings on the wire, so they are coerced, integers only from their canonical decimal form. Each
+ * validator is compiled at its first use, and listed in `putOff` when given.
+ */
+export function createValidatorCompiler(putOff?: PutOffSchemas) {
   let strict: Ajv | undefined
   let coercing: Ajv | undefined
   const bodies = () => {
@@ -35,12 +72,21 @@ export function createValidatorCompiler() {
     coercing ??= makeAjv(true)
     return coercing
   }
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction =>
-    compiledOnFirstUse(() => {
+  return (route: {
+    schema: object
+    httpPart?: string
+    method?: string | string[]
+    url?: string
+  }): ValidateFunction => {
+    const { schema, httpPart } = route
+    const { lazy, now } = compiledOnFirstUse(() => {
       const validate =
         httpPart === 'body' ? bodies().compile(schema) : canonicalIntegers(schema, strings().compile(schema))
       return (schema as NulMarked)[ACCEPTS_NUL] ? validate : refusingNul(validate)
     })
+    putOff?.add(routePart(route, httpPart ?? 'schema'), now)
+    return lazy
+  }
 }
 
 /**
@@ -48,31 +94,44 @@ export function createValidatorCompiler() {
  * route's validators (and serializers: `serializersOnFirstUse`) before the app is ready; compiling them
  * all was the largest part of a start after loading the code, paid again by every worker of a fleet,
  * for routes an instance may never be asked. A route's first request compiles its own (a millisecond
- * or so); the schemas are the code's own, compiled by the tests of their routes.
+ * or so); the schemas are the code's own, every route's compiled by a test (`PutOffSchemas.compileAll`).
  */
-function compiledOnFirstUse(compile: () => ValidateFunction): ValidateFunction {
+function compiledOnFirstUse(compile: () => ValidateFunction): {
+  lazy: ValidateFunction
+  /** Compiles it now if not yet. */
+  now: () => ValidateFunction
+} {
   let validate: ValidateFunction | undefined
-  const lazy = ((data: unknown) => {
+  const now = () => {
     validate ??= compile()
-    const ok = validate(data)
-    lazy.errors = validate.errors
+    return validate
+  }
+  const lazy = ((data: unknown) => {
+    const compiled = now()
+    const ok = compiled(data)
+    lazy.errors = compiled.errors
     return ok
   }) as ValidateFunction
-  return lazy
+  return { lazy, now }
 }
 
-/** Fastify's response serializers (fast-json-stringify), each built at its first answer: see `compiledOnFirstUse`. */
-export function serializersOnFirstUse(
-  external?: unknown,
-  options?: SerializerOptions,
-): SerializerSelector.SerializerCompiler {
-  // Fastify's own default builder, given the same shared schemas and options.
-  const compile = SerializerSelector()(external, options)
-  return (route) => {
-    let serialize: SerializerSelector.Serializer | undefined
-    return (doc) => {
-      serialize ??= compile(route)
-      return serialize(doc)
+/**
+ * Fastify's response serializers (fast-json-stringify), each built at its first answer (see
+ * `compiledOnFirstUse`) and listed in `putOff`: Fastify's `buildSerializer` factory with the list bound.
+ */
+export function serializersOnFirstUse(putOff: PutOffSchemas) {
+  return (external?: unknown, options?: SerializerOptions): SerializerSelector.SerializerCompiler => {
+    // Fastify's own default builder, given the same shared schemas and options.
+    const compile = SerializerSelector()(external, options)
+    return (route) => {
+      let serialize: SerializerSelector.Serializer | undefined
+      const now = () => {
+        serialize ??= compile(route)
+        return serialize
+      }
+      const type = (route as { contentType?: string }).contentType
+      putOff.add(routePart(route, `response ${route.httpStatus}${type ? ` ${type}` : ''}`), now)
+      return (doc) => now()(doc)
     }
   }
 }
