@@ -110,22 +110,19 @@ export type ListChange = Partial<
   >
 >
 
-/** Changes a list that is not archived; whether it did. */
-export async function updateList(db: Db, id: number, change: ListChange, now: number): Promise<boolean> {
+/**
+ * Changes a list that is not archived, or archives it (`archived_at`: it keeps its scans and counts);
+ * whether it did.
+ */
+export async function updateList(
+  db: Db,
+  id: number,
+  change: ListChange | Pick<CheckinListsTable, 'archived_at'>,
+  now: number,
+): Promise<boolean> {
   const r = await db
     .updateTable('checkin_lists')
     .set({ ...change, updated_at: now })
-    .where('id', '=', id)
-    .where('archived_at', 'is', null)
-    .executeTakeFirst()
-  return Number(r.numUpdatedRows) > 0
-}
-
-/** Archives a list (it keeps its scans and counts); whether it was live. */
-export async function archiveList(db: Db, id: number, now: number): Promise<boolean> {
-  const r = await db
-    .updateTable('checkin_lists')
-    .set({ archived_at: now, updated_at: now })
     .where('id', '=', id)
     .where('archived_at', 'is', null)
     .executeTakeFirst()

@@ -8,7 +8,6 @@ import { type Claims, hasScope, reachesEvent } from '../tokens/claims.js'
 import { type CheckinFilter, checkinPage, countsOf } from '../transfers/checkins.store.js'
 import type { RefusalReason } from './checkin.schemas.js'
 import {
-  archiveList,
   type CheckinListRow,
   defaultList,
   findList,
@@ -193,7 +192,8 @@ export class CheckinService {
     await this.event(claims, eventId)
     const l = await this.list(eventId, listId)
     if (l.default_of !== null) throw new ConflictError('The default list cannot be archived')
-    await archiveList(this.deps.db, listId, this.deps.clock.now())
+    const now = this.deps.clock.now()
+    await updateList(this.deps.db, listId, { archived_at: now }, now)
     return listView(await this.list(eventId, listId, true))
   }
 
