@@ -3,14 +3,15 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { before, test } from 'node:test'
-import { forEachBackend, type TestApp } from '../../test/helpers/app.js'
-import { backends } from '../../test/helpers/backends.js'
+import { forEachBackend, startApp, type TestApp } from '../../test/helpers/app.js'
+import { backends, eachBackend } from '../../test/helpers/backends.js'
 import { runOrphaned } from '../../test/helpers/orphan-child.js'
 import { silentPostgres } from '../../test/helpers/silent-postgres.js'
+import { relayedDatabase } from '../../test/helpers/tcp-relay.js'
 import { until } from '../../test/helpers/until.js'
 import { ACCOUNT_PREFIX } from './claims.js'
 import { memoryRevocations, REVOCATION_PAGE, type RevocationLoadRequest } from './revocations.js'
-import { insertRevocations } from './revocations.store.js'
+import { insertRevocations, liveRevocationLines } from './revocations.store.js'
 
 /**
  * The revocation list's load child (revocation-load.process.ts) whose service is gone before it
@@ -38,6 +39,7 @@ forEachBackend(backends, 'the revocation load child of a service that is gone', 
       now: t.clock.now(),
       pageSize: REVOCATION_PAGE,
       prefix: ACCOUNT_PREFIX,
+      first: await liveRevocationLines(t.db.db, { expiresAt: t.clock.now(), jti: '' }, REVOCATION_PAGE),
       file,
     }
     // The service gone: its end of the channel closes with the message sent.
@@ -112,3 +114,48 @@ forEachBackend(backends, 'the revocation load child of a service that is gone', 
     }
   })
 })
+
+// What the child reads is counted on its connection, through a relay: PostgreSQL's (SQLite's child opens
+// the file). The code is the same on both.
+eachBackend(
+  backends.filter((b) => b.name.startsWith('postgres')),
+  'the revocation load reads each page once',
+  (backend) => {
+    test("a list longer than a page: the child reads on after the instance's first page, not from the start", async () => {
+      const t = await startApp(backend)
+      const { relay, url } = await relayedDatabase(t.config.databaseUrl)
+      const now = t.clock.now()
+      const jti = (i: number) => `page-once-${String(i).padStart(40, '0')}`
+      const entries = Array.from({ length: REVOCATION_PAGE + 1 }, (_, i) => ({
+        jti: jti(i),
+        expiresAt: now + 3_600_000,
+      }))
+      for (let i = 0; i < entries.length; i += 1000)
+        await insertRevocations(t.db.db, now, entries.slice(i, i + 1000))
+      const store = memoryRevocations({
+        db: t.db.db,
+        clock: t.clock,
+        log: t.app.log,
+        database: { url, schema: t.config.DATABASE_SCHEMA, dir: t.config.DATA_DIR },
+      })
+      const byChild = () =>
+        t.logs.filter((l) => l.includes('revocations loaded') && l.includes('a child process'))
+      const before = byChild().length
+      try {
+        await store.start()
+        await until('the list loaded by the child', () => byChild().length === before + 1)
+        // Every revocation once: the instance's first page, handed to the child, and the one after it.
+        assert.match(byChild().at(-1)!, new RegExp(`"revocations":${REVOCATION_PAGE + 1}[,}]`))
+        for (const i of [0, REVOCATION_PAGE - 1, REVOCATION_PAGE])
+          assert.equal(await store.isRevoked(jti(i)), true, jti(i))
+        // A page of these is over 500 kB; the child read the one revocation after it (and its
+        // connection's set-up).
+        assert.ok(relay.received < 100_000, `the child read ${relay.received} bytes`)
+      } finally {
+        store.stop()
+        await relay.cut()
+        await t.close()
+      }
+    })
+  },
+)

@@ -21,8 +21,16 @@ try {
   try {
     const builder = new RevocationSetBuilder()
     const accounts: [string, number][] = []
-    await readLiveRevocations(handle.db, request.now, request.pageSize, builder, request.prefix, (jti, at) =>
-      accounts.push([jti, at]),
+    await readLiveRevocations(
+      handle.db,
+      request.now,
+      request.pageSize,
+      builder,
+      request.prefix,
+      (jti, at) => accounts.push([jti, at]),
+      undefined,
+      undefined,
+      request.first,
     )
     const count = builder.length
     const sorted = builder.build(Math.floor(request.now / 1000))

@@ -106,8 +106,10 @@ export async function isRevokedInDb(db: Db, jti: string): Promise<boolean> {
 
 /**
  * Every revocation live at `now` into `builder`, page by page in (expires_at, jti) order, up to
- * `maxPages` pages; `account` is given the jtis that start with `prefix`; `between` runs before each
- * page (a turn of the event loop, a stop). Resolves with whether every live revocation was read.
+ * `maxPages` pages, the first of them `first` when given (the lines of the first page, read already);
+ * `account` is given the jtis that start with `prefix`; `between` runs before each page read. Resolves
+ * with undefined once every live revocation was read, else with the lines of the last page read: given
+ * as `first` to another reader (the load's child process), it goes on after it without reading it again.
  */
 export async function readLiveRevocations(
   db: Db,
@@ -118,13 +120,19 @@ export async function readLiveRevocations(
   account: (jti: string, expiresAt: number) => void,
   between: () => Promise<void> = async () => {},
   maxPages = Number.POSITIVE_INFINITY,
-): Promise<boolean> {
+  first?: string,
+): Promise<string | undefined> {
   let after = { expiresAt: now, jti: '' }
-  for (let pages = 0; pages < maxPages; pages++) {
-    await between()
-    const page = builder.addLines(await liveRevocationLines(db, after, pageSize), prefix, account)
-    if (!page || page.count < pageSize) return true
+  let lines = first
+  for (let pages = 1; ; pages++) {
+    if (lines === undefined) {
+      await between()
+      lines = await liveRevocationLines(db, after, pageSize)
+    }
+    const page = builder.addLines(lines, prefix, account)
+    if (!page || page.count < pageSize) return undefined
+    if (pages >= maxPages) return lines
     after = page
+    lines = undefined
   }
-  return false
 }

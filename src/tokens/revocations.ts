@@ -128,6 +128,8 @@ export interface RevocationLoadRequest {
   pageSize: number
   /** The jtis whose text this process needs (account ends), sent back beside the arrays. */
   prefix: string
+  /** The first page, read by this process already (its lines): the child reads on after it. */
+  first: string
   /** Where the child writes the sorted arrays (hi, lo, exp, one after the other), for this process to read. */
   file: string
 }
@@ -141,8 +143,16 @@ export interface RevocationLoadAnswer {
   accounts: [string, number][]
 }
 
-/** Forks the load's child process; `started` is given the way to stop it (with the store). */
-async function loadInChild(database: ChildLoadDatabase, now: number, started: (stop: () => void) => void) {
+/**
+ * Forks the load's child process, which reads on after `first` (the first page's lines); `started` is
+ * given the way to stop it (with the store).
+ */
+async function loadInChild(
+  database: ChildLoadDatabase,
+  now: number,
+  first: string,
+  started: (stop: () => void) => void,
+) {
   const file = path.join(database.dir, `revocations-${process.pid}-${randomBytes(6).toString('hex')}.load`)
   const request: RevocationLoadRequest = {
     url: database.url,
@@ -150,6 +160,7 @@ async function loadInChild(database: ChildLoadDatabase, now: number, started: (s
     now,
     pageSize: REVOCATION_PAGE,
     prefix: ACCOUNT_PREFIX,
+    first,
     file,
   }
   const child = fork(fileURLToPath(new URL('./revocation-load.process.js', import.meta.url)), [], {
@@ -273,15 +284,17 @@ export function revocationCursor(db: Db, clock: Clock) {
       advance([{ revoked_at: newest ?? Number.NEGATIVE_INFINITY }])
     },
     /**
-     * Every live revocation into `builder`, page by page (after `begin`); `account` is given the
-     * account ends among them. `between` runs before each page.
+     * Every live revocation into `builder`, page by page (after `begin`), up to `maxPages`, from `first`
+     * when given; `account` is given the account ends among them. `between` runs before each page
+     * read. Undefined once all are read, else the last page's lines (see `readLiveRevocations`).
      */
     all(
       builder: RevocationSetBuilder,
       account: (jti: string, expiresAt: number) => void,
       between: () => Promise<void>,
       maxPages?: number,
-    ): Promise<boolean> {
+      first?: string,
+    ): Promise<string | undefined> {
       return readLiveRevocations(
         db,
         clock.now(),
@@ -291,6 +304,7 @@ export function revocationCursor(db: Db, clock: Clock) {
         account,
         between,
         maxPages,
+        first,
       )
     },
     /** The revocations written since the previous read (and a few seconds before it). */
@@ -381,18 +395,20 @@ function localBlocklist({
       if (stopped) throw new Error('stopped')
       await loadPace()
     }
-    // Read here, a page a turn of the event loop; or by a child process with its own connection.
-    // Read here, a page a turn of the event loop. A list of more than `pages` pages is read by a child
-    // process with its own connection, when there is a database it can open (see `database`).
-    const here = async (pages?: number) => {
+    // Read here, a page a turn of the event loop. A list of more than one page is read on by a child
+    // process with its own connection, when there is a database it can open (see `database`): it is
+    // sent the first page's lines, so no page is read twice.
+    /** How many were read once all are in the arrays, else the last page's lines (`pages` read). */
+    const here = async (pages?: number, first?: string): Promise<number | string> => {
       const builder = new RevocationSetBuilder()
-      if (!(await cursor.all(builder, addAccount, between, pages)) || stopped) return undefined
+      const last = await cursor.all(builder, addAccount, between, pages, first)
+      if (last !== undefined || stopped) return last ?? 0
       const count = builder.length
       revoked.install(builder, clock.now())
       return count
     }
-    const byChild = async (db: ChildLoadDatabase, now: number) => {
-      const { sorted, accounts, count } = await loadInChild(db, now, (stop) => {
+    const byChild = async (db: ChildLoadDatabase, now: number, first: string) => {
+      const { sorted, accounts, count } = await loadInChild(db, now, first, (stop) => {
         stopChild = stop
       })
       if (stopped) return 0
@@ -405,9 +421,10 @@ function localBlocklist({
       try {
         let by = 'this process'
         let count = await here(database ? 1 : undefined)
-        if (count === undefined && database && !stopped) {
+        if (typeof count === 'string' && database && !stopped) {
+          const first = count
           try {
-            count = await byChild(database, started)
+            count = await byChild(database, started, first)
             by = 'a child process'
           } catch (err) {
             // A DATA_DIR that cannot be written, a process limit: this process reads it after all.
@@ -416,7 +433,7 @@ function localBlocklist({
               { err: { message: (err as Error).message } },
               'could not load the revocations in a child process',
             )
-            count = await here()
+            count = await here(undefined, first)
           }
         }
         if (stopped) return

@@ -9,6 +9,8 @@ export class TcpRelay {
   private server: net.Server | undefined
   private readonly sockets = new Set<net.Socket>()
   port = 0
+  /** Bytes the server has sent through the relay. */
+  received = 0
   constructor(private readonly target: { host: string; port: number }) {}
 
   async open(): Promise<void> {
@@ -23,6 +25,9 @@ export class TcpRelay {
           upstream.destroy()
         })
       }
+      upstream.on('data', (bytes: Buffer) => {
+        this.received += bytes.length
+      })
       client.pipe(upstream).pipe(client)
     })
     await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve))
