@@ -20,7 +20,7 @@ import {
   ticketsAfter,
 } from '../transfers/transfers.store.js'
 import type { EdgeKeys } from './edge-keys.js'
-import { type ColumnsPage, columnsPage, snapshotColumnsPage } from './feed-columns.js'
+import { type ColumnsPage, columnsPage, feedRowType, snapshotColumnsPage } from './feed-columns.js'
 import { type SnapshotEncoding, Snapshots } from './snapshots.js'
 import type { TicketCodes } from './ticket-codes.js'
 
@@ -117,7 +117,7 @@ export class EdgeService {
       const now = position ?? (await feedPosition(db, eventId))
       if (now === undefined) throw new NotFoundError('Event not found')
       const rows = await ticketsAfter(db, eventId, after, limit + 1)
-      return snapshotColumnsPage({ event_id: eventId, key_ids, position: now }, rows, limit)
+      return snapshotColumnsPage({ event_id: eventId, key_ids, position: now }, rows, limit, feedRowType)
     }
     // The event's lists as they are now, with every page of changes (a first sync ends with one).
     const lists = await feedLists(db, eventId, clock.now())
@@ -133,6 +133,7 @@ export class EdgeService {
           has_more: rows.length > limit,
         },
         page,
+        feedRowType,
       ),
       ...lists,
     }

@@ -1,5 +1,14 @@
 import type { FeedCheckinList } from '../checkin/checkin.service.js'
-import type { FeedRow } from '../transfers/transfers.store.js'
+import type { FeedRow, GatheredTickets } from '../transfers/transfers.store.js'
+
+/** What a page in the compact encoding reads of a ticket (its ticket type's uid comes from `typeOf`). */
+export type ColumnsRow = Pick<
+  FeedRow,
+  'transfer_uid' | 'code_version' | 'code_digest' | 'used_at' | 'used_gate'
+>
+
+/** The ticket type uid of a row of the feed (read with its ticket type). */
+export const feedRowType = (r: FeedRow) => r.ticket_uid
 
 /**
  * The compact encoding of a scan-sync page (`format=columns`), for a first sync of a festival's tickets
@@ -38,10 +47,10 @@ export interface ColumnsPage {
 
 export const ID_CHARS = 16
 export const DIGEST_CHARS = 22
-const NO_DIGEST = '~'.repeat(DIGEST_CHARS)
+export const NO_DIGEST = '~'.repeat(DIGEST_CHARS)
 
-/** The index of `value` in a table of strings, added at the end when new. */
-function indexIn(table: Map<string, number>, value: string): number {
+/** The index of `value` in a table (of strings, or of ticket type ids), added at the end when new. */
+function indexIn<K>(table: Map<K, number>, value: K): number {
   let i = table.get(value)
   if (i === undefined) {
     i = table.size
@@ -50,10 +59,11 @@ function indexIn(table: Map<string, number>, value: string): number {
   return i
 }
 
-/** One page in the compact encoding. */
-export function columnsPage(
+/** One page in the compact encoding; `typeOf` tells a row's ticket type uid. */
+export function columnsPage<R extends ColumnsRow>(
   head: { event_id: number; key_ids: string[]; cursor: string; has_more: boolean },
-  rows: readonly FeedRow[],
+  rows: readonly R[],
+  typeOf: (row: R) => string,
 ): ColumnsPage {
   const typeIndex = new Map<string, number>()
   const gateIndex = new Map<string, number>()
@@ -65,7 +75,7 @@ export function columnsPage(
   rows.forEach((r, i) => {
     ids.push(r.transfer_uid.slice(0, ID_CHARS))
     digests.push(r.code_digest?.length === DIGEST_CHARS ? r.code_digest : NO_DIGEST)
-    types.push(indexIn(typeIndex, r.ticket_uid))
+    types.push(indexIn(typeIndex, typeOf(r)))
     if (r.code_version !== 1) versions.push([i, r.code_version])
     if (r.used_at !== null) {
       used.push([i, Number(r.used_at), r.used_gate === null ? -1 : indexIn(gateIndex, r.used_gate)])
@@ -93,10 +103,11 @@ export function columnsPage(
  * cursor is `position.id` while another page follows, then the plain `position` the deltas start from.
  * `rows` holds up to `limit + 1` rows: the extra one only tells that another page follows.
  */
-export function snapshotColumnsPage(
+export function snapshotColumnsPage<R extends ColumnsRow & { id: number }>(
   head: { event_id: number; key_ids: string[]; position: number },
-  rows: readonly FeedRow[],
+  rows: readonly R[],
   limit: number,
+  typeOf: (row: R) => string,
 ): ColumnsPage {
   const page = rows.slice(0, limit)
   const more = rows.length > limit
@@ -108,5 +119,45 @@ export function snapshotColumnsPage(
       has_more: more,
     },
     page,
+    typeOf,
   )
+}
+
+/**
+ * A page of a first-sync snapshot from its tickets gathered by the database (`ticketColumnsAfter`):
+ * the same page, byte for byte once encoded, as `snapshotColumnsPage` makes of their rows. `typeOf`
+ * tells a ticket type id's uid.
+ */
+export function gatheredColumnsPage(
+  head: { event_id: number; key_ids: string[]; position: number },
+  gathered: GatheredTickets,
+  typeOf: (typeId: number) => string,
+): ColumnsPage {
+  const typeIndex = new Map<number, number>()
+  const gateIndex = new Map<string, number>()
+  const types =
+    gathered.count === 0 ? [] : gathered.types.split(',').map((id) => indexIn(typeIndex, Number(id)))
+  const pairs = gathered.versions === '' ? [] : gathered.versions.split(',').map(Number)
+  const versions: [number, number][] = []
+  for (let k = 0; k < pairs.length; k += 2) versions.push([pairs[k]!, pairs[k + 1]!])
+  const used = gathered.used.map(([i, at, gate]): [number, number, number] => [
+    i,
+    Number(at),
+    gate === null ? -1 : indexIn(gateIndex, gate),
+  ])
+  return {
+    format: 'columns',
+    event_id: head.event_id,
+    key_ids: head.key_ids,
+    ticket_types: [...typeIndex.keys()].map(typeOf),
+    gates: [...gateIndex.keys()],
+    count: gathered.count,
+    ids: gathered.ids,
+    digests: gathered.digests,
+    types,
+    versions,
+    used,
+    cursor: gathered.more ? `${head.position}.${gathered.last}` : String(head.position),
+    has_more: gathered.more,
+  }
 }

@@ -2,9 +2,17 @@ import type { FileHandle } from 'node:fs/promises'
 import fs from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { brotliCompress, constants } from 'node:zlib'
-import type { Db } from '../platform/db/database.js'
-import { ticketsAfter } from '../transfers/transfers.store.js'
-import { snapshotColumnsPage } from './feed-columns.js'
+import type { Db, Dialect } from '../platform/db/database.js'
+import { eventTickets, ticketColumnsAfter, ticketTypeUids } from '../transfers/transfers.store.js'
+import {
+  type ColumnsPage,
+  DIGEST_CHARS,
+  gatheredColumnsPage,
+  NO_DIGEST,
+  snapshotColumnsPage,
+} from './feed-columns.js'
+
+const DIGEST = { chars: DIGEST_CHARS, missing: NO_DIGEST }
 
 /** What a snapshot is taken of, and the file it is written to (docs/offline.md, "a shared first sync"). */
 export interface SnapshotJob {
@@ -49,6 +57,54 @@ const brotli = (identity: Buffer) =>
     },
   })
 
+/** The database a snapshot is read from. */
+export interface SnapshotSource {
+  db: Db
+  dialect: Dialect
+}
+
+/**
+ * The pages of an event's tickets in id order, `pageSize` each, encoded: `onPage` is handed each page's
+ * JSON, the id it starts after and the id the next one starts after (null on the last; an event without
+ * tickets has one empty page). PostgreSQL gathers a page into a few strings (`ticketColumnsAfter`): one
+ * row a page to parse instead of one a ticket. SQLite, whose reads are calls into this process, reads
+ * the rows.
+ */
+async function eachPage(
+  source: SnapshotSource,
+  job: SnapshotJob,
+  onPage: (after: number, next: number | null, identity: Buffer) => Promise<void>,
+): Promise<void> {
+  const { db } = source
+  const head = { event_id: job.eventId, key_ids: job.keyIds, position: job.position }
+  let types = await ticketTypeUids(db, job.eventId)
+  /** A ticket type made after the event's types were read is read then. */
+  const known = async (ids: Iterable<number>) => {
+    for (const id of ids) if (!types.has(id)) types = await ticketTypeUids(db, job.eventId)
+  }
+  const typeOf = (id: number) => types.get(id)!
+  for (let after: number | null = 0; after !== null; ) {
+    let page: ColumnsPage
+    let next: number | null
+    if (source.dialect === 'postgres') {
+      const gathered = await ticketColumnsAfter(db, job.eventId, after, job.pageSize, DIGEST)
+      await known(new Set(gathered.count === 0 ? [] : gathered.types.split(',').map(Number)))
+      page = gatheredColumnsPage(head, gathered, typeOf)
+      next = gathered.more ? gathered.last : null
+    } else {
+      const rows = await eventTickets(db, job.eventId)
+        .where('t.id', '>', after)
+        .limit(job.pageSize + 1)
+        .execute()
+      await known(rows.map((r) => r.ticket_type_id))
+      page = snapshotColumnsPage(head, rows, job.pageSize, (r) => typeOf(r.ticket_type_id))
+      next = rows.length > job.pageSize ? rows[job.pageSize - 1]!.id : null
+    }
+    await onPage(after, next, Buffer.from(JSON.stringify(page)))
+    after = next
+  }
+}
+
 /**
  * Writes every ticket of the event, page by page in id order, to `job.file`: each page as JSON and
  * compressed with brotli, one after the other, and reports each page as soon as it is written (a
@@ -56,9 +112,12 @@ const brotli = (identity: Buffer) =>
  * every change up to that position is in the snapshot, later ones may be too, and the deltas from the
  * position bring them all. Nothing of a page is kept once it is written.
  */
-export async function writeSnapshot(db: Db, job: SnapshotJob, onPage: (page: PageExtent) => void) {
+export async function writeSnapshot(
+  source: SnapshotSource,
+  job: SnapshotJob,
+  onPage: (page: PageExtent) => void,
+) {
   const out = await fs.open(job.file, 'r+')
-  const head = { event_id: job.eventId, key_ids: job.keyIds, position: job.position }
   let offset = 0
   /** Compresses and writes one page (on zlib's threads, while the next page is read), then reports it. */
   const finish = async (after: number, next: number | null, identity: Buffer) => {
@@ -71,14 +130,10 @@ export async function writeSnapshot(db: Db, job: SnapshotJob, onPage: (page: Pag
   }
   try {
     let writing: Promise<void> | undefined
-    for (let after: number | null = 0; after !== null; ) {
-      const rows = await ticketsAfter(db, job.eventId, after, job.pageSize + 1)
-      const identity = Buffer.from(JSON.stringify(snapshotColumnsPage(head, rows, job.pageSize)))
-      const next = rows.length > job.pageSize ? rows[job.pageSize - 1]!.id : null
+    await eachPage(source, job, async (after, next, identity) => {
       await writing
       writing = finish(after, next, identity)
-      after = next
-    }
+    })
     await writing
   } finally {
     await out.close()

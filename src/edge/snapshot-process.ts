@@ -24,7 +24,7 @@ task.owns(job.file)
 const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 1 })
 try {
   let sent = Promise.resolve()
-  await writeSnapshot(handle.db, job, (page) => {
+  await writeSnapshot(handle, job, (page) => {
     // In order, each once the one before has left (none lost at the end).
     sent = sent.then(() => task.send(page))
   })

@@ -294,7 +294,7 @@ export class Snapshots {
       }
       const { databaseUrl, schema, db } = this.deps
       // An in-memory SQLite database has no file another connection could open.
-      if (databaseUrl === 'sqlite::memory:') return writeSnapshot(db, job, written)
+      if (databaseUrl === 'sqlite::memory:') return writeSnapshot({ db, dialect: 'sqlite' }, job, written)
       const child = fork(fileURLToPath(new URL('./snapshot-process.js', import.meta.url)), [], {
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       })

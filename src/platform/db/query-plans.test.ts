@@ -18,6 +18,7 @@ import {
   liveRevocationsPage,
   pruneExpiredRevocations,
 } from '../../tokens/revocations.store.js'
+import { ticketColumnsAfter } from '../../transfers/transfers.store.js'
 import { pruneDeliveries } from '../../webhooks/webhooks.service.js'
 import { listDeliveries } from '../../webhooks/webhooks.store.js'
 import { pruneFinishedJobs } from '../jobs/jobs.js'
@@ -75,6 +76,14 @@ const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp, string[]?][] = [
     'a page of the live revocations, as lines',
     (db) => liveRevocationLines(db, { expiresAt: 1, jti: 'a' }, 10_000),
     /^(?![\s\S]*Sort)[\s\S]*Index Only Scan using revoked_tokens_live/,
+    ['enable_sort', 'enable_bitmapscan'],
+  ],
+  [
+    // A page of a first-sync snapshot, gathered by the database: a walk of the event's tickets in id
+    // order from the cursor on, never a sort of the event.
+    'a page of a first-sync snapshot',
+    (db) => ticketColumnsAfter(db, 1, 1000, 5000, { chars: 22, missing: '~'.repeat(22) }),
+    /^(?![\s\S]*Sort)[\s\S]*Index Scan using transfers_event_id/,
     ['enable_sort', 'enable_bitmapscan'],
   ],
   ['retention: refresh tokens', (db) => pruneExpiredRefresh(db, 1, 500), /refresh_tokens_expires/],
