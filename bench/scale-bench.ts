@@ -92,6 +92,8 @@ if (DATABASE === 'sqlite' && !SYNC_ONLY)
   )
 /** Ticket uses timed during the scanners' first syncs (at least; whole rounds). */
 const SYNC_USES = Number(process.env.SCALE_SYNC_USES ?? 100)
+/** A folder: each copy's service runs with `--cpu-prof` and writes its profile to `<folder>/<n>` (bench/profile.ts reads it). */
+const PROFILE = process.env.SCALE_PROFILE
 const USE_EVERY_MS = 5
 
 guardRun('bench:scale', Number(process.env.SCALE_TIME_LIMIT_SECONDS ?? 3600))
@@ -259,6 +261,7 @@ async function openCopy(n: number): Promise<Copy> {
       logLevel: 'warn',
       env: { METRICS_TOKEN },
       ...(SECTIONS.has('sync') ? { cpu: '0,1' } : {}),
+      ...(PROFILE ? { profileDir: path.resolve(PROFILE, String(n)) } : {}),
       prepare: async (handle, config) => {
         loadSeconds = await (SYNC_ONLY ? loadTickets(handle, n) : load(handle, n))
         target = { url: config.databaseUrl, schema: config.DATABASE_SCHEMA }
