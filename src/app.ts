@@ -52,6 +52,7 @@ import type { MailTransport } from './platform/mail.js'
 import { openPlatform, type Platform } from './platform/open.js'
 import { registerOpenApi } from './platform/openapi.js'
 import { createDummyHash } from './platform/passwords.js'
+import { RequestPrecedence } from './platform/precedence.js'
 import { perMinute } from './platform/rate-limit.js'
 import { registerSecurityHeaders } from './platform/security-headers.js'
 import type { SmsSender } from './platform/sms.js'
@@ -146,7 +147,7 @@ interface Assembly {
 /** The platform, the shared parts of security, the HTTP plumbing, then the features, in order. */
 async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   const { config, clock, metrics } = a
-  const { platform, storage } = await openStorage(app, a)
+  const { platform, storage, precedence } = await openStorage(app, a)
   const { db, jobs } = platform
   const core = await openCore(app, a, platform)
   const limiters = await registerPlumbing(app, a, platform, core.audit)
@@ -178,6 +179,7 @@ async function assemble(app: FastifyInstance, a: Assembly): Promise<void> {
   await app.register(partnerRoutes, shared)
   await app.register(edgeRoutes, {
     ...shared,
+    precedence,
     partnerRateLimit: config.PARTNER_RATE_LIMIT,
     keys: core.edgeKeys,
   })
@@ -207,9 +209,16 @@ async function openStorage(app: FastifyInstance, a: Assembly) {
   // Requests being answered, which the jobs that yield to requests wait for (platform/jobs/jobs.ts);
   // a response closes once, sent or cut off.
   let answering = 0
-  app.addHook('onRequest', (_request, reply, done) => {
+  // The requests bulk answers (a first sync's pages) wait for (platform/precedence.ts).
+  const precedence = new RequestPrecedence()
+  app.addHook('onRequest', (request, reply, done) => {
     answering++
-    reply.raw.once('close', () => answering--)
+    const yields = request.routeOptions.config?.yieldsToRequests === true
+    if (!yields) precedence.opened()
+    reply.raw.once('close', () => {
+      answering--
+      if (!yields) precedence.closed()
+    })
     done()
   })
   const platform = await openPlatform({
@@ -229,7 +238,7 @@ async function openStorage(app: FastifyInstance, a: Assembly) {
     databaseName: platform.database.name,
     dataDir: path.resolve(config.DATA_DIR),
   })
-  return { platform, storage }
+  return { platform, storage, precedence }
 }
 
 type Shared = Platform & Awaited<ReturnType<typeof openCore>> & { clock: Clock; config: Config }

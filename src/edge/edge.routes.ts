@@ -12,6 +12,7 @@ import {
   USED_LOCAL,
   USED_UTC,
 } from '../platform/openapi-examples.js'
+import type { RequestPrecedence } from '../platform/precedence.js'
 import { perMinute } from '../platform/rate-limit.js'
 import { errorResponses } from '../platform/schemas.js'
 import { hasScope, isKeylessDevice, KEYLESS_DEVICE } from '../tokens/claims.js'
@@ -23,10 +24,17 @@ export interface EdgeRoutesDeps
   extends EdgeServiceDeps,
     Pick<PartnerAuthDeps, 'partnerRateLimit' | 'apiKeys'> {
   tokens: TokenService
+  /** A first sync's pages wait for the instance's other requests (the gate's scans first). */
+  precedence: RequestPrecedence
 }
 
 /** A full sync of 100,000 tickets is 20 pages; scanners poll every few seconds to a minute. */
 const SCAN_SYNC_RATE_LIMIT = 600
+/**
+ * The longest a first sync's page waits for the instance's other requests to be answered: a scanner's
+ * first sync goes on, a page at a time, however busy the gates are.
+ */
+const PAGE_YIELDS_AT_MOST_MS = 50
 const FEED_PAGE = FEED_PAGE_SIZE
 
 /** The encoding a client takes, of those a snapshot page is stored in (q=0 refuses one). */
@@ -138,6 +146,9 @@ const FeedPage = Type.Object({
 function sendSnapshotPage(reply: FastifyReply, page: SnapshotPage) {
   reply.header('content-type', 'application/json; charset=utf-8').header('vary', 'accept-encoding')
   if (page.encoding) reply.header('content-encoding', page.encoding)
+  // Its buffer is read into again for another page once this answer was handed to the socket; an
+  // answer cut off before that leaves it to the garbage collector.
+  reply.raw.once('finish', page.release)
   // Sent as it is (a Buffer is not serialised again); the schema above describes what it holds.
   return reply.send(page.body)
 }
@@ -188,7 +199,9 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
   app.get(
     '/events/:event_id/scan-sync',
     {
-      config: perMinute(SCAN_SYNC_RATE_LIMIT),
+      // Its requests are counted by none of the others: a first sync's pages wait for the other routes'
+      // requests, not for each other (nor for deltas).
+      config: { ...perMinute(SCAN_SYNC_RATE_LIMIT), yieldsToRequests: true },
       ...protect(deps.tokens, { types: ['access', 'offline'] }),
       schema: {
         tags: ['offline'],
@@ -285,11 +298,24 @@ export const edgeRoutes: FastifyPluginAsyncTypebox<EdgeRoutesDeps> = async (app,
           ])
         return edge.feed(eventId, Number(cursor ?? 0), limit)
       }
+      // A first sync's page (about 200 KB, four scanners taking them back to back) is read and sent
+      // in its turn, once built: while the instance answers no other request, and no other page is
+      // being sent. A ticket use at the gate queues behind one page at most.
+      let turned = false
+      const turn = async () => {
+        if (turned) return
+        turned = true
+        const done = await deps.precedence.turn(PAGE_YIELDS_AT_MOST_MS)
+        // The turn ends with the answer (sent, or cut off: perhaps while it waited).
+        if (reply.raw.closed) done()
+        else reply.raw.once('close', done)
+      }
       const page = await edge.columns(
         eventId,
         cursor,
         limit,
         acceptedEncoding(request.headers['accept-encoding']),
+        turn,
       )
       if (!('body' in page)) return page
       // A snapshot page, encoded and compressed once for every scanner.

@@ -21,7 +21,7 @@ import {
 } from '../transfers/transfers.store.js'
 import type { EdgeKeys } from './edge-keys.js'
 import { type ColumnsPage, columnsPage, feedRowType, snapshotColumnsPage } from './feed-columns.js'
-import { type SnapshotEncoding, Snapshots } from './snapshots.js'
+import { type HeldPage, type SnapshotEncoding, Snapshots } from './snapshots.js'
 import type { TicketCodes } from './ticket-codes.js'
 
 export { SNAPSHOT_IDLE_MS } from './snapshots.js'
@@ -37,9 +37,11 @@ export interface EdgeServiceDeps {
   config: Pick<Config, 'DATA_DIR' | 'databaseUrl' | 'DATABASE_SCHEMA' | 'SCAN_SYNC_JSON_MAX_TICKETS'>
 }
 
-/** A page of a first-sync snapshot as stored: JSON, or compressed once for every scanner. */
-export interface SnapshotPage {
-  body: Buffer
+/**
+ * A page of a first-sync snapshot as stored: JSON, or compressed once for every scanner; its buffer is
+ * given back with `release` once the answer was handed to the socket.
+ */
+export interface SnapshotPage extends HeldPage {
   encoding: SnapshotEncoding | undefined
 }
 
@@ -97,13 +99,15 @@ export class EdgeService {
    * shared snapshot (encoded and compressed once, read from its file in `encoding`); with a snapshot
    * cursor `position.id`: the page after that transfer id, from the snapshot when it is still the one
    * taken at `position`, else read now (still correct: the last page hands out `position`, and the
-   * deltas from there cover every change since); with a plain position: the changes after it.
+   * deltas from there cover every change since); with a plain position: the changes after it. A page
+   * of a first sync is read once `turn` resolved (called at most once).
    */
   async columns(
     eventId: number,
     cursor: string | undefined,
     limit: number,
     encoding: SnapshotEncoding | undefined,
+    turn: () => Promise<void> = async () => {},
   ): Promise<ColumnsPage | SnapshotPage> {
     const { db, keys, clock } = this.deps
     const key_ids = keys.keys.map((k) => k.kid)
@@ -111,11 +115,13 @@ export class EdgeService {
       const [position, after] =
         cursor === undefined ? [undefined, 0] : (cursor.split('.').map(Number) as [number, number])
       if (limit === FEED_PAGE_SIZE) {
-        const body = await this.snapshots.page(eventId, position, after, encoding)
-        if (body) return { body, encoding }
+        const held = await this.snapshots.page(eventId, position, after, encoding, turn)
+        if (held) return { ...held, encoding }
       }
       const now = position ?? (await feedPosition(db, eventId))
       if (now === undefined) throw new NotFoundError('Event not found')
+      // Unless the snapshot gave it already (its page was then let go meanwhile).
+      await turn()
       const rows = await ticketsAfter(db, eventId, after, limit + 1)
       return snapshotColumnsPage({ event_id: eventId, key_ids, position: now }, rows, limit, feedRowType)
     }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import http from 'node:http'
 import { before, test } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { forEachBackend, type TestApp, verifyToken } from '../../test/helpers/app.js'
@@ -268,5 +269,66 @@ forEachBackend(httpBackends, 'scan-sync: compact encoding, shared first sync, co
     }
     for (const [i, page] of a.raw.entries())
       assert.ok(page.equals(b.raw[i]!), `page ${i}: one snapshot for both`)
+  })
+
+  test('pages sent over sockets from the buffers the instance reuses: four scanners at once, in three encodings, each get the bytes of their pages', async () => {
+    // Event 2's snapshot of the test before, three pages: its pages as one scanner gets them alone.
+    await t.app.listen({ host: '127.0.0.1', port: 0 })
+    const { port } = t.app.server.address() as { port: number }
+    const overSocket = (url: string, token: string, encoding: string) =>
+      new Promise<{ status: number; body: Buffer }>((resolve, reject) => {
+        const req = http.get(
+          {
+            host: '127.0.0.1',
+            port,
+            path: url,
+            headers: { authorization: `Bearer ${token}`, 'accept-encoding': encoding },
+          },
+          (res) => {
+            const chunks: Buffer[] = []
+            // A scanner on a slow network: the page stays in the socket's way while others are read.
+            res.pause()
+            setTimeout(() => res.resume(), 30)
+            res.on('data', (chunk: Buffer) => chunks.push(chunk))
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
+            res.on('error', reject)
+          },
+        )
+        req.on('error', reject)
+      })
+    const firstSync = async (encoding: string, send: typeof overSocket) => {
+      const token = deviceToken(t, 1, 2, ++device)
+      const raw: Buffer[] = []
+      let cursor: string | undefined
+      for (;;) {
+        const res = await send(
+          `/events/2/scan-sync?format=columns${cursor ? `&cursor=${cursor}` : ''}`,
+          token,
+          encoding,
+        )
+        assert.equal(res.status, 200, res.body.toString())
+        raw.push(res.body)
+        const page = body({
+          rawPayload: res.body,
+          headers: { 'content-encoding': encoding === 'identity' ? undefined : encoding },
+        } as Awaited<ReturnType<typeof get>>)
+        cursor = page.cursor
+        if (!page.has_more) return raw
+      }
+    }
+    const injected = async (url: string, token: string, encoding: string) => {
+      const res = await get(url, token, encoding)
+      return { status: res.statusCode, body: res.rawPayload }
+    }
+    const encodings = ['identity', 'br', 'gzip', 'identity']
+    const alone = await Promise.all(encodings.map((e) => firstSync(e, injected)))
+    for (let round = 0; round < 3; round++) {
+      const together = await Promise.all(encodings.map((e) => firstSync(e, overSocket)))
+      for (const [k, raw] of together.entries()) {
+        assert.equal(raw.length, alone[k]!.length)
+        for (const [i, page] of raw.entries())
+          assert.ok(page.equals(alone[k]![i]!), `round ${round}, scanner ${k} (${encodings[k]}), page ${i}`)
+      }
+    }
   })
 })

@@ -148,9 +148,13 @@ export async function writeAll(out: FileHandle, data: Buffer, position: number):
   }
 }
 
-/** Reads `[offset, length]` of an open file. */
-export async function readExtent(file: FileHandle, [offset, length]: [number, number]): Promise<Buffer> {
-  const buffer = Buffer.allocUnsafe(length)
+/** Reads `[offset, length]` of an open file, into `into` when given (a buffer of at least `length` bytes). */
+export async function readExtent(
+  file: FileHandle,
+  [offset, length]: [number, number],
+  into?: Buffer,
+): Promise<Buffer> {
+  const buffer = into ? into.subarray(0, length) : Buffer.allocUnsafe(length)
   for (let done = 0; done < length; ) {
     const { bytesRead } = await file.read(buffer, done, length - done, offset + done)
     if (bytesRead === 0) throw new Error(`a snapshot's file ended before ${offset + length}`)

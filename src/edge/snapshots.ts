@@ -11,6 +11,7 @@ import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
 import { NotFoundError } from '../platform/errors.js'
 import { deleteLeftovers, markInUse } from '../platform/leftovers.js'
+import { PageBuffers } from './page-buffers.js'
 import {
   type PageExtent,
   readExtent,
@@ -59,6 +60,15 @@ const MAX_BUILDS = 4
 const BUILD_PAGE_TIMEOUT_MS = 60_000
 
 const gzipAsync = promisify(gzip)
+
+/** Page buffers kept for reuse between pages: four scanners' pages in flight at once, and a few more. */
+const PAGE_BUFFERS = 8
+
+/** A page's bytes, in a buffer to give back (`release`) once the answer was handed to the socket. */
+export interface HeldPage {
+  body: Buffer
+  release(): void
+}
 
 interface Snapshot {
   /** The feed position the snapshot was taken at: a scanner's deltas continue from it. */
@@ -110,6 +120,7 @@ export interface SnapshotsDeps {
 export class Snapshots {
   /** The latest snapshot of each event (scanners starting together share one build). */
   private readonly held = new Map<number, Snapshot>()
+  private readonly buffers = new PageBuffers(PAGE_BUFFERS)
   private folder: Promise<string> | undefined
   /** Builds running now (at most MAX_BUILDS). */
   private building = 0
@@ -146,14 +157,15 @@ export class Snapshots {
    * past it (then of a new one, built once however many scanners ask at the same moment); for a
    * continuation of the one taken at `position`. Undefined when that snapshot is no longer held (or was
    * let go while the page was read), or when MAX_BUILDS builds run already: the caller reads the page
-   * from the database instead.
+   * from the database instead. `turn` is awaited once the page is built, before it is read.
    */
   async page(
     eventId: number,
     position: number | undefined,
     after: number,
     encoding: SnapshotEncoding | undefined,
-  ): Promise<Buffer | undefined> {
+    turn: () => Promise<void> = async () => {},
+  ): Promise<HeldPage | undefined> {
     const asked = await this.forgetIdle()
     const snapshot = await this.choose(eventId, position)
     if (!snapshot) return undefined
@@ -163,8 +175,24 @@ export class Snapshots {
     try {
       const extent = await listed
       const files = await snapshot.open!
-      if (encoding === 'gzip') return await readExtent(files.gzip, await this.gzipped(snapshot, extent))
-      return await readExtent(files.pages, encoding === 'br' ? extent.br : extent.identity)
+      const [file, where] =
+        encoding === 'gzip'
+          ? [files.gzip, await this.gzipped(snapshot, extent)]
+          : [files.pages, encoding === 'br' ? extent.br : extent.identity]
+      // Built: it is read and sent when its turn comes (the instance's other requests first).
+      await turn()
+      const buffer = this.buffers.take(where[1])
+      let given = false
+      const release = () => {
+        if (!given) this.buffers.give(buffer)
+        given = true
+      }
+      try {
+        return { body: await readExtent(file, where, buffer), release }
+      } catch (err) {
+        release()
+        throw err
+      }
     } catch (err) {
       if (this.held.get(eventId) === snapshot) throw err
       return undefined

@@ -1,0 +1,71 @@
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's answers are bulk (a first sync's pages): each waits for its turn while a request of
+     * another route is being answered (`RequestPrecedence`).
+     */
+    yieldsToRequests?: boolean
+  }
+}
+
+/**
+ * Which requests an instance answers first. A bulk answer (a first sync's page, about 200 KB) takes a
+ * turn before its heavy part: turns are given while no request of any other route is being answered,
+ * and to one bulk answer at a time, in the order they were asked for; a turn waited for `maxMs` is
+ * taken anyway, so that scanners are never starved however busy the gates are. A ticket use at the gate
+ * then shares the event loop, the CPU and the sockets with at most the one page being sent when it
+ * arrived, not with four scanners' pages, which go one after the other between the uses.
+ */
+export class RequestPrecedence {
+  /** Requests of routes that do not yield, being answered now. */
+  private open = 0
+  /** Bulk answers holding a turn. */
+  private bulk = 0
+  private waiting: (() => void)[] = []
+
+  /** A request that bulk answers yield to is being answered; `closed` once its answer closed. */
+  opened(): void {
+    this.open++
+  }
+
+  closed(): void {
+    this.open--
+    this.giveTurn()
+  }
+
+  /**
+   * Resolves once it is this bulk answer's turn (no other request being answered, no other bulk
+   * answer holding one), or after `maxMs`, with the function that ends the turn (once the answer was
+   * handed to the socket, or cut off).
+   */
+  turn(maxMs: number): Promise<() => void> {
+    return new Promise((resolve) => {
+      const take = () => {
+        this.bulk++
+        let ended = false
+        resolve(() => {
+          if (ended) return
+          ended = true
+          this.bulk--
+          this.giveTurn()
+        })
+      }
+      if (this.open === 0 && this.bulk === 0 && this.waiting.length === 0) return take()
+      const timer = setTimeout(() => {
+        this.waiting = this.waiting.filter((w) => w !== go)
+        take()
+      }, maxMs)
+      const go = () => {
+        clearTimeout(timer)
+        take()
+      }
+      this.waiting.push(go)
+    })
+  }
+
+  /** The next bulk answer in line goes when nothing else holds the instance. */
+  private giveTurn(): void {
+    if (this.open > 0 || this.bulk > 0) return
+    this.waiting.shift()?.()
+  }
+}
