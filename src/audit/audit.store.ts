@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { type Selectable, sql } from 'kysely'
 import type { Clock } from '../platform/clock.js'
 import type { Db, Dialect } from '../platform/db/database.js'
+import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { AuditLogTable } from '../platform/db/schema.js'
 import { storageProblem } from '../platform/storage.js'
 
@@ -161,15 +162,28 @@ export async function pageAuditEntries(
   return q.orderBy('id', 'desc').limit(opts.limit).execute()
 }
 
-/** Deletes up to `limit` audit rows older than `before` (retention), oldest first; returns how many. */
-export async function pruneAudit(db: Db, before: number, limit: number): Promise<number> {
-  const r = await db
+/**
+ * Deletes up to `limit` audit rows older than `before` (retention), oldest first: in (at, id) order
+ * past `after`, over the index audit_log_at_id.
+ */
+export async function pruneAudit(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  let due = db.selectFrom('audit_log').select('id').where('at', '<', before)
+  if (after) due = due.where((eb) => eb(eb.refTuple('at', 'id'), '>', eb.tuple(after[0], Number(after[1]))))
+  const rows = await db
     .deleteFrom('audit_log')
-    .where(
-      'id',
-      'in',
-      db.selectFrom('audit_log').select('id').where('at', '<', before).orderBy('at').limit(limit),
-    )
-    .executeTakeFirst()
-  return Number(r.numDeletedRows)
+    .where('id', 'in', due.orderBy('at').orderBy('id').limit(limit))
+    .returning(['at', 'id'])
+    .execute()
+  return {
+    deleted: rows.length,
+    next: nextCursor(
+      rows.map((r) => [r.at, r.id] as const),
+      limit,
+    ),
+  }
 }

@@ -1,4 +1,5 @@
 import type { Db } from '../platform/db/database.js'
+import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import { sha256Hex } from '../platform/digest.js'
 import { claimTickets } from '../transfers/transfers.store.js'
 
@@ -141,14 +142,28 @@ export async function deleteLinkToken(tx: Db, tokenHash: string): Promise<void> 
  * a pass reads only what it deletes, however many old unclaimed or already pruned links there are.
  * Returns how many.
  */
-export async function pruneClaimedLinkTokens(db: Db, before: number, limit: number): Promise<number> {
-  const r = await db
-    .deleteFrom('holder_link_tokens')
-    .where(
-      'token_hash',
-      'in',
-      db.selectFrom('holder_link_tokens').select('token_hash').where('claimed_at', '<', before).limit(limit),
+export async function pruneClaimedLinkTokens(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  let due = db.selectFrom('holder_link_tokens').select('token_hash').where('claimed_at', '<', before)
+  if (after)
+    due = due.where((eb) =>
+      eb(eb.refTuple('claimed_at', 'token_hash'), '>', eb.tuple(after[0], String(after[1]))),
     )
-    .executeTakeFirst()
-  return Number(r.numDeletedRows)
+  const rows = await db
+    .deleteFrom('holder_link_tokens')
+    .where('token_hash', 'in', due.orderBy('claimed_at').orderBy('token_hash').limit(limit))
+    .returning(['claimed_at', 'token_hash'])
+    .execute()
+  // Every row read has a claim time (claimed_at < before).
+  return {
+    deleted: rows.length,
+    next: nextCursor(
+      rows.map((r) => [Number(r.claimed_at), r.token_hash] as const),
+      limit,
+    ),
+  }
 }

@@ -5,7 +5,7 @@ import { httpBackends } from '../../test/helpers/backends.js'
 import { sample } from '../../test/helpers/scrape.js'
 import { until } from '../../test/helpers/until.js'
 import { claimLink } from '../holder/holder.store.js'
-import { RETENTION_BATCH, RETENTION_INTERVAL_MS } from './retention.js'
+import { BATCHES_PER_RUN, RETENTION_BATCH, RETENTION_INTERVAL_MS } from './retention.js'
 
 const DAY = 86_400_000
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef'
@@ -205,6 +205,105 @@ forEachBackend(
         .where('done_at', 'is', null)
         .executeTakeFirstOrThrow()
       assert.ok(Number(next.run_at) > t.clock.now(), 'the next run is later')
+    })
+
+    test('a drain longer than a run goes on where it stopped; a row due behind it goes at the next drain', async () => {
+      const db = t.db.db
+      const now = t.clock.now()
+      const runs = () =>
+        db
+          .selectFrom('jobs')
+          .select(['id', 'payload', 'run_at', 'done_at'])
+          .where('kind', '=', 'retention')
+          .orderBy('id')
+          .execute()
+      // The drain: the run queued an hour on by the last one, and those it queues.
+      const queuedRun = (await runs()).find((r) => r.done_at === null)!.id
+      // More old audit rows than a run deletes, a millisecond apart.
+      const backlog = RETENTION_BATCH * BATCHES_PER_RUN + RETENTION_BATCH + 1
+      for (let i = 0; i < backlog; i += 500)
+        await db
+          .insertInto('audit_log')
+          .values(
+            Array.from({ length: Math.min(500, backlog - i) }, (_, k) => ({
+              at: now - 400 * DAY + i + k,
+              kind: 'backlog_entry',
+              outcome: 'success',
+            })),
+          )
+          .execute()
+      // An old delivery still pending, and more than a batch of finished ones created after it: the
+      // drain's cursor passes the pending one.
+      await db
+        .insertInto('webhook_deliveries')
+        .values({
+          uid: 'pending-behind',
+          event_id: 1,
+          payload: '{}',
+          status: 'pending',
+          attempts: 1,
+          created_at: now - 95 * DAY,
+        })
+        .execute()
+      await db
+        .insertInto('webhook_deliveries')
+        .values(
+          Array.from({ length: RETENTION_BATCH + 1 }, (_, k) => ({
+            uid: `delivered-after-${k}`,
+            event_id: 1,
+            payload: '{}',
+            status: 'delivered',
+            attempts: 1,
+            created_at: now - 94 * DAY + k,
+          })),
+        )
+        .execute()
+      const backlogLeft = async () =>
+        Number(
+          (
+            await db
+              .selectFrom('audit_log')
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('kind', '=', 'backlog_entry')
+              .executeTakeFirstOrThrow()
+          ).n,
+        )
+      const uids = async () =>
+        (
+          await db
+            .selectFrom('webhook_deliveries')
+            .select('uid')
+            .where('created_at', '<', now - 93 * DAY)
+            .execute()
+        ).map((r) => r.uid)
+
+      t.clock.advance(RETENTION_INTERVAL_MS + 1)
+      // Two runs: the second queued at once, then the next drain an hour on.
+      await until('the backlog drained and the next drain queued', async () => {
+        const queued = (await runs()).filter((r) => r.id > queuedRun && r.done_at === null)
+        return (await backlogLeft()) === 0 && queued.length === 1 && Number(queued[0]!.run_at) > t.clock.now()
+      })
+      const drain = (await runs()).filter((r) => r.id >= queuedRun)
+      assert.equal(drain.length, 3, 'two runs and the next one queued')
+      const [first, second, next] = drain.map((r) => JSON.parse(r.payload))
+      assert.deepEqual(first, {})
+      assert.deepEqual(
+        Object.keys(second.cursors),
+        ['audit_log'],
+        'the second run starts where the first stopped',
+      )
+      assert.equal(second.cursors.audit_log[0], now - 400 * DAY + RETENTION_BATCH * BATCHES_PER_RUN - 1)
+      assert.deepEqual(next, {}, 'the next drain starts at the beginning')
+      assert.deepEqual(await uids(), ['pending-behind'], 'every finished one, past the pending one')
+
+      // The pending delivery is delivered: it is due, behind where the drain went. The next drain takes it.
+      await db
+        .updateTable('webhook_deliveries')
+        .set({ status: 'delivered' })
+        .where('uid', '=', 'pending-behind')
+        .execute()
+      t.clock.advance(RETENTION_INTERVAL_MS + 1)
+      await until('the delivery due behind the cursor gone', async () => (await uids()).length === 0)
     })
   },
   { JOBS_POLL_MS: '20' },

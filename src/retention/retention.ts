@@ -6,6 +6,7 @@ import type { Metrics } from '../metrics/metrics.js'
 import type { Clock } from '../platform/clock.js'
 import type { Config } from '../platform/config.js'
 import type { Db } from '../platform/db/database.js'
+import type { PruneCursor, Pruned } from '../platform/db/prune.js'
 import {
   enqueue,
   type JobHandler,
@@ -36,7 +37,7 @@ import { pruneDeliveries } from '../webhooks/webhooks.service.js'
 export const RETENTION_JOB = 'retention'
 export const RETENTION_BATCH = 500
 /** Batches per table and run: a run deletes at most this many batches of each before it yields. */
-const BATCHES_PER_RUN = 20
+export const BATCHES_PER_RUN = 20
 export const RETENTION_INTERVAL_MS = 3_600_000
 const DAY_MS = 86_400_000
 
@@ -47,7 +48,15 @@ export interface RetentionDeps {
   config: Pick<Config, 'RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS'>
 }
 
-type Prune = (db: Db, before: number, limit: number) => Promise<number>
+type Prune = (db: Db, before: number, limit: number, after?: PruneCursor) => Promise<Pruned>
+
+/**
+ * Where the drain of each table stopped, by table: the next run of the drain starts there. A table's
+ * cursor is dropped when a batch of it finds no more (the table is drained), so the next drain starts
+ * at the beginning again, and a row that became due behind the cursor meanwhile (a delivery finished
+ * long after it was created, a row written with an old time) goes then.
+ */
+export type PruneCursors = Record<string, PruneCursor>
 
 export interface PrunePass {
   /** Some table had more left than a run deletes. */
@@ -56,12 +65,23 @@ export interface PrunePass {
   deleted: Record<string, number>
   /** The longest batch: its table and time, the longest any of its statements held the rows it deletes. */
   longestBatch: { table: string; ms: number }
+  /** Each batch's time by table, in order (ms). */
+  batchMs: Record<string, number[]>
   /** Time spent on each table's batches (ms). */
   tableMs: Record<string, number>
+  /** Where the tables with more left stopped: the next pass of the same drain starts there. */
+  cursors: PruneCursors
 }
 
-/** One pass over every table. */
-export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Promise<PrunePass> {
+/**
+ * One pass over every table, each from where the previous pass of the drain stopped (`from`). Each batch
+ * starts where the last one stopped, past the index entries of the rows the earlier batches deleted
+ * (PostgreSQL keeps them until a vacuum; walking them again made batch k cost k batches).
+ */
+export async function pruneOnce(
+  { db, clock, log, config }: RetentionDeps,
+  from: PruneCursors = {},
+): Promise<PrunePass> {
   const now = clock.now()
   const retained = now - config.RETENTION_DAYS * DAY_MS
   const tables: [string, Prune, number][] = [
@@ -77,44 +97,65 @@ export async function pruneOnce({ db, clock, log, config }: RetentionDeps): Prom
   let longestBatch = { table: '', ms: 0 }
   const deleted: Record<string, number> = {}
   const tableMs: Record<string, number> = {}
-  const batch = async ([table, prune, before]: (typeof tables)[number]) => {
+  const batchMs: Record<string, number[]> = {}
+  const cursors: PruneCursors = {}
+  const batch = async ([table, prune, before]: (typeof tables)[number], after?: PruneCursor) => {
     const started = performance.now()
-    const d = await prune(db, before, RETENTION_BATCH)
+    const pruned = await prune(db, before, RETENTION_BATCH, after)
     const ms = performance.now() - started
     if (ms > longestBatch.ms) longestBatch = { table, ms }
     tableMs[table] = (tableMs[table] ?? 0) + ms
-    if (d > 0) deleted[table] = (deleted[table] ?? 0) + d
-    return d
+    batchMs[table] = [...(batchMs[table] ?? []), ms]
+    if (pruned.deleted > 0) deleted[table] = (deleted[table] ?? 0) + pruned.deleted
+    return pruned.next
   }
   // One table after the other, a batch at a time: a pass holds one connection, and each statement only
   // the rows of its batch.
-  for (const table of tables)
-    for (let batches = 1; (await batch(table)) === RETENTION_BATCH; batches++)
+  for (const table of tables) {
+    let after = from[table[0]]
+    for (let batches = 1; ; batches++) {
+      after = await batch(table, after)
+      if (after === undefined) break
       if (batches === BATCHES_PER_RUN) {
         more = true
+        cursors[table[0]] = after
         break
       }
+    }
+  }
   if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
-  return { more, deleted, longestBatch, tableMs }
+  return { more, deleted, longestBatch, batchMs, tableMs, cursors }
 }
 
-function retentionJob(deps: RetentionDeps): JobHandler<Record<string, never>> {
+/** A run's payload: the cursors of the drain it continues (none: a new drain). */
+interface RetentionPayload {
+  cursors?: PruneCursors
+}
+
+function retentionJob(deps: RetentionDeps): JobHandler<RetentionPayload> {
   return {
     retrySchedule: [60, 600],
-    async run(_payload, { jobId }) {
-      const { more } = await pruneOnce(deps)
+    async run(payload, { jobId }) {
+      const { more, cursors } = await pruneOnce(deps, payload.cursors)
       // Frees the key first, so the next run can be queued while this one still counts as running.
       await releaseDedupeKey(deps.db, jobId)
-      await scheduleRetention(deps, deps.clock.now() + (more ? 0 : RETENTION_INTERVAL_MS))
+      // While more is left, the drain goes on at once from its cursors; the hourly run starts a new one.
+      if (more) await scheduleRetention(deps, deps.clock.now(), cursors)
+      else await scheduleRetention(deps, deps.clock.now() + RETENTION_INTERVAL_MS)
     },
   }
 }
 
 /** Queues a run at `runAt` unless one is queued already (every instance queues one at start). */
-export async function scheduleRetention({ db, clock }: Pick<RetentionDeps, 'db' | 'clock'>, runAt: number) {
+export async function scheduleRetention(
+  { db, clock }: Pick<RetentionDeps, 'db' | 'clock'>,
+  runAt: number,
+  cursors?: PruneCursors,
+) {
+  const payload: RetentionPayload = cursors ? { cursors } : {}
   await enqueue(db, clock.now(), {
     kind: RETENTION_JOB,
-    payload: {},
+    payload,
     runAt,
     dedupeKey: RETENTION_JOB,
     traced: false,

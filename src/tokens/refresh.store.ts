@@ -1,5 +1,6 @@
 import type { Insertable, Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { RefreshTokensTable } from '../platform/db/schema.js'
 
 export type RefreshRow = Omit<Selectable<RefreshTokensTable>, 'created_at'>
@@ -63,15 +64,29 @@ export async function revokeSubject(db: Db, kind: string, id: number, now: numbe
   return Number(r.numUpdatedRows)
 }
 
-/** Deletes up to `limit` refresh tokens that expired before `before` (retention); returns how many. */
-export async function pruneExpiredRefresh(db: Db, before: number, limit: number): Promise<number> {
-  const r = await db
+/**
+ * Deletes up to `limit` refresh tokens that expired before `before` (retention), in (expires_at, jti)
+ * order past `after`, over the index refresh_tokens_expires_jti.
+ */
+export async function pruneExpiredRefresh(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  let due = db.selectFrom('refresh_tokens').select('jti').where('expires_at', '<', before)
+  if (after)
+    due = due.where((eb) => eb(eb.refTuple('expires_at', 'jti'), '>', eb.tuple(after[0], String(after[1]))))
+  const rows = await db
     .deleteFrom('refresh_tokens')
-    .where(
-      'jti',
-      'in',
-      db.selectFrom('refresh_tokens').select('jti').where('expires_at', '<', before).limit(limit),
-    )
-    .executeTakeFirst()
-  return Number(r.numDeletedRows)
+    .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
+    .returning(['expires_at', 'jti'])
+    .execute()
+  return {
+    deleted: rows.length,
+    next: nextCursor(
+      rows.map((r) => [r.expires_at, r.jti] as const),
+      limit,
+    ),
+  }
 }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { RevocationSetBuilder } from './revocation-set.js'
 import type { Revocation } from './revocations.js'
 
@@ -68,17 +69,31 @@ export async function liveRevocationLines(
   return row?.lines ?? ''
 }
 
-/** Deletes up to `limit` revocations that expired before `before` (retention); returns how many. */
-export async function pruneExpiredRevocations(db: Db, before: number, limit: number): Promise<number> {
-  const r = await db
+/**
+ * Deletes up to `limit` revocations that expired before `before` (retention), in (expires_at, jti)
+ * order past `after`, over the index revoked_tokens_live.
+ */
+export async function pruneExpiredRevocations(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  let due = db.selectFrom('revoked_tokens').select('jti').where('expires_at', '<', before)
+  if (after)
+    due = due.where((eb) => eb(eb.refTuple('expires_at', 'jti'), '>', eb.tuple(after[0], String(after[1]))))
+  const rows = await db
     .deleteFrom('revoked_tokens')
-    .where(
-      'jti',
-      'in',
-      db.selectFrom('revoked_tokens').select('jti').where('expires_at', '<', before).limit(limit),
-    )
-    .executeTakeFirst()
-  return Number(r.numDeletedRows)
+    .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
+    .returning(['expires_at', 'jti'])
+    .execute()
+  return {
+    deleted: rows.length,
+    next: nextCursor(
+      rows.map((r) => [r.expires_at, r.jti] as const),
+      limit,
+    ),
+  }
 }
 
 /** The newest `revoked_at` of every revocation, expired ones included (undefined when there is none). */

@@ -1,6 +1,7 @@
 import { listPartners } from '../api-keys/api-keys.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
+import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
 import type { Sealer } from '../platform/keys.js'
@@ -77,10 +78,23 @@ export class WebhookDeliveries {
  * retention's pass is that one statement), deleted in one short transaction; pending ones stay whatever
  * their age. Returns how many.
  */
-export async function pruneDeliveries(db: Db, before: number, limit: number): Promise<number> {
-  const ids = await finishedDeliveriesBefore(db, before, limit)
-  if (ids.length === 0) return 0
-  return db.transaction().execute((tx) => deleteFinishedDeliveries(tx, ids))
+export async function pruneDeliveries(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  const rows = await finishedDeliveriesBefore(db, before, limit, after)
+  if (rows.length === 0) return { deleted: 0 }
+  const ids = rows.map((r) => r.id)
+  const deleted = await db.transaction().execute((tx) => deleteFinishedDeliveries(tx, ids))
+  return {
+    deleted,
+    next: nextCursor(
+      rows.map((r) => [r.created_at, r.id] as const),
+      limit,
+    ),
+  }
 }
 
 export interface WebhookServiceDeps extends WebhookDeliveriesDeps {

@@ -1,5 +1,6 @@
 import { type Insertable, sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
+import type { PruneCursor } from '../platform/db/prune.js'
 import type { WebhookAttemptsTable } from '../platform/db/schema.js'
 import { enqueue, runPendingNow } from '../platform/jobs/jobs.js'
 import type { Sealer } from '../platform/keys.js'
@@ -275,17 +276,19 @@ export async function countPendingDeliveries(db: Db): Promise<number> {
   return Number(row.n)
 }
 
-/** Up to `limit` deliveries created before `before` that are finished (delivered or failed), oldest first. */
-export async function finishedDeliveriesBefore(db: Db, before: number, limit: number): Promise<number[]> {
-  const rows = await db
+/**
+ * Up to `limit` deliveries created before `before` that are finished (delivered or failed), oldest
+ * first: in (created_at, id) order past `after`, over the index webhook_deliveries_created_id.
+ */
+export async function finishedDeliveriesBefore(db: Db, before: number, limit: number, after?: PruneCursor) {
+  let due = db
     .selectFrom('webhook_deliveries')
-    .select('id')
+    .select(['created_at', 'id'])
     .where('created_at', '<', before)
     .where('status', '<>', 'pending')
-    .orderBy('created_at')
-    .limit(limit)
-    .execute()
-  return rows.map((r) => r.id)
+  if (after)
+    due = due.where((eb) => eb(eb.refTuple('created_at', 'id'), '>', eb.tuple(after[0], Number(after[1]))))
+  return due.orderBy('created_at').orderBy('id').limit(limit).execute()
 }
 
 /**

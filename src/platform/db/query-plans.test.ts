@@ -30,6 +30,18 @@ const BIG =
   /Seq Scan on (audit_log|webhook_deliveries|webhook_attempts|holder_link_tokens|holder_links|jobs|revoked_tokens|refresh_tokens|device_setup_codes)\b/
 
 /**
+ * Retention's batches, each in its (time, key) order: a walk of `index` in that order (no Sort, with
+ * sorts and bitmaps priced out: else the empty table's estimates favour them); a batch past a cursor
+ * starts at it (the row comparison is an index condition, not a filter on a walk from the start).
+ */
+const inOrder = ['enable_sort', 'enable_bitmapscan']
+const walk = (index: string) => new RegExp(`^(?![\\s\\S]*Sort)[\\s\\S]*Index (Only )?Scan using ${index} on `)
+const walkPast = (index: string, time: string) =>
+  new RegExp(
+    `^(?![\\s\\S]*Sort)[\\s\\S]*Index (Only )?Scan using ${index} on [^\\n]*\\n\\s*Index Cond: [^\\n]*ROW\\(${time}, `,
+  )
+
+/**
  * Each query, run through its store function, the index its plan must name, and the planner settings
  * turned off for it besides sequential scans.
  */
@@ -61,7 +73,6 @@ const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp, string[]?][] = [
     /webhook_deliveries_partner_status/,
   ],
   ["a partner's deliveries", (db) => listDeliveries(db, 1, { limit: 50 }), /webhook_deliveries_partner/],
-  ['retention: revocations', (db) => pruneExpiredRevocations(db, 1, 500), /revoked_tokens_live/],
   [
     // Start-up's load: a walk of the covering index in its order, never the table's rows.
     // With sorts and bitmaps priced out too (the empty table's estimates favour them), a plan without a
@@ -86,12 +97,88 @@ const QUERIES: [string, (db: Db) => Promise<unknown>, RegExp, string[]?][] = [
     /^(?![\s\S]*Sort)[\s\S]*Index Scan using transfers_event_id/,
     ['enable_sort', 'enable_bitmapscan'],
   ],
-  ['retention: refresh tokens', (db) => pruneExpiredRefresh(db, 1, 500), /refresh_tokens_expires/],
-  ['retention: jobs', (db) => pruneFinishedJobs(db, 1, 500), /jobs_due/],
-  ['retention: deliveries', (db) => pruneDeliveries(db, 1, 500), /webhook_deliveries_created/],
-  ['retention: claim-link tokens', (db) => pruneClaimedLinkTokens(db, 1, 500), /holder_link_tokens_claimed/],
-  ['retention: audit', (db) => pruneAudit(db, 1, 500), /audit_log_at/],
-  ['retention: device set-up codes', (db) => pruneSetupCodes(db, 1, 500), /device_setup_codes/],
+  // Retention: a drain's first batch, and a batch past the cursor where the last one stopped.
+  [
+    'retention: revocations',
+    (db) => pruneExpiredRevocations(db, 1, 500),
+    walk('revoked_tokens_live'),
+    inOrder,
+  ],
+  [
+    'retention: revocations, past a cursor',
+    (db) => pruneExpiredRevocations(db, 1, 500, [0, 'a']),
+    walkPast('revoked_tokens_live', 'expires_at'),
+    inOrder,
+  ],
+  [
+    'retention: refresh tokens',
+    (db) => pruneExpiredRefresh(db, 1, 500),
+    walk('refresh_tokens_expires_jti'),
+    inOrder,
+  ],
+  [
+    'retention: refresh tokens, past a cursor',
+    (db) => pruneExpiredRefresh(db, 1, 500, [0, 'a']),
+    walkPast('refresh_tokens_expires_jti', 'expires_at'),
+    inOrder,
+  ],
+  [
+    'retention: deliveries',
+    (db) => pruneDeliveries(db, 1, 500),
+    walk('webhook_deliveries_created_id'),
+    inOrder,
+  ],
+  [
+    'retention: deliveries, past a cursor',
+    (db) => pruneDeliveries(db, 1, 500, [0, 1]),
+    walkPast('webhook_deliveries_created_id', 'created_at'),
+    inOrder,
+  ],
+  [
+    'retention: claim-link tokens',
+    (db) => pruneClaimedLinkTokens(db, 1, 500),
+    walk('holder_link_tokens_claimed_hash'),
+    inOrder,
+  ],
+  [
+    'retention: claim-link tokens, past a cursor',
+    (db) => pruneClaimedLinkTokens(db, 1, 500, [0, 'a']),
+    walkPast('holder_link_tokens_claimed_hash', 'claimed_at'),
+    inOrder,
+  ],
+  ['retention: audit', (db) => pruneAudit(db, 1, 500), walk('audit_log_at_id'), inOrder],
+  [
+    'retention: audit, past a cursor',
+    (db) => pruneAudit(db, 1, 500, [0, 1]),
+    walkPast('audit_log_at_id', 'at'),
+    inOrder,
+  ],
+  [
+    'retention: device set-up codes',
+    (db) => pruneSetupCodes(db, 1, 500),
+    walk('device_setup_codes_expires_id'),
+    inOrder,
+  ],
+  [
+    'retention: device set-up codes, past a cursor',
+    (db) => pruneSetupCodes(db, 1, 500, [0, 1]),
+    walkPast('device_setup_codes_expires_id', 'expires_at'),
+    inOrder,
+  ],
+  // The jobs' cursor is a range and a time: the batch starts at that time (no key to compare).
+  ['retention: jobs', (db) => pruneFinishedJobs(db, 1, 500), walk('jobs_due'), inOrder],
+  [
+    'retention: jobs, past a cursor',
+    (db) => pruneFinishedJobs(db, 1, 500, [0, 'done']),
+    walk('jobs_due'),
+    inOrder,
+  ],
+  [
+    'retention: failed jobs, past a cursor',
+    (db) => pruneFinishedJobs(db, 1, 500, [0, 'failed']),
+    walk('jobs_due'),
+    inOrder,
+  ],
 ]
 
 eachBackend(

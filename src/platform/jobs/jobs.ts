@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { sql } from 'kysely'
 import type { Clock } from '../clock.js'
 import type { Db, Dialect } from '../db/database.js'
+import type { PruneCursor, Pruned } from '../db/prune.js'
 import type { JobsTable } from '../db/schema.js'
 import { continueTrace, currentTraceparent, traced } from '../tracing.js'
 
@@ -315,22 +316,36 @@ export class JobRunner {
   }
 }
 
-/** Deletes up to `limit` jobs that finished (done or failed for good) before `before`; returns how many. */
-export async function pruneFinishedJobs(db: Db, before: number, limit: number): Promise<number> {
+/**
+ * Deletes up to `limit` jobs that finished (done or failed for good) before `before`, past `after`.
+ * Two ranges of the index jobs_due (done_at, failed_at, run_at), each in time order: done, then failed
+ * for good. The cursor is the range and the time it reached, [time, 'done' | 'failed']; a batch starts
+ * at that time itself (the index orders the jobs of one millisecond by nothing a query can name), so it
+ * walks again only the deleted entries of that millisecond, never those of the batches before.
+ */
+export async function pruneFinishedJobs(
+  db: Db,
+  before: number,
+  limit: number,
+  after?: PruneCursor,
+): Promise<Pruned> {
+  const ranges = ['done', 'failed'] as const
   let n = 0
-  // Two ranges of the index jobs_due (done_at, failed_at, run_at): done, then failed for good.
-  for (const finished of [
-    db.selectFrom('jobs').select('id').where('done_at', '<', before),
-    db.selectFrom('jobs').select('id').where('done_at', 'is', null).where('failed_at', '<', before),
-  ]) {
-    const r = await db
+  for (const range of after?.[1] === 'failed' ? ranges.slice(1) : ranges) {
+    const column = range === 'done' ? 'done_at' : 'failed_at'
+    let finished = db.selectFrom('jobs').select('id').where(column, '<', before).orderBy('done_at')
+    // done_at is null throughout the second range: ordered by it first, the index's order serves it.
+    if (range === 'failed') finished = finished.where('done_at', 'is', null).orderBy('failed_at')
+    if (after?.[1] === range) finished = finished.where(column, '>=', after[0])
+    const rows = await db
       .deleteFrom('jobs')
       .where('id', 'in', finished.limit(limit - n))
-      .executeTakeFirst()
-    n += Number(r.numDeletedRows)
-    if (n >= limit) break
+      .returning(column)
+      .execute()
+    n += rows.length
+    if (n >= limit) return { deleted: n, next: [Math.max(...rows.map((r) => Number(r[column]))), range] }
   }
-  return n
+  return { deleted: n }
 }
 
 /**

@@ -26,6 +26,7 @@ import * as m042 from './042-audit-cursor.js'
 import * as m043 from './043-job-traceparent.js'
 import * as m044 from './044-account-generations.js'
 import * as m045 from './045-checkin-lists.js'
+import * as m046 from './046-retention-keyset.js'
 
 /** What a migration needs to know of the dialect; the rest of the schema is written once for both. */
 export interface MigrationContext {
@@ -67,6 +68,7 @@ const migrations: [string, MigrationModule][] = [
   ['043-job-traceparent', m043],
   ['044-account-generations', m044],
   ['045-checkin-lists', m045],
+  ['046-retention-keyset', m046],
 ]
 
 export function migrationNames(): string[] {
