@@ -90,6 +90,12 @@ if (DATABASE === 'sqlite' && !SYNC_ONLY)
   throw new Error(
     "SCALE_DATABASE=sqlite measures the sync section alone (the others load with PostgreSQL's generate_series)",
   )
+/**
+ * Retention's all-due drain runs while another transaction holds a snapshot (a pg_dump, a long report, a
+ * replica's feedback): PostgreSQL can then neither vacuum the deleted rows nor mark their index entries
+ * dead, so whatever walks past them visits each.
+ */
+const RETENTION_SNAPSHOT = process.env.SCALE_RETENTION_SNAPSHOT === '1'
 /** Ticket uses timed during the scanners' first syncs (at least; whole rounds). */
 const SYNC_USES = Number(process.env.SCALE_SYNC_USES ?? 100)
 /** A folder: each copy's service runs with `--cpu-prof` and writes its profile to `<folder>/<n>` (bench/profile.ts reads it). */
@@ -457,6 +463,29 @@ const best = (runs: StartUp[]): StartUp => ({
   rssMb: Math.min(...runs.map((r) => r.rssMb)),
 })
 
+/** Holds a snapshot on a connection of its own until the returned function is called. */
+async function holdSnapshot(db: DatabaseHandle['db']) {
+  let release = () => {}
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  let done: Promise<void> = Promise.resolve()
+  await new Promise<void>((held, failed) => {
+    done = db.connection().execute(async (conn) => {
+      await sql`begin isolation level repeatable read`.execute(conn)
+      await sql`select count(*) from jobs`.execute(conn)
+      held()
+      await released
+      await sql`rollback`.execute(conn)
+    })
+    done.catch(failed)
+  })
+  return async () => {
+    release()
+    await done
+  }
+}
+
 /** Retention over the copy: a pass with nothing due, then passes with every row due until none is left. */
 async function retentionOf(c: Copy) {
   const log = { info() {} } as never
@@ -474,6 +503,7 @@ async function retentionOf(c: Copy) {
     }
   }
   const future = { now: () => Date.now() + 400 * DAY }
+  const release = RETENTION_SNAPSHOT ? await holdSnapshot(c.handle.db) : undefined
   const t = performance.now()
   let passes = 0
   let longestBatch = { table: '', ms: 0 }
@@ -490,6 +520,7 @@ async function retentionOf(c: Copy) {
     deleted += Object.values(r.deleted).reduce((a, b) => a + b, 0)
     if (!r.more) break
   }
+  await release?.()
   return {
     nothingDueMs,
     nothingDueTableMs: nothing.tableMs,
@@ -944,7 +975,7 @@ async function main() {
   const lines = [
     `# bench:scale — ${f0(SMALL)} vs ${f0(LARGE)}`,
     '',
-    `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}. Sections: ${[...SECTIONS].join(', ')}.`,
+    `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}. Sections: ${[...SECTIONS].join(', ')}.${RETENTION_SNAPSHOT && SECTIONS.has('retention') ? ' Retention drained while another transaction held a snapshot.' : ''}`,
     `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links and their tokens, consumers, ` +
       `refresh tokens, live revocations, audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure` +
       (SECTIONS.has('serve')
