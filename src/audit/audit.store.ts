@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { type Selectable, sql } from 'kysely'
 import type { Clock } from '../platform/clock.js'
 import type { Db, Dialect } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 import type { AuditLogTable } from '../platform/db/schema.js'
 import { storageProblem } from '../platform/storage.js'
 
@@ -179,11 +179,8 @@ export async function pruneAudit(
     .where('id', 'in', due.orderBy('at').orderBy('id').limit(limit))
     .returning(['at', 'id'])
     .execute()
-  return {
-    deleted: rows.length,
-    next: nextCursor(
-      rows.map((r) => [r.at, r.id] as const),
-      limit,
-    ),
-  }
+  return pruned(
+    rows.map((r) => [r.at, r.id] as const),
+    limit,
+  )
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 
 /**
  * A new set-up code (its SHA-256) for a device; the device's earlier codes that were not used are
@@ -62,11 +62,8 @@ export async function pruneSetupCodes(
     .where('id', 'in', due.orderBy('expires_at').orderBy('id').limit(limit))
     .returning(['expires_at', 'id'])
     .execute()
-  return {
-    deleted: rows.length,
-    next: nextCursor(
-      rows.map((r) => [r.expires_at, r.id] as const),
-      limit,
-    ),
-  }
+  return pruned(
+    rows.map((r) => [r.expires_at, r.id] as const),
+    limit,
+  )
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 import { sha256Hex } from '../platform/digest.js'
 import { claimTickets } from '../transfers/transfers.store.js'
 
@@ -159,11 +159,8 @@ export async function pruneClaimedLinkTokens(
     .returning(['claimed_at', 'token_hash'])
     .execute()
   // Every row read has a claim time (claimed_at < before).
-  return {
-    deleted: rows.length,
-    next: nextCursor(
-      rows.map((r) => [Number(r.claimed_at), r.token_hash] as const),
-      limit,
-    ),
-  }
+  return pruned(
+    rows.map((r) => [Number(r.claimed_at), r.token_hash] as const),
+    limit,
+  )
 }

@@ -51,10 +51,11 @@ export interface RetentionDeps {
 type Prune = (db: Db, before: number, limit: number, after?: PruneCursor) => Promise<Pruned>
 
 /**
- * Where the drain of each table stopped, by table: the next run of the drain starts there. A table's
- * cursor is dropped when a batch of it finds no more (the table is drained), so the next drain starts
- * at the beginning again, and a row that became due behind the cursor meanwhile (a delivery finished
- * long after it was created, a row written with an old time) goes then.
+ * Where each table's batches stopped in this drain (the runs that follow each other at once while a
+ * table has more), by table: the next run starts there, for the tables drained already too (their next
+ * batch starts past all the drain deleted, not at the start of the index). A drain that ends drops them
+ * all: the next one, an hour later, starts at the beginning again, so a row that became due behind a
+ * cursor meanwhile (a delivery finished long after it was made, a row written with an old time) goes then.
  */
 export type PruneCursors = Record<string, PruneCursor>
 
@@ -69,7 +70,7 @@ export interface PrunePass {
   batchMs: Record<string, number[]>
   /** Time spent on each table's batches (ms). */
   tableMs: Record<string, number>
-  /** Where the tables with more left stopped: the next pass of the same drain starts there. */
+  /** Where each table stopped: the next pass of the same drain starts there. */
   cursors: PruneCursors
 }
 
@@ -107,21 +108,23 @@ export async function pruneOnce(
     tableMs[table] = (tableMs[table] ?? 0) + ms
     batchMs[table] = [...(batchMs[table] ?? []), ms]
     if (pruned.deleted > 0) deleted[table] = (deleted[table] ?? 0) + pruned.deleted
-    return pruned.next
+    return pruned
   }
   // One table after the other, a batch at a time: a pass holds one connection, and each statement only
   // the rows of its batch.
   for (const table of tables) {
-    let after = from[table[0]]
+    const [name] = table
+    let after = from[name]
     for (let batches = 1; ; batches++) {
-      after = await batch(table, after)
-      if (after === undefined) break
+      const { last, full } = await batch(table, after)
+      after = last ?? after
+      if (!full) break
       if (batches === BATCHES_PER_RUN) {
         more = true
-        cursors[table[0]] = after
         break
       }
     }
+    if (after) cursors[name] = after
   }
   if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
   return { more, deleted, longestBatch, batchMs, tableMs, cursors }

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 import type { RefreshTokensTable } from '../platform/db/schema.js'
 
 export type RefreshRow = Omit<Selectable<RefreshTokensTable>, 'created_at'>
@@ -82,11 +82,8 @@ export async function pruneExpiredRefresh(
     .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
     .returning(['expires_at', 'jti'])
     .execute()
-  return {
-    deleted: rows.length,
-    next: nextCursor(
-      rows.map((r) => [r.expires_at, r.jti] as const),
-      limit,
-    ),
-  }
+  return pruned(
+    rows.map((r) => [r.expires_at, r.jti] as const),
+    limit,
+  )
 }

@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 import type { RevocationSetBuilder } from './revocation-set.js'
 import type { Revocation } from './revocations.js'
 
@@ -87,13 +87,10 @@ export async function pruneExpiredRevocations(
     .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
     .returning(['expires_at', 'jti'])
     .execute()
-  return {
-    deleted: rows.length,
-    next: nextCursor(
-      rows.map((r) => [r.expires_at, r.jti] as const),
-      limit,
-    ),
-  }
+  return pruned(
+    rows.map((r) => [r.expires_at, r.jti] as const),
+    limit,
+  )
 }
 
 /** The newest `revoked_at` of every revocation, expired ones included (undefined when there is none). */

@@ -1,7 +1,7 @@
 import { listPartners } from '../api-keys/api-keys.store.js'
 import type { Clock } from '../platform/clock.js'
 import type { Db } from '../platform/db/database.js'
-import { nextCursor, type PruneCursor, type Pruned } from '../platform/db/prune.js'
+import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
 import { ConflictError, NotFoundError, ValidationFailed } from '../platform/errors.js'
 import { ForbiddenDestinationError, type HttpClient } from '../platform/http-client.js'
 import type { Sealer } from '../platform/keys.js'
@@ -85,16 +85,14 @@ export async function pruneDeliveries(
   after?: PruneCursor,
 ): Promise<Pruned> {
   const rows = await finishedDeliveriesBefore(db, before, limit, after)
-  if (rows.length === 0) return { deleted: 0 }
+  if (rows.length === 0) return pruned([], limit)
   const ids = rows.map((r) => r.id)
   const deleted = await db.transaction().execute((tx) => deleteFinishedDeliveries(tx, ids))
-  return {
+  return pruned(
+    rows.map((r) => [r.created_at, r.id] as const),
+    limit,
     deleted,
-    next: nextCursor(
-      rows.map((r) => [r.created_at, r.id] as const),
-      limit,
-    ),
-  }
+  )
 }
 
 export interface WebhookServiceDeps extends WebhookDeliveriesDeps {

@@ -7,20 +7,22 @@ export type PruneCursor = readonly [at: number, key: string | number]
 
 export interface Pruned {
   deleted: number
-  /** Where the next batch starts; absent when this batch was not full (the table is drained). */
-  next?: PruneCursor
+  /** The last row the batch read: the next batch of the drain starts past it (absent: it read none). */
+  last?: PruneCursor
+  /** The batch read as many rows as it may: more may be due past `last`. */
+  full: boolean
 }
 
 /**
- * The cursor after a batch that read `rows` of at most `limit`: the greatest (time, key) among them.
- * The database ordered them (its collation for text keys); comparing here can only pick a row at or
- * before its last one, never past it, so no row is skipped whatever the collation.
+ * A batch that read `read` (each row's time and key) of at most `limit` and deleted `deleted`. Its last
+ * row is the greatest (time, key) among them: the database ordered them (in its collation, for text
+ * keys); comparing here can pick a row at or before its last one, never past it, so whatever the
+ * collation no row is skipped.
  */
-export function nextCursor(rows: readonly PruneCursor[], limit: number): PruneCursor | undefined {
-  if (rows.length < limit) return undefined
-  let last = rows[0]
-  for (const r of rows) if (last === undefined || isAfter(r, last)) last = r
-  return last
+export function pruned(read: readonly PruneCursor[], limit: number, deleted = read.length): Pruned {
+  let last: PruneCursor | undefined
+  for (const r of read) if (last === undefined || isAfter(r, last)) last = r
+  return last === undefined ? { deleted, full: false } : { deleted, last, full: read.length >= limit }
 }
 
 function isAfter([at, key]: PruneCursor, [lastAt, lastKey]: PruneCursor): boolean {

@@ -331,6 +331,7 @@ export async function pruneFinishedJobs(
 ): Promise<Pruned> {
   const ranges = ['done', 'failed'] as const
   let n = 0
+  let last: PruneCursor | undefined
   for (const range of after?.[1] === 'failed' ? ranges.slice(1) : ranges) {
     const column = range === 'done' ? 'done_at' : 'failed_at'
     let finished = db.selectFrom('jobs').select('id').where(column, '<', before).orderBy('done_at')
@@ -343,9 +344,10 @@ export async function pruneFinishedJobs(
       .returning(column)
       .execute()
     n += rows.length
-    if (n >= limit) return { deleted: n, next: [Math.max(...rows.map((r) => Number(r[column]))), range] }
+    if (rows.length > 0) last = [Math.max(...rows.map((r) => Number(r[column]))), range]
+    if (n >= limit) break
   }
-  return { deleted: n }
+  return last === undefined ? { deleted: n, full: false } : { deleted: n, last, full: n >= limit }
 }
 
 /**
