@@ -55,7 +55,7 @@ import { BASELINE_SCOPES } from '../src/identities/grants.js'
 import { systemClock } from '../src/platform/clock.js'
 import type { DatabaseHandle } from '../src/platform/db/database.js'
 import { openDatabase } from '../src/platform/db/database.js'
-import { pruneOnce } from '../src/retention/retention.js'
+import { type Drain, pruneOnce } from '../src/retention/retention.js'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
 import { listDeliveries } from '../src/webhooks/webhooks.store.js'
@@ -510,10 +510,10 @@ async function retentionOf(c: Copy) {
   const batchMs: Record<string, number[]> = {}
   let deleted = 0
   // The passes of one drain, each from where the last stopped, as the job's runs carry it on.
-  let cursors = {}
+  let drain: Drain | undefined
   for (;;) {
-    const r = await pruneOnce({ db: c.handle.db, clock: future, log, config }, cursors)
-    cursors = r.cursors
+    const r = await pruneOnce({ db: c.handle.db, clock: future, log, config }, drain)
+    drain = r.drain
     passes++
     if (r.longestBatch.ms > longestBatch.ms) longestBatch = r.longestBatch
     for (const [table, ms] of Object.entries(r.batchMs)) batchMs[table] = [...(batchMs[table] ?? []), ...ms]

@@ -287,18 +287,15 @@ forEachBackend(
       assert.equal(drain.length, 3, 'two runs and the next one queued')
       const [first, second, next] = drain.map((r) => JSON.parse(r.payload))
       assert.deepEqual(first, {})
-      // The second run starts where the first stopped: the audit log past the rows it deleted, the
-      // deliveries (drained already) past the last one it read.
+      // The second run starts where the first stopped: the audit log past the rows it deleted; the
+      // deliveries, drained, are left alone.
+      assert.deepEqual(Object.keys(second.drain.cursors), ['audit_log'], JSON.stringify(second))
       assert.equal(
-        second.cursors.audit_log[0],
+        second.drain.cursors.audit_log[0],
         now - 400 * DAY + RETENTION_BATCH * BATCHES_PER_RUN - 1,
         JSON.stringify(second),
       )
-      assert.equal(
-        second.cursors.webhook_deliveries[0],
-        now - 94 * DAY + RETENTION_BATCH,
-        JSON.stringify(second),
-      )
+      assert.ok(second.drain.drained.includes('webhook_deliveries'), JSON.stringify(second))
       assert.deepEqual(next, {}, 'the next drain starts at the beginning')
       assert.deepEqual(await uids(), ['pending-behind'], 'every finished one, past the pending one')
 

@@ -51,13 +51,17 @@ export interface RetentionDeps {
 type Prune = (db: Db, before: number, limit: number, after?: PruneCursor) => Promise<Pruned>
 
 /**
- * Where each table's batches stopped in this drain (the runs that follow each other at once while a
- * table has more), by table: the next run starts there, for the tables drained already too (their next
- * batch starts past all the drain deleted, not at the start of the index). A drain that ends drops them
- * all: the next one, an hour later, starts at the beginning again, so a row that became due behind a
- * cursor meanwhile (a delivery finished long after it was made, a row written with an old time) goes then.
+ * Where a drain stands (the runs that follow each other at once while a table has more): where each
+ * table with more stopped, the next run starts there; and the tables it drained already, which it
+ * leaves alone until it ends (a batch of them would find nothing, after walking what the drain deleted
+ * or, on PostgreSQL, the planner's look at the table's ends doing so). A drain that ends drops it all:
+ * the next one, an hour later, starts at the beginning again, so a row that became due behind a cursor
+ * meanwhile (a delivery finished long after it was made, a row written with an old time) goes then.
  */
-export type PruneCursors = Record<string, PruneCursor>
+export interface Drain {
+  cursors: Record<string, PruneCursor>
+  drained: string[]
+}
 
 export interface PrunePass {
   /** Some table had more left than a run deletes. */
@@ -70,18 +74,19 @@ export interface PrunePass {
   batchMs: Record<string, number[]>
   /** Time spent on each table's batches (ms). */
   tableMs: Record<string, number>
-  /** Where each table stopped: the next pass of the same drain starts there. */
-  cursors: PruneCursors
+  /** Where the drain stands after this pass: the next pass of the same drain goes on from it. */
+  drain: Drain
 }
 
 /**
- * One pass over every table, each from where the previous pass of the drain stopped (`from`). Each batch
- * starts where the last one stopped, past the index entries of the rows the earlier batches deleted
- * (PostgreSQL keeps them until a vacuum; walking them again made batch k cost k batches).
+ * One pass over every table the drain has not drained yet, each from where its previous pass stopped
+ * (`from`). Each batch starts where the last one stopped, past the index entries of the rows the
+ * earlier batches deleted (PostgreSQL keeps them until a vacuum; walking them again made each batch cost
+ * more than the last).
  */
 export async function pruneOnce(
   { db, clock, log, config }: RetentionDeps,
-  from: PruneCursors = {},
+  from: Drain = { cursors: {}, drained: [] },
 ): Promise<PrunePass> {
   const now = clock.now()
   const retained = now - config.RETENTION_DAYS * DAY_MS
@@ -99,7 +104,7 @@ export async function pruneOnce(
   const deleted: Record<string, number> = {}
   const tableMs: Record<string, number> = {}
   const batchMs: Record<string, number[]> = {}
-  const cursors: PruneCursors = {}
+  const drain: Drain = { cursors: {}, drained: [] }
   const batch = async ([table, prune, before]: (typeof tables)[number], after?: PruneCursor) => {
     const started = performance.now()
     const pruned = await prune(db, before, RETENTION_BATCH, after)
@@ -114,36 +119,43 @@ export async function pruneOnce(
   // the rows of its batch.
   for (const table of tables) {
     const [name] = table
-    let after = from[name]
+    if (from.drained.includes(name)) {
+      drain.drained.push(name)
+      continue
+    }
+    let after = from.cursors[name]
     for (let batches = 1; ; batches++) {
       const { last, full } = await batch(table, after)
-      after = last ?? after
-      if (!full) break
+      if (!full) {
+        drain.drained.push(name)
+        break
+      }
+      after = last
       if (batches === BATCHES_PER_RUN) {
         more = true
+        if (after) drain.cursors[name] = after
         break
       }
     }
-    if (after) cursors[name] = after
   }
   if (Object.keys(deleted).length > 0) log.info({ deleted }, 'retention: old rows deleted')
-  return { more, deleted, longestBatch, batchMs, tableMs, cursors }
+  return { more, deleted, longestBatch, batchMs, tableMs, drain }
 }
 
-/** A run's payload: the cursors of the drain it continues (none: a new drain). */
+/** A run's payload: the drain it continues (none: a new drain). */
 interface RetentionPayload {
-  cursors?: PruneCursors
+  drain?: Drain
 }
 
 function retentionJob(deps: RetentionDeps): JobHandler<RetentionPayload> {
   return {
     retrySchedule: [60, 600],
     async run(payload, { jobId }) {
-      const { more, cursors } = await pruneOnce(deps, payload.cursors)
+      const { more, drain } = await pruneOnce(deps, payload.drain)
       // Frees the key first, so the next run can be queued while this one still counts as running.
       await releaseDedupeKey(deps.db, jobId)
-      // While more is left, the drain goes on at once from its cursors; the hourly run starts a new one.
-      if (more) await scheduleRetention(deps, deps.clock.now(), cursors)
+      // While more is left, the drain goes on at once where it stands; the hourly run starts a new one.
+      if (more) await scheduleRetention(deps, deps.clock.now(), drain)
       else await scheduleRetention(deps, deps.clock.now() + RETENTION_INTERVAL_MS)
     },
   }
@@ -153,9 +165,9 @@ function retentionJob(deps: RetentionDeps): JobHandler<RetentionPayload> {
 export async function scheduleRetention(
   { db, clock }: Pick<RetentionDeps, 'db' | 'clock'>,
   runAt: number,
-  cursors?: PruneCursors,
+  drain?: Drain,
 ) {
-  const payload: RetentionPayload = cursors ? { cursors } : {}
+  const payload: RetentionPayload = drain ? { drain } : {}
   await enqueue(db, clock.now(), {
     kind: RETENTION_JOB,
     payload,
