@@ -27,7 +27,9 @@
 //   the 10,000-ticket event beside it, so that the code paths are warm), its peak during it and what
 //   the service keeps 3 s after it; the object form's first sync (every page, or its 413 above
 //   SCAN_SYNC_JSON_MAX_TICKETS); and ticket use at a gate's pace (one every 5 ms) quiet and while four
-//   scanners do a cold first sync at once (uncompressed: their decoding would run on the bench's CPU), in rounds (a quiet spell, then the four scanners) until 100
+//   scanners do a cold first sync at once (on a worker thread: other devices, off the event loop that
+//   times the uses; uncompressed: their decoding would take the bench's CPU), in rounds (a quiet spell,
+//   then the four scanners) until 100
 //   uses of each were timed (SCALE_SYNC_USES), at least three rounds.
 // Sections (SCALE_SECTIONS, comma-separated, default `serve,startup,retention`): `serve` (stats, event
 // list, metrics, ticket use, RSS), `startup`, `retention`, `sync`. A section left out prints '-'. With
@@ -40,13 +42,11 @@
 // Writes bench/results/scale.md and .json (SCALE_RESULTS=0: print only, as the CI test does).
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
-import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
-import zlib from 'node:zlib'
+import { Worker } from 'node:worker_threads'
 import { Redis } from 'ioredis'
 import { sql } from 'kysely'
 import { pageAuditEntries } from '../src/audit/audit.store.js'
@@ -64,6 +64,12 @@ import { fillLedger } from '../test/helpers/ledger.js'
 import { freePort } from '../test/helpers/processes.js'
 import { guardRun, hasCommand, pinSelf, rssBytes, spawnPinned, waitForHttp } from './lib/processes.js'
 import { f0, f1, machineLine, table } from './lib/report.js'
+import {
+  type FirstSyncJob,
+  rawGet,
+  type ScanTarget,
+  compactFirstSync as syncCompact,
+} from './lib/scan-client.js'
 import { BENCH_SECRET, checkPostgres, checkRedis, type Service, startService } from './lib/service.js'
 
 const LARGE = Number(process.env.SCALE_LARGE ?? 1_000_000)
@@ -554,82 +560,17 @@ const scannerToken = (event = 1) =>
     3600,
   ).token
 
-const brotliDecompress = promisify(zlib.brotliDecompress)
-const gunzip = promisify(zlib.gunzip)
+/** The bench thread's scanner target: addresses from its own counter. */
+const targetOf = (c: Copy): ScanTarget => ({ origin: c.service.origin, address })
 
-/**
- * A GET as a scanner makes it: the bytes as they came over the wire, and the body decoded on zlib's
- * threads (the bench's own event loop, which times the ticket uses, stays free of the scanners' work).
- */
-function rawGet(c: Copy, url: string, token: string, encoding: string) {
-  return new Promise<{ status: number; wire: number; body: Buffer }>((resolve, reject) => {
-    const req = http.get(
-      `${c.service.origin}${url}`,
-      {
-        headers: {
-          authorization: `Bearer ${token}`,
-          'accept-encoding': encoding,
-          'x-forwarded-for': address(),
-        },
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (chunk: Buffer) => chunks.push(chunk))
-        res.on('error', reject)
-        res.on('end', () => {
-          const raw = Buffer.concat(chunks)
-          const enc = res.headers['content-encoding']
-          const decoded =
-            enc === 'br' ? brotliDecompress(raw) : enc === 'gzip' ? gunzip(raw) : Promise.resolve(raw)
-          decoded.then((body) => resolve({ status: res.statusCode ?? 0, wire: raw.length, body }), reject)
-        })
-      },
-    )
-    req.on('error', reject)
+/** A scanner's first sync of the copy in the compact form, on the bench's own thread. */
+const compactFirstSync = (c: Copy, event = 1, encoding = 'br') =>
+  syncCompact(targetOf(c), {
+    event,
+    token: scannerToken(event),
+    encoding,
+    tickets: event === 1 ? c.n : SIDE_EVENT,
   })
-}
-
-/**
- * What a scanner reads of a compact page to go on: its count, cursor and has_more, found without
- * parsing the page (a 5,000-ticket page is 200 KB of JSON).
- */
-function pageHead(body: Buffer) {
-  const count = /"count":(\d+)/.exec(body.subarray(0, 4096).toString())
-  const at = body.lastIndexOf('"cursor":')
-  const tail = /^"cursor":"([\d.]+)","has_more":(true|false)/.exec(body.subarray(at, at + 64).toString())
-  if (!count || !tail) throw new Error(`not a compact page: ${body.subarray(0, 200).toString()}`)
-  return { count: Number(count[1]), cursor: tail[1]!, has_more: tail[2] === 'true' }
-}
-
-/** A scanner's first sync in the compact form, as `@wristband/scanner` takes it: the snapshot's pages, then the delta. */
-async function compactFirstSync(c: Copy, event = 1, encoding = 'br') {
-  const token = scannerToken(event)
-  let cursor: string | undefined
-  let wire = 0
-  let count = 0
-  let pages = 0
-  const started = performance.now()
-  for (;;) {
-    const res = await rawGet(
-      c,
-      `/events/${event}/scan-sync?format=columns${cursor ? `&cursor=${cursor}` : ''}`,
-      token,
-      encoding,
-    )
-    if (res.status !== 200)
-      throw new Error(`compact first sync answered ${res.status}: ${res.body.subarray(0, 200).toString()}`)
-    const page = pageHead(res.body)
-    wire += res.wire
-    pages++
-    const inSnapshot = cursor === undefined || cursor.includes('.')
-    if (inSnapshot) count += page.count
-    cursor = page.cursor
-    if (!page.has_more && !inSnapshot) break
-  }
-  const tickets = event === 1 ? c.n : SIDE_EVENT
-  if (count !== tickets) throw new Error(`the compact first sync held ${count} tickets, not ${tickets}`)
-  return { ms: performance.now() - started, wire, pages }
-}
 
 /** The object form's first sync, page after page (gzip, as a plain HTTP client asks), or its 413. */
 async function objectFirstSync(c: Copy) {
@@ -639,7 +580,12 @@ async function objectFirstSync(c: Copy) {
   let tickets = 0
   const started = performance.now()
   for (;;) {
-    const res = await rawGet(c, `/events/1/scan-sync${cursor ? `?cursor=${cursor}` : ''}`, token, 'gzip')
+    const res = await rawGet(
+      targetOf(c),
+      `/events/1/scan-sync${cursor ? `?cursor=${cursor}` : ''}`,
+      token,
+      'gzip',
+    )
     if (res.status === 413 && cursor === undefined)
       return { status: 413, ms: performance.now() - started, wire: res.wire, tickets }
     if (res.status !== 200)
@@ -674,6 +620,21 @@ async function pacedUses(c: Copy, going: () => boolean, max: number) {
   return ms
 }
 
+/** A thread of scanners (lib/scanners-worker.ts): each round runs its first syncs at once there. */
+function scannersThread(origin: string) {
+  const worker = new Worker(new URL('./lib/scanners-worker.ts', import.meta.url), { workerData: { origin } })
+  return {
+    round: (jobs: FirstSyncJob[]) =>
+      new Promise<{ ms: number }[]>((resolve, reject) => {
+        worker.once('message', (m: { results?: { ms: number }[]; error?: string }) =>
+          m.results ? resolve(m.results) : reject(new Error(m.error)),
+        )
+        worker.postMessage(jobs)
+      }),
+    close: () => worker.terminate(),
+  }
+}
+
 async function syncOf(c: Copy) {
   const pid = c.service.pid
   // One cold first sync, the service's RSS sampled meanwhile, after one of the 10,000-ticket event
@@ -695,18 +656,27 @@ async function syncOf(c: Copy) {
   const quiet: number[] = []
   const during: number[] = []
   const fours: number[] = []
+  const thread = scannersThread(c.service.origin)
   while (during.length < SYNC_USES || quiet.length < SYNC_USES || fours.length < 3) {
     quiet.push(...(await pacedUses(c, () => true, Math.ceil(SYNC_USES / 3))))
     await moveFeed(c)
     let syncing = true
-    // Uncompressed: a scanner's decoding is its own work, which here would run on the bench's CPU,
-    // beside the uses it times. The service serves either encoding the same way (read from the file).
-    const scanners = Promise.all([1, 2, 3, 4].map(() => compactFirstSync(c, 1, 'identity'))).finally(() => {
+    // On a thread of their own (other devices: their reading of the pages stays off the event loop
+    // that times the uses), and uncompressed: a scanner's decoding is its own work, which would still
+    // take the bench's CPU. The service serves either encoding the same way (read from the file).
+    const jobs = [1, 2, 3, 4].map(() => ({
+      event: 1,
+      token: scannerToken(),
+      encoding: 'identity',
+      tickets: c.n,
+    }))
+    const scanners = thread.round(jobs).finally(() => {
       syncing = false
     })
     during.push(...(await pacedUses(c, () => syncing, Number.POSITIVE_INFINITY)))
     fours.push(Math.max(...(await scanners).map((x) => x.ms)))
   }
+  await thread.close()
   const timing = (xs: number[]) => ({ p50: percentile(xs, 50), p95: percentile(xs, 95), n: xs.length })
   return {
     coldMs: cold.ms,
