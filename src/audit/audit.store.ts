@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { type Selectable, sql } from 'kysely'
 import type { Clock } from '../platform/clock.js'
 import type { Db, Dialect } from '../platform/db/database.js'
-import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
+import { deleteDueBatch, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { AuditLogTable } from '../platform/db/schema.js'
 import { storageProblem } from '../platform/storage.js'
 
@@ -166,21 +166,12 @@ export async function pageAuditEntries(
  * Deletes up to `limit` audit rows older than `before` (retention), oldest first: in (at, id) order
  * past `after`, over the index audit_log_at_id.
  */
-export async function pruneAudit(
-  db: Db,
-  before: number,
-  limit: number,
-  after?: PruneCursor,
-): Promise<Pruned> {
-  let due = db.selectFrom('audit_log').select('id').where('at', '<', before)
-  if (after) due = due.where((eb) => eb(eb.refTuple('at', 'id'), '>', eb.tuple(after[0], Number(after[1]))))
-  const rows = await db
-    .deleteFrom('audit_log')
-    .where('id', 'in', due.orderBy('at').orderBy('id').limit(limit))
-    .returning(['at', 'id'])
-    .execute()
-  return pruned(
-    rows.map((r) => [r.at, r.id] as const),
+export function pruneAudit(db: Db, before: number, limit: number, after?: PruneCursor): Promise<Pruned> {
+  return deleteDueBatch(
+    db,
+    { table: 'audit_log', time: 'at', key: 'id', keyType: 'integer' },
+    before,
     limit,
+    after,
   )
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db/database.js'
-import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
+import { deleteDueBatch, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 
 /**
  * A new set-up code (its SHA-256) for a device; the device's earlier codes that were not used are
@@ -48,22 +48,12 @@ export async function setupCodeState(
 }
 
 /** Retention: codes past their expiry, used or not, are of no use to anyone (the audit log keeps who). */
-export async function pruneSetupCodes(
-  db: Db,
-  before: number,
-  limit: number,
-  after?: PruneCursor,
-): Promise<Pruned> {
-  let due = db.selectFrom('device_setup_codes').select('id').where('expires_at', '<', before)
-  if (after)
-    due = due.where((eb) => eb(eb.refTuple('expires_at', 'id'), '>', eb.tuple(after[0], Number(after[1]))))
-  const rows = await db
-    .deleteFrom('device_setup_codes')
-    .where('id', 'in', due.orderBy('expires_at').orderBy('id').limit(limit))
-    .returning(['expires_at', 'id'])
-    .execute()
-  return pruned(
-    rows.map((r) => [r.expires_at, r.id] as const),
+export function pruneSetupCodes(db: Db, before: number, limit: number, after?: PruneCursor): Promise<Pruned> {
+  return deleteDueBatch(
+    db,
+    { table: 'device_setup_codes', time: 'expires_at', key: 'id', keyType: 'integer' },
+    before,
     limit,
+    after,
   )
 }

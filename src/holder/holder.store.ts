@@ -1,5 +1,5 @@
 import type { Db } from '../platform/db/database.js'
-import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
+import { deleteDueBatch, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import { sha256Hex } from '../platform/digest.js'
 import { claimTickets } from '../transfers/transfers.store.js'
 
@@ -140,27 +140,18 @@ export async function deleteLinkToken(tx: Db, tokenHash: string): Promise<void> 
  * claimer's account); the token of a link nobody claimed yet stays, however old. The tokens carry
  * their link's claim time (set by `claimLink`) under a partial index that holds only claimed ones, so
  * a pass reads only what it deletes, however many old unclaimed or already pruned links there are.
- * Returns how many.
  */
-export async function pruneClaimedLinkTokens(
+export function pruneClaimedLinkTokens(
   db: Db,
   before: number,
   limit: number,
   after?: PruneCursor,
 ): Promise<Pruned> {
-  let due = db.selectFrom('holder_link_tokens').select('token_hash').where('claimed_at', '<', before)
-  if (after)
-    due = due.where((eb) =>
-      eb(eb.refTuple('claimed_at', 'token_hash'), '>', eb.tuple(after[0], String(after[1]))),
-    )
-  const rows = await db
-    .deleteFrom('holder_link_tokens')
-    .where('token_hash', 'in', due.orderBy('claimed_at').orderBy('token_hash').limit(limit))
-    .returning(['claimed_at', 'token_hash'])
-    .execute()
-  // Every row read has a claim time (claimed_at < before).
-  return pruned(
-    rows.map((r) => [Number(r.claimed_at), r.token_hash] as const),
+  return deleteDueBatch(
+    db,
+    { table: 'holder_link_tokens', time: 'claimed_at', key: 'token_hash', keyType: 'text' },
+    before,
     limit,
+    after,
   )
 }

@@ -1,6 +1,6 @@
 import type { Insertable, Selectable } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
+import { deleteDueBatch, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { RefreshTokensTable } from '../platform/db/schema.js'
 
 export type RefreshRow = Omit<Selectable<RefreshTokensTable>, 'created_at'>
@@ -68,22 +68,17 @@ export async function revokeSubject(db: Db, kind: string, id: number, now: numbe
  * Deletes up to `limit` refresh tokens that expired before `before` (retention), in (expires_at, jti)
  * order past `after`, over the index refresh_tokens_expires_jti.
  */
-export async function pruneExpiredRefresh(
+export function pruneExpiredRefresh(
   db: Db,
   before: number,
   limit: number,
   after?: PruneCursor,
 ): Promise<Pruned> {
-  let due = db.selectFrom('refresh_tokens').select('jti').where('expires_at', '<', before)
-  if (after)
-    due = due.where((eb) => eb(eb.refTuple('expires_at', 'jti'), '>', eb.tuple(after[0], String(after[1]))))
-  const rows = await db
-    .deleteFrom('refresh_tokens')
-    .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
-    .returning(['expires_at', 'jti'])
-    .execute()
-  return pruned(
-    rows.map((r) => [r.expires_at, r.jti] as const),
+  return deleteDueBatch(
+    db,
+    { table: 'refresh_tokens', time: 'expires_at', key: 'jti', keyType: 'text' },
+    before,
     limit,
+    after,
   )
 }

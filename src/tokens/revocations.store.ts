@@ -1,6 +1,6 @@
 import { sql } from 'kysely'
 import type { Db } from '../platform/db/database.js'
-import { type PruneCursor, type Pruned, pruned } from '../platform/db/prune.js'
+import { deleteDueBatch, type PruneCursor, type Pruned } from '../platform/db/prune.js'
 import type { RevocationSetBuilder } from './revocation-set.js'
 import type { Revocation } from './revocations.js'
 
@@ -73,23 +73,18 @@ export async function liveRevocationLines(
  * Deletes up to `limit` revocations that expired before `before` (retention), in (expires_at, jti)
  * order past `after`, over the index revoked_tokens_live.
  */
-export async function pruneExpiredRevocations(
+export function pruneExpiredRevocations(
   db: Db,
   before: number,
   limit: number,
   after?: PruneCursor,
 ): Promise<Pruned> {
-  let due = db.selectFrom('revoked_tokens').select('jti').where('expires_at', '<', before)
-  if (after)
-    due = due.where((eb) => eb(eb.refTuple('expires_at', 'jti'), '>', eb.tuple(after[0], String(after[1]))))
-  const rows = await db
-    .deleteFrom('revoked_tokens')
-    .where('jti', 'in', due.orderBy('expires_at').orderBy('jti').limit(limit))
-    .returning(['expires_at', 'jti'])
-    .execute()
-  return pruned(
-    rows.map((r) => [r.expires_at, r.jti] as const),
+  return deleteDueBatch(
+    db,
+    { table: 'revoked_tokens', time: 'expires_at', key: 'jti', keyType: 'text' },
+    before,
     limit,
+    after,
   )
 }
 
