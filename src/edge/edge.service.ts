@@ -12,6 +12,7 @@ import {
   ServiceUnavailableError,
   TooManyRequestsError,
 } from '../platform/errors.js'
+import type { RequestPrecedence } from '../platform/precedence.js'
 import {
   feedPage,
   findTransferForReissue,
@@ -35,6 +36,8 @@ export interface EdgeServiceDeps {
   keys: EdgeKeys
   codes: TicketCodes
   config: Pick<Config, 'DATA_DIR' | 'databaseUrl' | 'DATABASE_SCHEMA' | 'SCAN_SYNC_JSON_MAX_TICKETS'>
+  /** The instance's requests, which a snapshot's build reads its pages between (none: it does not wait). */
+  precedence?: RequestPrecedence
 }
 
 /**
@@ -44,6 +47,14 @@ export interface EdgeServiceDeps {
 export interface SnapshotPage extends HeldPage {
   encoding: SnapshotEncoding | undefined
 }
+
+/**
+ * The longest a snapshot's build waits for the instance's requests before it reads its next page: the
+ * scans at the gate run beside no build's query when they can (its database reads take the database
+ * server's CPU at its own priority, which the build's lower one does not reach), and a build of 200
+ * pages takes at most 10 s longer however busy the gates are.
+ */
+const BUILD_YIELDS_AT_MOST_MS = 50
 
 /** A device may start this many first syncs per window (a scanner restarting in a loop cannot hog the service). */
 export const FIRST_SYNCS_PER_DEVICE = 10
@@ -57,7 +68,7 @@ export class EdgeService {
   private readonly firstSyncs = new LRUCache<string, { count: number; since: number }>({ max: 50_000 })
 
   constructor(private readonly deps: EdgeServiceDeps) {
-    const { db, clock, config, keys } = deps
+    const { db, clock, config, keys, precedence } = deps
     this.snapshots = new Snapshots({
       db,
       clock,
@@ -66,6 +77,7 @@ export class EdgeService {
       dataDir: config.DATA_DIR,
       keyIds: () => keys.keys.map((k) => k.kid),
       pageSize: FEED_PAGE_SIZE,
+      ...(precedence ? { quiet: () => precedence.quiet(BUILD_YIELDS_AT_MOST_MS) } : {}),
     })
   }
 

@@ -42,6 +42,13 @@ export interface PageExtent {
   br: [number, number]
 }
 
+/**
+ * What a build's child process tells the service: a page it wrote, or that it would read the next one
+ * once the service answers no request (the service answers `{ go: true }`, at the latest after
+ * BUILD_YIELDS_AT_MOST_MS).
+ */
+export type BuildMessage = PageExtent | { quiet: true }
+
 const brotliAsync = promisify(brotliCompress)
 
 /**
@@ -74,6 +81,7 @@ async function eachPage(
   source: SnapshotSource,
   job: SnapshotJob,
   onPage: (after: number, next: number | null, identity: Buffer) => Promise<void>,
+  beforePage: () => Promise<void>,
 ): Promise<void> {
   const { db } = source
   const head = { event_id: job.eventId, key_ids: job.keyIds, position: job.position }
@@ -86,6 +94,7 @@ async function eachPage(
   for (let after: number | null = 0; after !== null; ) {
     let page: ColumnsPage
     let next: number | null
+    await beforePage()
     if (source.dialect === 'postgres') {
       const gathered = await ticketColumnsAfter(db, job.eventId, after, job.pageSize, DIGEST)
       await known(new Set(gathered.count === 0 ? [] : gathered.types.split(',').map(Number)))
@@ -108,7 +117,8 @@ async function eachPage(
 /**
  * Writes every ticket of the event, page by page in id order, to `job.file`: each page as JSON and
  * compressed with brotli, one after the other, and reports each page as soon as it is written (a
- * scanner takes page n while page n + 1 is read). Each page is read after the feed position was:
+ * scanner takes page n while page n + 1 is read). Each page is read once `beforePage` resolved: the
+ * service's requests at the gate go first (`RequestPrecedence.quiet`). Each page is read after the feed position was:
  * every change up to that position is in the snapshot, later ones may be too, and the deltas from the
  * position bring them all. Nothing of a page is kept once it is written.
  */
@@ -116,6 +126,7 @@ export async function writeSnapshot(
   source: SnapshotSource,
   job: SnapshotJob,
   onPage: (page: PageExtent) => void,
+  beforePage: () => Promise<void> = async () => {},
 ) {
   const out = await fs.open(job.file, 'r+')
   let offset = 0
@@ -130,10 +141,15 @@ export async function writeSnapshot(
   }
   try {
     let writing: Promise<void> | undefined
-    await eachPage(source, job, async (after, next, identity) => {
-      await writing
-      writing = finish(after, next, identity)
-    })
+    await eachPage(
+      source,
+      job,
+      async (after, next, identity) => {
+        await writing
+        writing = finish(after, next, identity)
+      },
+      beforePage,
+    )
     await writing
   } finally {
     await out.close()

@@ -2,7 +2,7 @@
 // connection, writes the snapshot's file and reports each page; its memory goes with it when it ends.
 import os from 'node:os'
 import { childTask } from '../platform/child-task.js'
-import type { SnapshotProcessJob } from './snapshot-file.js'
+import type { BuildMessage, SnapshotProcessJob } from './snapshot-file.js'
 
 // Before the modules load (the job is listened for at once). The service gone (killed, crashed) closes
 // the channel, and nobody will read the snapshot: the build ends at once, its connection with it, and
@@ -24,10 +24,22 @@ task.owns(job.file)
 const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 1 })
 try {
   let sent = Promise.resolve()
-  await writeSnapshot(handle, job, (page) => {
-    // In order, each once the one before has left (none lost at the end).
-    sent = sent.then(() => task.send(page))
-  })
+  // Each page is read once the service says it is quiet (BuildMessage): one `go` per ask.
+  const goes: (() => void)[] = []
+  process.on('message', () => goes.shift()?.())
+  await writeSnapshot(
+    handle,
+    job,
+    (page) => {
+      // In order, each once the one before has left (none lost at the end).
+      sent = sent.then(() => task.send(page satisfies BuildMessage))
+    },
+    () =>
+      new Promise<void>((resolve) => {
+        goes.push(resolve)
+        sent = sent.then(() => task.send({ quiet: true } satisfies BuildMessage))
+      }),
+  )
   await sent
 } finally {
   await handle.close()

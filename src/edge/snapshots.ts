@@ -13,6 +13,7 @@ import { NotFoundError } from '../platform/errors.js'
 import { deleteLeftovers, markInUse } from '../platform/leftovers.js'
 import { PageBuffers } from './page-buffers.js'
 import {
+  type BuildMessage,
   type PageExtent,
   readExtent,
   type SnapshotJob,
@@ -102,6 +103,11 @@ export interface SnapshotsDeps {
   dataDir: string
   keyIds(): string[]
   pageSize: number
+  /**
+   * Resolves once the instance answers no request, or has waited long enough: a build reads each page
+   * then (none: at once).
+   */
+  quiet?: () => Promise<void>
   /** How long a build's child may take to write a page (BUILD_PAGE_TIMEOUT_MS unless given: tests shorten it). */
   pageTimeoutMs?: number
   /** How often the sweep runs (SWEEP_MS unless given: tests shorten it). */
@@ -321,8 +327,10 @@ export class Snapshots {
         file: snapshot.file,
       }
       const { databaseUrl, schema, db } = this.deps
+      const quiet = this.deps.quiet ?? (async () => {})
       // An in-memory SQLite database has no file another connection could open.
-      if (databaseUrl === 'sqlite::memory:') return writeSnapshot({ db, dialect: 'sqlite' }, job, written)
+      if (databaseUrl === 'sqlite::memory:')
+        return writeSnapshot({ db, dialect: 'sqlite' }, job, written, quiet)
       const child = fork(fileURLToPath(new URL('./snapshot-process.js', import.meta.url)), [], {
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       })
@@ -338,9 +346,13 @@ export class Snapshots {
           }, timeoutMs)
         }
         waitForPage()
-        child.on('message', (page) => {
+        child.on('message', (message: BuildMessage) => {
+          if ('quiet' in message) {
+            void quiet().then(() => child.connected && child.send({ go: true }))
+            return
+          }
           waitForPage()
-          written(page as PageExtent)
+          written(message)
         })
         child.on('error', reject)
         child.on('exit', (code, signal) => {

@@ -61,3 +61,32 @@ test('a bulk answer waits at most its cap however busy the instance is', async (
     mock.timers.reset()
   }
 })
+
+test('background work waits for no request to be open, or for its cap; bulk answers do not hold it', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  try {
+    const precedence = new RequestPrecedence()
+    const page = (await settled(precedence.turn(50)))!
+    assert.equal(
+      await settled(precedence.quiet(50).then(() => 'go')),
+      'go',
+      'a page being sent is no request',
+    )
+    page()
+    precedence.opened()
+    precedence.opened()
+    const step = precedence.quiet(60_000).then(() => 'go')
+    precedence.closed()
+    assert.equal(await settled(step), undefined, 'one request is still being answered')
+    precedence.closed()
+    assert.equal(await settled(step), 'go')
+    precedence.opened()
+    const capped = precedence.quiet(50).then(() => 'go')
+    mock.timers.tick(49)
+    assert.equal(await settled(capped), undefined)
+    mock.timers.tick(1)
+    assert.equal(await settled(capped), 'go', 'the gate never went quiet: it goes on anyway')
+  } finally {
+    mock.timers.reset()
+  }
+})

@@ -22,6 +22,8 @@ export class RequestPrecedence {
   /** Bulk answers holding a turn. */
   private bulk = 0
   private waiting: (() => void)[] = []
+  /** Work that waits for no request to be open (`quiet`). */
+  private idle: (() => void)[] = []
 
   /** A request that bulk answers yield to is being answered; `closed` once its answer closed. */
   opened(): void {
@@ -30,7 +32,27 @@ export class RequestPrecedence {
 
   closed(): void {
     this.open--
+    if (this.open === 0) for (const go of this.idle.splice(0)) go()
     this.giveTurn()
+  }
+
+  /**
+   * Resolves once no request of a route that does not yield is being answered, or after `maxMs`:
+   * background work done in steps (a snapshot's build, page by page) starts each step between them.
+   */
+  quiet(maxMs: number): Promise<void> {
+    if (this.open === 0) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.idle = this.idle.filter((w) => w !== go)
+        resolve()
+      }, maxMs)
+      const go = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.idle.push(go)
+    })
   }
 
   /**
