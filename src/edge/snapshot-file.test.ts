@@ -66,7 +66,8 @@ forEachBackend(httpBackends, "a snapshot's pages are the pages the feed answers"
       .execute()
   })
 
-  test('every page of a snapshot, four tickets a page, equals the page read from the database for its cursor', async () => {
+  /** Builds the snapshot with `pause` (its answers: whether the service is busy) and compares its pages. */
+  async function pagesMatch(pause: () => Promise<boolean>) {
     const token = deviceToken(t, 1, 1, 901)
     const position = (await feedPosition(t.db.db, 1))!
     const first = await t.request({
@@ -81,8 +82,9 @@ forEachBackend(httpBackends, "a snapshot's pages are the pages the feed answers"
     try {
       await writeSnapshot(
         t.db,
-        { eventId: 1, position, keyIds: first.json().key_ids, pageSize: 4, file },
+        { eventId: 1, position, keyIds: first.json().key_ids, pageSize: 4, busyStep: 3, file },
         (page) => pages.push(page),
+        pause,
       )
       const bytes = fs.readFileSync(file)
       assert.equal(pages.length, 4, '13 tickets, 4 a page')
@@ -108,5 +110,19 @@ forEachBackend(httpBackends, "a snapshot's pages are the pages the feed answers"
     } finally {
       fs.rmSync(file, { force: true })
     }
+  }
+
+  test('every page of a snapshot, four tickets a page, equals the page read from the database for its cursor', async () => {
+    await pagesMatch(async () => false)
+  })
+
+  test('so does every page a build read while the service was busy: in steps of three tickets on PostgreSQL', async () => {
+    let pauses = 0
+    await pagesMatch(async () => {
+      pauses++
+      return true
+    })
+    // SQLite reads a page at once; PostgreSQL reads 13 tickets, 4 a page, 3 a step: 2 steps a page, 1 for the last.
+    assert.equal(pauses, t.db.dialect === 'postgres' ? 7 : 4)
   })
 })

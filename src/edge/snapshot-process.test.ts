@@ -34,6 +34,7 @@ forEachBackend(backends, 'the snapshot build child: its service gone, busy, or i
       position: 0,
       keyIds: [],
       pageSize: 1,
+      busyStep: 1,
       file,
       databaseUrl: t.config.databaseUrl,
       schema: t.config.DATABASE_SCHEMA,
@@ -71,8 +72,8 @@ forEachBackend(backends, 'the snapshot build child: its service gone, busy, or i
     for (let i = 0; i < 3; i++) await newTransfer(t, keys.write, ticket)
     let asks = 0
     let goQuiet!: () => void
-    const quiet = new Promise<void>((resolve) => {
-      goQuiet = resolve
+    const quiet = new Promise<boolean>((resolve) => {
+      goQuiet = () => resolve(false)
     })
     const snapshots = new Snapshots({
       db: t.db.db,

@@ -2,7 +2,7 @@
 // connection, writes the snapshot's file and reports each page; its memory goes with it when it ends.
 import os from 'node:os'
 import { childTask } from '../platform/child-task.js'
-import type { BuildMessage, SnapshotProcessJob } from './snapshot-file.js'
+import type { BuildGo, BuildMessage, SnapshotProcessJob } from './snapshot-file.js'
 
 // Before the modules load (the job is listened for at once). The service gone (killed, crashed) closes
 // the channel, and nobody will read the snapshot: the build ends at once, its connection with it, and
@@ -24,9 +24,9 @@ task.owns(job.file)
 const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 1 })
 try {
   let sent = Promise.resolve()
-  // Each page is read once the service says it is quiet (BuildMessage): one `go` per ask.
-  const goes: (() => void)[] = []
-  process.on('message', () => goes.shift()?.())
+  // Each read waits for the service's `go` (one for each `quiet` asked, in order).
+  const goes: ((busy: boolean) => void)[] = []
+  process.on('message', (go: BuildGo) => goes.shift()?.(go.busy))
   await writeSnapshot(
     handle,
     job,
@@ -35,7 +35,7 @@ try {
       sent = sent.then(() => task.send(page satisfies BuildMessage))
     },
     () =>
-      new Promise<void>((resolve) => {
+      new Promise<boolean>((resolve) => {
         goes.push(resolve)
         sent = sent.then(() => task.send({ quiet: true } satisfies BuildMessage))
       }),

@@ -13,6 +13,7 @@ import { NotFoundError } from '../platform/errors.js'
 import { deleteLeftovers, markInUse } from '../platform/leftovers.js'
 import { PageBuffers } from './page-buffers.js'
 import {
+  type BuildGo,
   type BuildMessage,
   type PageExtent,
   readExtent,
@@ -60,6 +61,12 @@ const MAX_BUILDS = 4
  */
 const BUILD_PAGE_TIMEOUT_MS = 60_000
 
+/**
+ * Tickets a build reads in one query on PostgreSQL while the instance is busy (a fifth of a page): the
+ * database server's CPU goes to the gate's ticket uses between them (docs/offline.md).
+ */
+const BUSY_STEP = 1000
+
 const gzipAsync = promisify(gzip)
 
 /** Page buffers kept for reuse between pages: four scanners' pages in flight at once, and a few more. */
@@ -104,10 +111,11 @@ export interface SnapshotsDeps {
   keyIds(): string[]
   pageSize: number
   /**
-   * Resolves once the instance answers no request, or has waited long enough: a build reads each page
-   * then (none: at once).
+   * Resolves once the instance answers no request, or has waited long enough, with whether it is busy
+   * (it answered requests lately): a build reads on then, in shorter steps while busy (none: at once,
+   * whole pages).
    */
-  quiet?: () => Promise<void>
+  quiet?: () => Promise<boolean>
   /** How long a build's child may take to write a page (BUILD_PAGE_TIMEOUT_MS unless given: tests shorten it). */
   pageTimeoutMs?: number
   /** How often the sweep runs (SWEEP_MS unless given: tests shorten it). */
@@ -324,10 +332,11 @@ export class Snapshots {
         position,
         keyIds: this.deps.keyIds(),
         pageSize: this.deps.pageSize,
+        busyStep: BUSY_STEP,
         file: snapshot.file,
       }
       const { databaseUrl, schema, db } = this.deps
-      const quiet = this.deps.quiet ?? (async () => {})
+      const quiet = this.deps.quiet ?? (async () => false)
       // An in-memory SQLite database has no file another connection could open.
       if (databaseUrl === 'sqlite::memory:')
         return writeSnapshot({ db, dialect: 'sqlite' }, job, written, quiet)
@@ -348,7 +357,7 @@ export class Snapshots {
         waitForPage()
         child.on('message', (message: BuildMessage) => {
           if ('quiet' in message) {
-            void quiet().then(() => child.connected && child.send({ go: true }))
+            void quiet().then((busy) => child.connected && child.send({ go: true, busy } satisfies BuildGo))
             return
           }
           waitForPage()

@@ -65,27 +65,28 @@ test('a bulk answer waits at most its cap however busy the instance is', async (
 test('background work waits for no request to be open, or for its cap; bulk answers do not hold it', async () => {
   mock.timers.enable({ apis: ['setTimeout'] })
   try {
-    const precedence = new RequestPrecedence()
+    let now = 0
+    const precedence = new RequestPrecedence(() => now)
     const page = (await settled(precedence.turn(50)))!
-    assert.equal(
-      await settled(precedence.quiet(50).then(() => 'go')),
-      'go',
-      'a page being sent is no request',
-    )
+    assert.equal(await settled(precedence.quiet(50)), false, 'a page being sent is no request, and none was')
     page()
     precedence.opened()
     precedence.opened()
-    const step = precedence.quiet(60_000).then(() => 'go')
+    const step = precedence.quiet(60_000)
     precedence.closed()
     assert.equal(await settled(step), undefined, 'one request is still being answered')
     precedence.closed()
-    assert.equal(await settled(step), 'go')
+    assert.equal(await settled(step), true, 'it went on as the requests ended: the instance is busy')
+    now += 99
+    assert.equal(await settled(precedence.quiet(50)), true, 'a request closed 99 ms ago: still busy')
+    now += 1
+    assert.equal(await settled(precedence.quiet(50)), false, 'none for 100 ms: quiet')
     precedence.opened()
-    const capped = precedence.quiet(50).then(() => 'go')
+    const capped = precedence.quiet(50)
     mock.timers.tick(49)
     assert.equal(await settled(capped), undefined)
     mock.timers.tick(1)
-    assert.equal(await settled(capped), 'go', 'the gate never went quiet: it goes on anyway')
+    assert.equal(await settled(capped), true, 'the gate never went quiet: it goes on anyway, busy')
   } finally {
     mock.timers.reset()
   }

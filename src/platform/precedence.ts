@@ -8,6 +8,9 @@ declare module 'fastify' {
   }
 }
 
+/** A request closed less than this long ago: the instance is busy (`quiet`). */
+const LATELY_MS = 100
+
 /**
  * Which requests an instance answers first. A bulk answer (a first sync's page, about 200 KB) takes a
  * turn before its heavy part: turns are given while no request of any other route is being answered,
@@ -24,6 +27,10 @@ export class RequestPrecedence {
   private waiting: (() => void)[] = []
   /** Work that waits for no request to be open (`quiet`). */
   private idle: (() => void)[] = []
+  /** When the last request closed (`now`'s milliseconds). */
+  private closedAt = Number.NEGATIVE_INFINITY
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   /** A request that bulk answers yield to is being answered; `closed` once its answer closed. */
   opened(): void {
@@ -32,24 +39,27 @@ export class RequestPrecedence {
 
   closed(): void {
     this.open--
+    this.closedAt = this.now()
     if (this.open === 0) for (const go of this.idle.splice(0)) go()
     this.giveTurn()
   }
 
   /**
-   * Resolves once no request of a route that does not yield is being answered, or after `maxMs`:
-   * background work done in steps (a snapshot's build, page by page) starts each step between them.
+   * Resolves once no request of a route that does not yield is being answered, or after `maxMs`, with
+   * whether the instance is busy: it answered one lately (one was open when asked, or closed less than
+   * LATELY_MS before). Background work done in steps (a snapshot's build) takes each step between
+   * requests, and shorter steps while the instance is busy.
    */
-  quiet(maxMs: number): Promise<void> {
-    if (this.open === 0) return Promise.resolve()
+  quiet(maxMs: number): Promise<boolean> {
+    if (this.open === 0) return Promise.resolve(this.now() - this.closedAt < LATELY_MS)
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.idle = this.idle.filter((w) => w !== go)
-        resolve()
+        resolve(true)
       }, maxMs)
       const go = () => {
         clearTimeout(timer)
-        resolve()
+        resolve(true)
       }
       this.idle.push(go)
     })
