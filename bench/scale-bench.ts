@@ -301,7 +301,7 @@ async function openCopy(n: number): Promise<Copy> {
       .select('uid')
       .where('event_id', '=', 1)
       .where('used_at', 'is', null)
-      .limit(SAMPLES * 4 + 20 + (SECTIONS.has('sync') ? 3000 : 0))
+      .limit(SAMPLES * 4 + 20 + (SECTIONS.has('sync') ? 20_000 : 0))
       .execute()
   ).map((r) => r.uid)
   const admin = (await service.login()).access_token
@@ -339,7 +339,9 @@ async function paired(copies: [Copy, Copy], fn: (c: Copy) => Promise<unknown>, s
 }
 
 async function use(c: Copy): Promise<void> {
-  const res = await fetch(`${c.service.origin}/tickets/${c.uids.pop()}/use`, {
+  const uid = c.uids.pop()
+  if (uid === undefined) throw new Error(`the copy of ${c.n} tickets has no unused ticket left to use`)
+  const res = await fetch(`${c.service.origin}/tickets/${uid}/use`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${c.operator}`,
