@@ -49,10 +49,10 @@ export interface SnapshotPage extends HeldPage {
 }
 
 /**
- * The longest a snapshot's build waits for the instance's requests before it reads its next page: the
- * scans at the gate run beside no build's query when they can (its database reads take the database
- * server's CPU at its own priority, which the build's lower one does not reach), and a build of 200
- * pages takes at most 10 s longer however busy the gates are.
+ * The longest a snapshot's build waits for the instance's requests before each read: the scans at the
+ * gate run beside no build's query when they can (its database reads take the database server's CPU at
+ * its own priority, which the build's lower one does not reach), and a build of 1,000,000 tickets (1,000
+ * reads of 1,000 while the gate is busy) takes at most 50 s longer however busy the gates are.
  */
 const BUILD_YIELDS_AT_MOST_MS = 50
 
