@@ -113,7 +113,13 @@ forEachBackend(httpBackends, "a snapshot's pages are the pages the feed answers"
   }
 
   test('every page of a snapshot, four tickets a page, equals the page read from the database for its cursor', async () => {
-    await pagesMatch(async () => false)
+    let pauses = 0
+    await pagesMatch(async () => {
+      pauses++
+      return false
+    })
+    // The service quiet: one ask a page, each asked while the read before it ran, so one after the last.
+    assert.equal(pauses, 5)
   })
 
   test('so does every page a build read while the service was busy: in steps of three tickets on PostgreSQL', async () => {

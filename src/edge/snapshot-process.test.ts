@@ -102,8 +102,11 @@ forEachBackend(backends, 'the snapshot build child: its service gone, busy, or i
       await asked
       assert.ok(first !== undefined && first !== 'waiting', 'the first page, once the service was quiet')
       ;(first as HeldPage).release()
-      // One ask a page: the three tickets' (a page of one ticket each, the last one without more).
-      await waitFor(() => asks === 3, 30_000, 'an ask for each page')
+      // One ask a read: the three tickets' (a page of one ticket each, the last one without more), each
+      // asked while the read before it ran (the service was quiet), so one more after the last read.
+      await waitFor(() => asks === 4, 30_000, 'an ask for each page')
+      await sleep(200)
+      assert.equal(asks, 4, 'no ask once the build ended')
     } finally {
       await snapshots.close()
     }

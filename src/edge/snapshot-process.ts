@@ -21,7 +21,8 @@ const { writeSnapshot } = await import('./snapshot-file.js')
 
 const job = await task.job
 task.owns(job.file)
-const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 1 })
+// Two connections: the next page is gathered while a ticket type made meanwhile is looked up.
+const handle = await openDatabase(job.databaseUrl, { schema: job.schema, poolSize: 2 })
 try {
   let sent = Promise.resolve()
   // Each read waits for the service's `go` (one for each `quiet` asked, in order).

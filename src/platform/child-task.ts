@@ -7,7 +7,10 @@ import { rmSync } from 'node:fs'
 export interface ChildTask<Job> {
   /** The job the service sent. */
   job: Promise<Job>
-  /** Sends a message to the service; resolves once it has left. */
+  /**
+   * Sends a message to the service; resolves once it has left. A message the closed channel refused
+   * never resolves: the service is gone, and the child ends on the channel's close.
+   */
   send(message: unknown): Promise<void>
   /** The file the task writes: deleted if the process ends before `done`. */
   owns(file: string): void
@@ -30,7 +33,10 @@ export function childTask<Job>(): ChildTask<Job> {
     job,
     send: (message) =>
       new Promise<void>((resolve, reject) =>
-        process.send!(message, undefined, {}, (err) => (err ? reject(err) : resolve())),
+        process.send!(message, undefined, {}, (err) => {
+          if (!err) resolve()
+          else if ((err as NodeJS.ErrnoException).code !== 'EPIPE' && process.connected) reject(err)
+        }),
       ),
     owns: (f) => {
       file = f
