@@ -76,6 +76,11 @@ const LARGE = Number(process.env.SCALE_LARGE ?? 1_000_000)
 const SMALL = Number(process.env.SCALE_SMALL ?? 10_000)
 const SIDE_EVENT = Math.min(10_000, SMALL)
 const SAMPLES = Number(process.env.SCALE_SAMPLES ?? 60)
+/**
+ * Samples of each filter of the audit and delivery pages: a filter's page takes about a millisecond,
+ * where the p95 of 60 samples moved 0.6–2.2× between runs of the same code on a shared machine.
+ */
+const FILTER_SAMPLES = Math.max(SAMPLES, 400)
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const METRICS_TOKEN = 'bench-metrics-token-0123456789'
@@ -667,12 +672,14 @@ async function syncOf(c: Copy) {
     await moveFeed(c)
     let syncing = true
     // On a thread of their own (other devices: their reading of the pages stays off the event loop
-    // that times the uses), and uncompressed: a scanner's decoding is its own work, which would still
-    // take the bench's CPU. The service serves either encoding the same way (read from the file).
+    // that times the uses), with brotli as `@wristband/scanner` asks, decoded on that thread (at its
+    // low priority: a device's own work). Uncompressed pages, which earlier runs asked for to keep the
+    // decoding off the bench's CPU, made the service write 400 KB a page instead of 125 KB: its socket
+    // writes were then the largest of its costs during the rounds (4.3 s of its CPU in a profiled run).
     const jobs = [1, 2, 3, 4].map(() => ({
       event: 1,
       token: scannerToken(),
-      encoding: 'identity',
+      encoding: 'br',
       tickets: c.n,
     }))
     const scanners = thread.round(jobs).finally(() => {
@@ -721,10 +728,8 @@ async function measure() {
       stats = await paired(copies, (c) => get(c.service, '/events/1/stats', c.auth))
       sideStats = await paired(copies, (c) => get(c.service, '/events/2/stats', c.auth))
       eventList = await paired(copies, (c) => eventListFigures(c.handle.db, [1, 2]))
-      metrics = await paired(
-        copies,
-        (c) => get(c.service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
-        20,
+      metrics = await paired(copies, (c) =>
+        get(c.service, '/metrics', { authorization: `Bearer ${METRICS_TOKEN}` }),
       )
       useIdle = await paired(copies, use)
       // The filters of the audit and delivery pages, through their store functions (the first page).
@@ -738,17 +743,25 @@ async function measure() {
         ).id
       const partners = [await partnerOf(small), await partnerOf(large)]
       filters = {
-        auditKind: await paired(copies, (c) =>
-          pageAuditEntries(c.handle.db, { kind: 'password_reset', limit: 51 }),
+        auditKind: await paired(
+          copies,
+          (c) => pageAuditEntries(c.handle.db, { kind: 'password_reset', limit: 51 }),
+          FILTER_SAMPLES,
         ),
-        auditOutcome: await paired(copies, (c) =>
-          pageAuditEntries(c.handle.db, { outcome: 'failure', limit: 51 }),
+        auditOutcome: await paired(
+          copies,
+          (c) => pageAuditEntries(c.handle.db, { outcome: 'failure', limit: 51 }),
+          FILTER_SAMPLES,
         ),
-        auditActor: await paired(copies, (c) =>
-          pageAuditEntries(c.handle.db, { actor: 'consumer:1000', limit: 51 }),
+        auditActor: await paired(
+          copies,
+          (c) => pageAuditEntries(c.handle.db, { actor: 'consumer:1000', limit: 51 }),
+          FILTER_SAMPLES,
         ),
-        deliveriesStatus: await paired(copies, (c) =>
-          listDeliveries(c.handle.db, partners[c === small ? 0 : 1]!, { status: 'failed', limit: 50 }),
+        deliveriesStatus: await paired(
+          copies,
+          (c) => listDeliveries(c.handle.db, partners[c === small ? 0 : 1]!, { status: 'failed', limit: 50 }),
+          FILTER_SAMPLES,
         ),
       }
       // Polled in turns (small, large, small, large), half the samples each turn.
@@ -956,7 +969,7 @@ async function main() {
     '',
     `${machine} Load average (1 min) ${load1.toFixed(1)} when the measures began, ${load2.toFixed(1)} when they ended; ${new Date().toISOString()}. Sections: ${[...SECTIONS].join(', ')}.${RETENTION_SNAPSHOT && SECTIONS.has('retention') ? ' Retention drained while another transaction held a snapshot.' : ''}`,
     `Loaded: ${f1(small.loadSeconds)} s and ${f1(large.loadSeconds)} s (tickets, links and their tokens, consumers, ` +
-      `refresh tokens, live revocations, audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure` +
+      `refresh tokens, live revocations, audit rows and deliveries, counters by the triggers); ${SAMPLES} samples a measure (${FILTER_SAMPLES} for the filters)` +
       (SECTIONS.has('serve')
         ? `; the 8 pollers made ${f0(small.usePolled.polls)} and ${f0(large.usePolled.polls)} stats calls during the polled uses.`
         : '.'),

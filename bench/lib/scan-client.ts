@@ -9,11 +9,16 @@ const gunzip = promisify(zlib.gunzip)
 export interface ScanTarget {
   origin: string
   address: () => string
+  /**
+   * Decode on the calling thread (a scanners' thread at a low priority: the decoding is the devices'
+   * work), not on zlib's threads, which run at the process's priority.
+   */
+  decodeHere?: boolean
 }
 
 /**
- * A GET as a scanner makes it: the bytes as they came over the wire, and the body decoded on zlib's
- * threads.
+ * A GET as a scanner makes it: the bytes as they came over the wire, and the body decoded (on zlib's
+ * threads unless `target.decodeHere`).
  */
 export function rawGet(target: ScanTarget, url: string, token: string, encoding: string) {
   return new Promise<{ status: number; wire: number; body: Buffer }>((resolve, reject) => {
@@ -33,8 +38,17 @@ export function rawGet(target: ScanTarget, url: string, token: string, encoding:
         res.on('end', () => {
           const raw = Buffer.concat(chunks)
           const enc = res.headers['content-encoding']
-          const decoded =
-            enc === 'br' ? brotliDecompress(raw) : enc === 'gzip' ? gunzip(raw) : Promise.resolve(raw)
+          const decoded = target.decodeHere
+            ? new Promise<Buffer>((ok) =>
+                ok(
+                  enc === 'br' ? zlib.brotliDecompressSync(raw) : enc === 'gzip' ? zlib.gunzipSync(raw) : raw,
+                ),
+              )
+            : enc === 'br'
+              ? brotliDecompress(raw)
+              : enc === 'gzip'
+                ? gunzip(raw)
+                : Promise.resolve(raw)
           decoded.then((body) => resolve({ status: res.statusCode ?? 0, wire: raw.length, body }), reject)
         })
       },

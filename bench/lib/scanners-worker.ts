@@ -25,6 +25,7 @@ const target = {
     addresses++
     return `11.${(addresses >> 16) & 255}.${(addresses >> 8) & 255}.${addresses & 255}`
   },
+  decodeHere: true,
 }
 
 parentPort!.on('message', (jobs: FirstSyncJob[]) => {
