@@ -9,7 +9,7 @@ export interface ChildTask<Job> {
   job: Promise<Job>
   /**
    * Sends a message to the service; resolves once it has left. A message the closed channel refused
-   * never resolves: the service is gone, and the child ends on the channel's close.
+   * ends the child, as the channel's close does: the service is gone.
    */
   send(message: unknown): Promise<void>
   /** The file the task writes: deleted if the process ends before `done`. */
@@ -35,7 +35,8 @@ export function childTask<Job>(): ChildTask<Job> {
       new Promise<void>((resolve, reject) =>
         process.send!(message, undefined, {}, (err) => {
           if (!err) resolve()
-          else if ((err as NodeJS.ErrnoException).code !== 'EPIPE' && process.connected) reject(err)
+          else if ((err as NodeJS.ErrnoException).code === 'EPIPE' || !process.connected) process.exit(0)
+          else reject(err)
         }),
       ),
     owns: (f) => {

@@ -62,7 +62,7 @@ test('a bulk answer waits at most its cap however busy the instance is', async (
   }
 })
 
-test('background work waits for no request to be open, or for its cap; bulk answers do not hold it', async () => {
+test('background work waits for no request to be open, or for its cap, one step a gap while busy; bulk answers do not hold it', async () => {
   mock.timers.enable({ apis: ['setTimeout'] })
   try {
     let now = 0
@@ -77,10 +77,25 @@ test('background work waits for no request to be open, or for its cap; bulk answ
     assert.equal(await settled(step), undefined, 'one request is still being answered')
     precedence.closed()
     assert.equal(await settled(step), true, 'it went on as the requests ended: the instance is busy')
+    // Busy: one step a gap between requests. The next waits for the next gap.
+    const next = precedence.quiet(60_000)
+    assert.equal(await settled(next), undefined, 'this gap gave its step')
+    precedence.opened()
+    assert.equal(await settled(next), undefined)
+    precedence.closed()
+    assert.equal(await settled(next), true, 'a new gap: the next step, busy')
     now += 99
-    assert.equal(await settled(precedence.quiet(50)), true, 'a request closed 99 ms ago: still busy')
+    const late = precedence.quiet(50)
+    assert.equal(
+      await settled(late),
+      undefined,
+      'a request closed 99 ms ago: still busy, and this gap gave its step',
+    )
+    mock.timers.tick(50)
+    assert.equal(await settled(late), true, 'no new gap: it goes on after its cap, busy')
     now += 1
     assert.equal(await settled(precedence.quiet(50)), false, 'none for 100 ms: quiet')
+    assert.equal(await settled(precedence.quiet(50)), false, 'quiet: no wait, however many ask')
     precedence.opened()
     const capped = precedence.quiet(50)
     mock.timers.tick(49)
