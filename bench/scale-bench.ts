@@ -742,26 +742,13 @@ async function measure() {
             .executeTakeFirstOrThrow()
         ).id
       const partners = [await partnerOf(small), await partnerOf(large)]
+      const filter = (fn: (c: Copy) => Promise<unknown>) => paired(copies, fn, FILTER_SAMPLES)
       filters = {
-        auditKind: await paired(
-          copies,
-          (c) => pageAuditEntries(c.handle.db, { kind: 'password_reset', limit: 51 }),
-          FILTER_SAMPLES,
-        ),
-        auditOutcome: await paired(
-          copies,
-          (c) => pageAuditEntries(c.handle.db, { outcome: 'failure', limit: 51 }),
-          FILTER_SAMPLES,
-        ),
-        auditActor: await paired(
-          copies,
-          (c) => pageAuditEntries(c.handle.db, { actor: 'consumer:1000', limit: 51 }),
-          FILTER_SAMPLES,
-        ),
-        deliveriesStatus: await paired(
-          copies,
-          (c) => listDeliveries(c.handle.db, partners[c === small ? 0 : 1]!, { status: 'failed', limit: 50 }),
-          FILTER_SAMPLES,
+        auditKind: await filter((c) => pageAuditEntries(c.handle.db, { kind: 'password_reset', limit: 51 })),
+        auditOutcome: await filter((c) => pageAuditEntries(c.handle.db, { outcome: 'failure', limit: 51 })),
+        auditActor: await filter((c) => pageAuditEntries(c.handle.db, { actor: 'consumer:1000', limit: 51 })),
+        deliveriesStatus: await filter((c) =>
+          listDeliveries(c.handle.db, partners[c === small ? 0 : 1]!, { status: 'failed', limit: 50 }),
         ),
       }
       // Polled in turns (small, large, small, large), half the samples each turn.

@@ -2,8 +2,11 @@ import http from 'node:http'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 
-const brotliDecompress = promisify(zlib.brotliDecompress)
-const gunzip = promisify(zlib.gunzip)
+/** Each content encoding's decoder: on zlib's threads (`pool`), or on the calling thread (`here`). */
+const decoders = {
+  br: { pool: promisify(zlib.brotliDecompress), here: zlib.brotliDecompressSync },
+  gzip: { pool: promisify(zlib.gunzip), here: zlib.gunzipSync },
+}
 
 /** Where a scanner syncs from, and how it names itself (an address per request, past per-address limits). */
 export interface ScanTarget {
@@ -38,17 +41,12 @@ export function rawGet(target: ScanTarget, url: string, token: string, encoding:
         res.on('end', () => {
           const raw = Buffer.concat(chunks)
           const enc = res.headers['content-encoding']
-          const decoded = target.decodeHere
-            ? new Promise<Buffer>((ok) =>
-                ok(
-                  enc === 'br' ? zlib.brotliDecompressSync(raw) : enc === 'gzip' ? zlib.gunzipSync(raw) : raw,
-                ),
-              )
-            : enc === 'br'
-              ? brotliDecompress(raw)
-              : enc === 'gzip'
-                ? gunzip(raw)
-                : Promise.resolve(raw)
+          const decoder = enc === 'br' || enc === 'gzip' ? decoders[enc] : undefined
+          const decoded = !decoder
+            ? Promise.resolve(raw)
+            : target.decodeHere
+              ? new Promise<Buffer>((ok) => ok(decoder.here(raw)))
+              : decoder.pool(raw)
           decoded.then((body) => resolve({ status: res.statusCode ?? 0, wire: raw.length, body }), reject)
         })
       },
