@@ -123,40 +123,57 @@ export function snapshotColumnsPage<R extends ColumnsRow & { id: number }>(
   )
 }
 
+/** The columns of tickets gathered by the database: `types` index into `typeIds`, `used` into `gates`. */
+export interface GatheredColumns {
+  typeIds: number[]
+  gates: string[]
+  types: number[]
+  versions: [number, number][]
+  used: [number, number, number][]
+}
+
+/** Reads the per-ticket values of tickets gathered by the database (`ticketColumnsAfter`). */
+export function gatheredColumns(gathered: GatheredTickets): GatheredColumns {
+  const typeIndex = new Map<number, number>()
+  const gateIndex = new Map<string, number>()
+  const types: number[] = []
+  const versions: [number, number][] = []
+  const used: [number, number, number][] = []
+  const values = gathered.count === 0 ? [] : gathered.tickets.split(',')
+  for (let i = 0, k = 0; k < values.length; i++, k += 3) {
+    types.push(indexIn(typeIndex, Number(values[k])))
+    if (values[k + 1] !== '1') versions.push([i, Number(values[k + 1])])
+    if (values[k + 2] !== '') {
+      const gate = gathered.gates[used.length]
+      used.push([i, Number(values[k + 2]), gate == null ? -1 : indexIn(gateIndex, gate)])
+    }
+  }
+  return { typeIds: [...typeIndex.keys()], gates: [...gateIndex.keys()], types, versions, used }
+}
+
 /**
- * A page of a first-sync snapshot from its tickets gathered by the database (`ticketColumnsAfter`):
- * the same page, byte for byte once encoded, as `snapshotColumnsPage` makes of their rows. `typeOf`
- * tells a ticket type id's uid.
+ * A page of a first-sync snapshot from its tickets gathered by the database (`ticketColumnsAfter`) and
+ * their columns (`gatheredColumns`): the same page, byte for byte once encoded, as `snapshotColumnsPage`
+ * makes of their rows. `typeOf` tells a ticket type id's uid.
  */
 export function gatheredColumnsPage(
   head: { event_id: number; key_ids: string[]; position: number },
   gathered: GatheredTickets,
+  columns: GatheredColumns,
   typeOf: (typeId: number) => string,
 ): ColumnsPage {
-  const typeIndex = new Map<number, number>()
-  const gateIndex = new Map<string, number>()
-  const types =
-    gathered.count === 0 ? [] : gathered.types.split(',').map((id) => indexIn(typeIndex, Number(id)))
-  const pairs = gathered.versions === '' ? [] : gathered.versions.split(',').map(Number)
-  const versions: [number, number][] = []
-  for (let k = 0; k < pairs.length; k += 2) versions.push([pairs[k]!, pairs[k + 1]!])
-  const used = gathered.used.map(([i, at, gate]): [number, number, number] => [
-    i,
-    Number(at),
-    gate === null ? -1 : indexIn(gateIndex, gate),
-  ])
   return {
     format: 'columns',
     event_id: head.event_id,
     key_ids: head.key_ids,
-    ticket_types: [...typeIndex.keys()].map(typeOf),
-    gates: [...gateIndex.keys()],
+    ticket_types: columns.typeIds.map(typeOf),
+    gates: columns.gates,
     count: gathered.count,
     ids: gathered.ids,
     digests: gathered.digests,
-    types,
-    versions,
-    used,
+    types: columns.types,
+    versions: columns.versions,
+    used: columns.used,
     cursor: gathered.more ? `${head.position}.${gathered.last}` : String(head.position),
     has_more: gathered.more,
   }
