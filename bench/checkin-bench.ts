@@ -1,40 +1,32 @@
 // npm run bench:checkin — the reads of the gate's check-in lists as the scan log grows (docs/gate.md):
 // GET /events/{id}/checkin-lists/{list}/status (counters kept with the scans) and GET /events/{id}/checkins
-// (the log's first page, unfiltered and by reason, result and device), at CHECKIN_BENCH_SMALL (10,000) and
-// CHECKIN_BENCH_LARGE (1,000,000) scans, on SQLite (BENCH_DATABASE_URL=postgres://… for PostgreSQL).
-// Writes bench/results/checkin.md and .json.
+// (the log's first page, unfiltered and by reason, result, device and list), on two copies side by side:
+// one whose log holds CHECKIN_BENCH_SMALL (10,000) scans and one holding CHECKIN_BENCH_LARGE (1,000,000),
+// each its own app and database (SQLite files; BENCH_DATABASE_URL=postgres://… for two PostgreSQL
+// schemas, dropped at the end). Each read is warmed up on both, then timed alternating the copies sample
+// by sample (the order too), so that what else the shared machine does falls on both alike.
+// Writes bench/results/checkin.md (checkin-postgresql.md) and .json.
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { sql } from 'kysely'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/platform/config.js'
-import { openDatabase } from '../src/platform/db/database.js'
+import { type DatabaseHandle, openDatabase } from '../src/platform/db/database.js'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
 
 const SMALL = Number(process.env.CHECKIN_BENCH_SMALL ?? 10_000)
 const LARGE = Number(process.env.CHECKIN_BENCH_LARGE ?? 1_000_000)
 const READS = Number(process.env.CHECKIN_BENCH_READS ?? 200)
+/** Reads of each URL on each copy before the timed ones (the code paths and the caches warm). */
+const WARM_UP = 20
 const SECRET = 'bench-secret-that-is-at-least-32-bytes-long!'
 const REASONS = ['already_used', 'product', 'invalid_time'] as const
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-checkin-bench-'))
 const dbUrl = process.env.BENCH_DATABASE_URL
-const schema = `checkin_bench_${randomBytes(4).toString('hex')}`
-const config = loadConfig({
-  JWT_SECRET: SECRET,
-  DATA_DIR: dir,
-  LOG_LEVEL: 'warn',
-  ...(dbUrl ? { DATABASE_URL: dbUrl, DATABASE_SCHEMA: schema } : {}),
-})
-const app = await buildApp(config)
-const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
-const { db } = database
 const clock = { now: () => Date.now() }
-await applySeed(db, clock, {
-  events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
-})
+
 const admin = new JwtCodec({
   secret: SECRET,
   previousSecrets: [],
@@ -45,9 +37,21 @@ const admin = new JwtCodec({
   { type: 'access', sub: '1', role: 'admin', event_ids: [1], permissions: { '1': ['events:manage'] } },
   3600,
 ).token
+
+/** One copy: an app on its own database, one check-in list whose log holds `size` scans. */
+interface Copy {
+  size: number
+  app: Awaited<ReturnType<typeof buildApp>>
+  database: DatabaseHandle
+  listId: number
+  dir: string
+  schema: string
+  fillMs: number
+}
+
 let address = 0
-const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
-  app.inject({
+const call = (c: Copy, method: 'GET' | 'POST', url: string, payload?: unknown) =>
+  c.app.inject({
     method,
     url,
     headers: {
@@ -57,16 +61,12 @@ const call = (method: 'GET' | 'POST', url: string, payload?: unknown) =>
     ...(payload ? { payload: payload as Record<string, unknown> } : {}),
   })
 
-const created = await call('POST', '/events/1/checkin-lists', { name: 'Camping', exit_all_at: '04:00' })
-if (created.statusCode !== 201) throw new Error(created.body)
-const listId: number = created.json().id
-
-let scans = 0
-/** Adds scans to the log up to `total`, with their counters, as the service would have written them. */
-async function growTo(total: number) {
+/** Writes `total` scans into the list's log, with their counters, as the service would have written them. */
+async function fill(c: Copy, total: number) {
+  const { db } = c.database
   const start = Date.UTC(2027, 6, 16, 8)
   const counts = new Map<string, number>()
-  for (; scans < total; ) {
+  for (let scans = 0; scans < total; ) {
     const rows = []
     for (let i = 0; i < 1000 && scans < total; i++, scans++) {
       const at = start + scans * 250
@@ -76,7 +76,7 @@ async function growTo(total: number) {
       const local = new Date(at + 7_200_000).toISOString().slice(0, 23)
       rows.push({
         event_id: 1,
-        list_id: listId,
+        list_id: c.listId,
         transfer_id: scans % 200_000,
         transfer_uid: (scans % 200_000).toString(16).padStart(32, '0'),
         direction,
@@ -102,65 +102,123 @@ async function growTo(total: number) {
   for (const [measure, n] of counts)
     await db
       .insertInto('checkin_counts')
-      .values({ list_id: listId, measure, n })
+      .values({ list_id: c.listId, measure, n })
       .onConflict((oc) =>
         oc.columns(['list_id', 'measure']).doUpdateSet((eb) => ({ n: eb('checkin_counts.n', '+', n) })),
       )
       .execute()
+  await sql.raw(c.database.dialect === 'postgres' ? 'vacuum analyze' : 'analyze').execute(db)
 }
 
-async function median(url: string): Promise<number> {
-  const ms: number[] = []
-  for (let i = 0; i < READS; i++) {
-    const t0 = performance.now()
-    const res = await call('GET', url)
-    ms.push(performance.now() - t0)
-    if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
-  }
-  ms.sort((a, b) => a - b)
-  return Number(ms[Math.floor(ms.length / 2)]!.toFixed(2))
-}
-
-const READ_URLS = {
-  status: `/events/1/checkin-lists/${listId}/status`,
-  log: '/events/1/checkins?limit=100',
-  logByReason: '/events/1/checkins?limit=100&reason=invalid_time',
-  logRefused: '/events/1/checkins?limit=100&result=refused',
-  logByDevice: '/events/1/checkins?limit=100&device_id=7',
-  logByList: `/events/1/checkins?limit=100&checkin_list_id=${listId}`,
-}
-const figures: Record<string, Record<string, number>> = {}
-for (const size of [SMALL, LARGE]) {
+async function openCopy(size: number): Promise<Copy> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-checkin-bench-'))
+  const schema = `checkin_bench_${randomBytes(4).toString('hex')}`
+  const config = loadConfig({
+    JWT_SECRET: SECRET,
+    DATA_DIR: dir,
+    LOG_LEVEL: 'warn',
+    ...(dbUrl ? { DATABASE_URL: dbUrl, DATABASE_SCHEMA: schema } : {}),
+  })
+  const app = await buildApp(config)
+  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  await applySeed(database.db, clock, {
+    events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
+  })
+  const c: Copy = { size, app, database, listId: 0, dir, schema, fillMs: 0 }
+  const created = await call(c, 'POST', '/events/1/checkin-lists', { name: 'Camping', exit_all_at: '04:00' })
+  if (created.statusCode !== 201) throw new Error(created.body)
+  c.listId = created.json().id
   const t0 = performance.now()
-  await growTo(size)
-  const fillMs = Math.round(performance.now() - t0)
-  const row: Record<string, number> = { fillMs }
-  for (const [name, url] of Object.entries(READ_URLS)) row[name] = await median(url)
-  figures[size] = row
-  console.log(size, JSON.stringify(row))
+  await fill(c, size)
+  c.fillMs = Math.round(performance.now() - t0)
+  return c
 }
-await app.close()
-await database.close()
-fs.rmSync(dir, { recursive: true, force: true })
+
+async function closeCopy(c: Copy) {
+  await c.app.close()
+  if (c.database.dialect === 'postgres')
+    await sql.raw(`drop schema ${c.schema} cascade`).execute(c.database.db)
+  await c.database.close()
+  fs.rmSync(c.dir, { recursive: true, force: true })
+}
+
+async function timed(c: Copy, url: string): Promise<number> {
+  const t0 = performance.now()
+  const res = await call(c, 'GET', url)
+  const ms = performance.now() - t0
+  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
+  return ms
+}
+
+/** p50 and p95 of READS reads of `url` on each copy, alternating them (the order too), after WARM_UP each. */
+async function paired(copies: [Copy, Copy], url: (c: Copy) => string) {
+  for (const c of copies) for (let i = 0; i < WARM_UP; i++) await timed(c, url(c))
+  const ms: [number[], number[]] = [[], []]
+  for (let i = 0; i < READS; i++)
+    for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) ms[k]!.push(await timed(copies[k]!, url(copies[k]!)))
+  const at = (xs: number[], p: number) => {
+    const sorted = [...xs].sort((a, b) => a - b)
+    return Number(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!.toFixed(2))
+  }
+  return ms.map((xs) => ({ p50: at(xs, 0.5), p95: at(xs, 0.95) }))
+}
+
+const READ_URLS: Record<string, (c: Copy) => string> = {
+  status: (c) => `/events/1/checkin-lists/${c.listId}/status`,
+  log: () => '/events/1/checkins?limit=100',
+  logByReason: () => '/events/1/checkins?limit=100&reason=invalid_time',
+  logRefused: () => '/events/1/checkins?limit=100&result=refused',
+  logByDevice: () => '/events/1/checkins?limit=100&device_id=7',
+  logByList: (c) => `/events/1/checkins?limit=100&checkin_list_id=${c.listId}`,
+}
+const SHOWN: Record<string, string> = {
+  status: '`/events/1/checkin-lists/{list}/status`',
+  log: '`/events/1/checkins?limit=100`',
+  logByReason: '`…&reason=invalid_time`',
+  logRefused: '`…&result=refused`',
+  logByDevice: '`…&device_id=7`',
+  logByList: '`…&checkin_list_id={list}`',
+}
+
+const copies: [Copy, Copy] = [await openCopy(SMALL), await openCopy(LARGE)]
+const figures: Record<string, { p50: number; p95: number }[]> = {}
+try {
+  for (const [name, url] of Object.entries(READ_URLS)) {
+    figures[name] = await paired(copies, url)
+    console.log(name, JSON.stringify(figures[name]))
+  }
+} finally {
+  for (const c of copies) await closeCopy(c)
+}
 
 const backend = dbUrl ? 'postgresql' : 'sqlite'
 const load = os
   .loadavg()
   .map((l) => l.toFixed(1))
   .join(' ')
-const result = { date: new Date().toISOString(), node: process.version, backend, load, reads: READS, figures }
-const ratio = (k: string) => (figures[LARGE]![k]! / figures[SMALL]![k]!).toFixed(2)
+const result = {
+  date: new Date().toISOString(),
+  node: process.version,
+  backend,
+  load,
+  reads: READS,
+  fillMs: copies.map((c) => c.fillMs),
+  figures,
+}
+const n = (x: number) => x.toLocaleString('en')
+const ratio = (k: string, p: 'p50' | 'p95') => (figures[k]![1]![p] / figures[k]![0]![p]).toFixed(2)
 const md = `# Check-in reads (npm run bench:checkin)
 
-${result.date}, Node ${result.node}, ${backend}, load average at the end ${load}; median of ${READS} reads
-through the app (inject), the log grown from ${SMALL.toLocaleString('en')} to ${LARGE.toLocaleString('en')} scans.
+${result.date}, Node ${result.node}, ${backend}, load average at the end ${load}. Two copies, their logs
+filled with ${n(SMALL)} and ${n(LARGE)} scans (in ${n(copies[0].fillMs)} and ${n(copies[1].fillMs)} ms); each read
+${WARM_UP} times on each, then ${READS} times on each through the app (inject), alternating the copies.
 
-| read | ${SMALL.toLocaleString('en')} scans | ${LARGE.toLocaleString('en')} scans | ratio |
-|---|---|---|---|
+| read | ${n(SMALL)} scans, p50 / p95 | ${n(LARGE)} scans, p50 / p95 | growth, p50 / p95 |
+|---|--:|--:|--:|
 ${Object.keys(READ_URLS)
   .map(
     (k) =>
-      `| \`${READ_URLS[k as keyof typeof READ_URLS]}\` | ${figures[SMALL]![k]} ms | ${figures[LARGE]![k]} ms | ${ratio(k)}× |`,
+      `| ${SHOWN[k]} | ${figures[k]![0]!.p50} / ${figures[k]![0]!.p95} ms | ${figures[k]![1]!.p50} / ${figures[k]![1]!.p95} ms | ${ratio(k, 'p50')}× / ${ratio(k, 'p95')}× |`,
   )
   .join('\n')}
 `
