@@ -5,7 +5,8 @@
 // each its own app and database (SQLite files; BENCH_DATABASE_URL=postgres://… for two PostgreSQL
 // schemas, dropped at the end). Each read is warmed up on both, then timed alternating the copies sample
 // by sample (the order too), so that what else the shared machine does falls on both alike.
-// Writes bench/results/checkin.md (checkin-postgresql.md) and .json.
+// Writes bench/results/checkin.md (checkin-postgresql.md) and .json (CHECKIN_RESULTS=0: print only, as the
+// CI test does).
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -222,8 +223,10 @@ ${Object.keys(READ_URLS)
   )
   .join('\n')}
 `
-fs.mkdirSync('bench/results', { recursive: true })
-const name = backend === 'sqlite' ? 'checkin' : `checkin-${backend}`
-fs.writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(result, null, 2)}\n`)
-fs.writeFileSync(`bench/results/${name}.md`, md)
+if (process.env.CHECKIN_RESULTS !== '0') {
+  fs.mkdirSync('bench/results', { recursive: true })
+  const name = backend === 'sqlite' ? 'checkin' : `checkin-${backend}`
+  fs.writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(result, null, 2)}\n`)
+  fs.writeFileSync(`bench/results/${name}.md`, md)
+}
 console.log(md)
