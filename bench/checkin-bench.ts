@@ -7,16 +7,12 @@
 // by sample (the order too), so that what else the shared machine does falls on both alike.
 // Writes bench/results/checkin.md (checkin-postgresql.md) and .json (CHECKIN_RESULTS=0: print only, as the
 // CI test does).
-import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
-import path from 'node:path'
 import { sql } from 'kysely'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/platform/config.js'
-import { type DatabaseHandle, openDatabase } from '../src/platform/db/database.js'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
+import { type BenchApp, openBenchApp } from './lib/bench-app.js'
 
 const SMALL = Number(process.env.CHECKIN_BENCH_SMALL ?? 10_000)
 const LARGE = Number(process.env.CHECKIN_BENCH_LARGE ?? 1_000_000)
@@ -25,7 +21,6 @@ const READS = Number(process.env.CHECKIN_BENCH_READS ?? 200)
 const WARM_UP = 20
 const SECRET = 'bench-secret-that-is-at-least-32-bytes-long!'
 const REASONS = ['already_used', 'product', 'invalid_time'] as const
-const dbUrl = process.env.BENCH_DATABASE_URL
 const clock = { now: () => Date.now() }
 
 const admin = new JwtCodec({
@@ -42,11 +37,10 @@ const admin = new JwtCodec({
 /** One copy: an app on its own database, one check-in list whose log holds `size` scans. */
 interface Copy {
   size: number
-  app: Awaited<ReturnType<typeof buildApp>>
-  database: DatabaseHandle
+  app: BenchApp['app']
+  database: BenchApp['database']
   listId: number
-  dir: string
-  schema: string
+  close: BenchApp['close']
   fillMs: number
 }
 
@@ -112,20 +106,11 @@ async function fill(c: Copy, total: number) {
 }
 
 async function openCopy(size: number): Promise<Copy> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-checkin-bench-'))
-  const schema = `checkin_bench_${randomBytes(4).toString('hex')}`
-  const config = loadConfig({
-    JWT_SECRET: SECRET,
-    DATA_DIR: dir,
-    LOG_LEVEL: 'warn',
-    ...(dbUrl ? { DATABASE_URL: dbUrl, DATABASE_SCHEMA: schema } : {}),
-  })
-  const app = await buildApp(config)
-  const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
+  const { app, database, close } = await openBenchApp('checkin', SECRET)
   await applySeed(database.db, clock, {
     events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
   })
-  const c: Copy = { size, app, database, listId: 0, dir, schema, fillMs: 0 }
+  const c: Copy = { size, app, database, listId: 0, close, fillMs: 0 }
   const created = await call(c, 'POST', '/events/1/checkin-lists', { name: 'Camping', exit_all_at: '04:00' })
   if (created.statusCode !== 201) throw new Error(created.body)
   c.listId = created.json().id
@@ -133,14 +118,6 @@ async function openCopy(size: number): Promise<Copy> {
   await fill(c, size)
   c.fillMs = Math.round(performance.now() - t0)
   return c
-}
-
-async function closeCopy(c: Copy) {
-  await c.app.close()
-  if (c.database.dialect === 'postgres')
-    await sql.raw(`drop schema ${c.schema} cascade`).execute(c.database.db)
-  await c.database.close()
-  fs.rmSync(c.dir, { recursive: true, force: true })
 }
 
 async function timed(c: Copy, url: string): Promise<number> {
@@ -189,10 +166,10 @@ try {
     console.log(name, JSON.stringify(figures[name]))
   }
 } finally {
-  for (const c of copies) await closeCopy(c)
+  for (const c of copies) await c.close()
 }
 
-const backend = dbUrl ? 'postgresql' : 'sqlite'
+const backend = process.env.BENCH_DATABASE_URL ? 'postgresql' : 'sqlite'
 const load = os
   .loadavg()
   .map((l) => l.toFixed(1))

@@ -10,19 +10,16 @@
 // PostgreSQL instead of SQLite (bench/results/offline-postgresql.md).
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import zlib from 'node:zlib'
 import { CompactSign, calculateJwkThumbprint, type JWK } from 'jose'
 import { Scanner, type ScannerState } from '../packages/scanner/src/index.js'
 import { nodeDigest } from '../packages/scanner/src/node.js'
-import { buildApp } from '../src/app.js'
 import { BASELINE_SCOPES } from '../src/identities/grants.js'
-import { loadConfig } from '../src/platform/config.js'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
 import { fillLedger } from '../test/helpers/ledger.js'
+import { openBenchApp } from './lib/bench-app.js'
 import { hasCommand, pinSelf } from './lib/processes.js'
 
 const TICKETS = Number(process.env.OFFLINE_BENCH_TICKETS ?? 100_000)
@@ -133,20 +130,8 @@ async function scanBench() {
 }
 
 async function feedBench() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wristband-offline-bench-'))
-  const dbUrl = process.env.BENCH_DATABASE_URL
-  const schema = `offline_bench_${randomBytes(4).toString('hex')}`
-  const config = loadConfig({
-    JWT_SECRET: SECRET,
-    DATA_DIR: dir,
-    LOG_LEVEL: 'warn',
-    ...(dbUrl ? { DATABASE_URL: dbUrl, DATABASE_SCHEMA: schema } : {}),
-  })
-  const app = await buildApp(config)
+  const { app, database, close } = await openBenchApp('offline', SECRET)
   try {
-    // The app's own connection, through its decorators is not exposed: open a second one.
-    const { openDatabase } = await import('../src/platform/db/database.js')
-    const database = await openDatabase(config.databaseUrl, { schema: config.DATABASE_SCHEMA })
     const { db } = database
     const clock = { now: () => Date.now() }
     await applySeed(db, clock, {
@@ -339,9 +324,8 @@ async function feedBench() {
       fours.push(Math.max(...(await scanners).map((f) => f.ms)))
     }
     fours.sort((a, b) => a - b)
-    await database.close()
     return {
-      backend: dbUrl ? 'postgresql' : 'sqlite',
+      backend: database.dialect === 'postgres' ? 'postgresql' : 'sqlite',
       fillMs: Math.round(fillMs),
       fullSyncMs: Math.round(first.ms),
       fullSyncPages: first.pages,
@@ -364,15 +348,7 @@ async function feedBench() {
       },
     }
   } finally {
-    await app.close()
-    if (dbUrl) {
-      const pg = (await import('pg')).default
-      const client = new pg.Client({ connectionString: dbUrl })
-      await client.connect()
-      await client.query(`drop schema if exists ${schema} cascade`)
-      await client.end()
-    }
-    fs.rmSync(dir, { recursive: true, force: true })
+    await close()
   }
 }
 
