@@ -357,7 +357,12 @@ export class Snapshots {
         waitForPage()
         child.on('message', (message: BuildMessage) => {
           if ('quiet' in message) {
-            void quiet().then((busy) => child.connected && child.send({ go: true, busy } satisfies BuildGo))
+            // The answer to an ask the build no longer waits for (it asks one read ahead, and may have
+            // ended and closed its channel meanwhile: `connected` can still say true) is dropped. Without
+            // the callback, the refused send is an 'error' of the child, which failed a finished build.
+            void quiet().then((busy) => {
+              if (child.connected) child.send({ go: true, busy } satisfies BuildGo, () => {})
+            })
             return
           }
           waitForPage()
