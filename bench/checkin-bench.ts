@@ -7,12 +7,12 @@
 // by sample (the order too), so that what else the shared machine does falls on both alike.
 // Writes bench/results/checkin.md (checkin-postgresql.md) and .json (CHECKIN_RESULTS=0: print only, as the
 // CI test does).
-import fs from 'node:fs'
 import os from 'node:os'
 import { sql } from 'kysely'
 import { applySeed } from '../src/seed/seed.js'
 import { JwtCodec } from '../src/tokens/jwt.js'
 import { type BenchApp, openBenchApp } from './lib/bench-app.js'
+import { percentile, writeResults } from './lib/report.js'
 
 const SMALL = Number(process.env.CHECKIN_BENCH_SMALL ?? 10_000)
 const LARGE = Number(process.env.CHECKIN_BENCH_LARGE ?? 1_000_000)
@@ -34,13 +34,9 @@ const admin = new JwtCodec({
   3600,
 ).token
 
-/** One copy: an app on its own database, one check-in list whose log holds `size` scans. */
-interface Copy {
-  size: number
-  app: BenchApp['app']
-  database: BenchApp['database']
+/** One copy: an app on its own database, one check-in list whose log holds its scans. */
+interface Copy extends BenchApp {
   listId: number
-  close: BenchApp['close']
   fillMs: number
 }
 
@@ -106,11 +102,10 @@ async function fill(c: Copy, total: number) {
 }
 
 async function openCopy(size: number): Promise<Copy> {
-  const { app, database, close } = await openBenchApp('checkin', SECRET)
-  await applySeed(database.db, clock, {
+  const c: Copy = { ...(await openBenchApp('checkin', SECRET)), listId: 0, fillMs: 0 }
+  await applySeed(c.database.db, clock, {
     events: [{ id: 1, uid: 'bench-fest', name: 'Bench Fest', timezone: 'Europe/Berlin' }],
   })
-  const c: Copy = { size, app, database, listId: 0, close, fillMs: 0 }
   const created = await call(c, 'POST', '/events/1/checkin-lists', { name: 'Camping', exit_all_at: '04:00' })
   if (created.statusCode !== 201) throw new Error(created.body)
   c.listId = created.json().id
@@ -134,11 +129,14 @@ async function paired(copies: [Copy, Copy], url: (c: Copy) => string) {
   const ms: [number[], number[]] = [[], []]
   for (let i = 0; i < READS; i++)
     for (const k of i % 2 === 0 ? [0, 1] : [1, 0]) ms[k]!.push(await timed(copies[k]!, url(copies[k]!)))
-  const at = (xs: number[], p: number) => {
-    const sorted = [...xs].sort((a, b) => a - b)
-    return Number(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!.toFixed(2))
-  }
-  return ms.map((xs) => ({ p50: at(xs, 0.5), p95: at(xs, 0.95) }))
+  const at = (xs: number[], p: number) =>
+    Number(
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        p,
+      ).toFixed(2),
+    )
+  return ms.map((xs) => ({ p50: at(xs, 50), p95: at(xs, 95) }))
 }
 
 const READ_URLS: Record<string, (c: Copy) => string> = {
@@ -200,10 +198,6 @@ ${Object.keys(READ_URLS)
   )
   .join('\n')}
 `
-if (process.env.CHECKIN_RESULTS !== '0') {
-  fs.mkdirSync('bench/results', { recursive: true })
-  const name = backend === 'sqlite' ? 'checkin' : `checkin-${backend}`
-  fs.writeFileSync(`bench/results/${name}.json`, `${JSON.stringify(result, null, 2)}\n`)
-  fs.writeFileSync(`bench/results/${name}.md`, md)
-}
+if (process.env.CHECKIN_RESULTS !== '0')
+  writeResults(backend === 'sqlite' ? 'checkin' : `checkin-${backend}`, md, result)
 console.log(md)
